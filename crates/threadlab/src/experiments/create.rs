@@ -1,0 +1,334 @@
+//! `create`: what it costs to make and end a thread or a process (PThreads 1999, section 4.1).
+
+use std::ffi::CString;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::experiments::{Ctx, Experiment, Mode, Outcome};
+use crate::measure::placement::{home_cpu, PinGuard, Placement};
+use crate::measure::process::{fork_child, mono_ns, wait_pid, SharedMap};
+use crate::results::{Metric, Series};
+use crate::seeds;
+use crate::sys;
+
+pub struct Create;
+
+extern "C" fn return_at_once(_: *mut libc::c_void) -> *mut libc::c_void {
+    std::ptr::null_mut()
+}
+
+/// Stores the clock into the slot passed as the argument, then returns (= exits).
+extern "C" fn stamp_and_return(slot: *mut libc::c_void) -> *mut libc::c_void {
+    // SAFETY: the creator passes a pointer to an AtomicU64 that outlives the join.
+    let slot = unsafe { &*(slot as *const AtomicU64) };
+    slot.store(mono_ns(), Ordering::Release);
+    std::ptr::null_mut()
+}
+
+/// pthread_create + pthread_join of a thread running `body` with argument `arg`.
+fn create_join(
+    body: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void,
+    arg: *mut libc::c_void,
+) -> Result<()> {
+    let mut tid: libc::pthread_t = 0;
+    // SAFETY: default attributes; `body` is a plain extern fn; the join below reaps the thread.
+    let rc = unsafe { libc::pthread_create(&mut tid, std::ptr::null(), body, arg) };
+    if rc != 0 {
+        return Err(Error::Skip(format!(
+            "pthread_create failed: {} (RLIMIT_NPROC or memory limit?)",
+            std::io::Error::from_raw_os_error(rc)
+        )));
+    }
+    // SAFETY: tid is a joinable thread we created and have not joined.
+    let rc = unsafe { libc::pthread_join(tid, std::ptr::null_mut()) };
+    if rc != 0 {
+        return Err(Error::Fail(format!(
+            "pthread_join failed: {}",
+            std::io::Error::from_raw_os_error(rc)
+        )));
+    }
+    Ok(())
+}
+
+fn create_join_batch(n: u64) -> Result<Duration> {
+    let t = Instant::now();
+    for _ in 0..n {
+        create_join(return_at_once, std::ptr::null_mut())?;
+    }
+    Ok(t.elapsed())
+}
+
+/// Sum over `n` threads of (join returned - thread about to exit).
+fn destroy_thread_batch(n: u64) -> Result<Duration> {
+    let slot = AtomicU64::new(0);
+    let mut total = 0u64;
+    for _ in 0..n {
+        create_join(stamp_and_return, &slot as *const AtomicU64 as *mut _)?;
+        let joined = mono_ns();
+        total += joined.saturating_sub(slot.load(Ordering::Acquire));
+    }
+    Ok(Duration::from_nanos(total))
+}
+
+fn fork_batch(n: u64) -> Result<Duration> {
+    let t = Instant::now();
+    for _ in 0..n {
+        // SAFETY: the child does nothing before _exit.
+        unsafe { fork_child(None, || {}) }?.wait()?;
+    }
+    Ok(t.elapsed())
+}
+
+fn destroy_process_batch(map: &SharedMap, n: u64) -> Result<Duration> {
+    let slot = map.word(0);
+    let mut total = 0u64;
+    for _ in 0..n {
+        // SAFETY: the child reads the clock (clock_gettime is async-signal-safe) and stores to an
+        // atomic in the shared mapping.
+        let child = unsafe { fork_child(None, || slot.store(mono_ns(), Ordering::Release)) }?;
+        child.wait()?;
+        let reaped = mono_ns();
+        total += reaped.saturating_sub(slot.load(Ordering::Acquire));
+    }
+    Ok(Duration::from_nanos(total))
+}
+
+/// posix_spawn of `program` with no arguments, then waitpid.
+fn spawn_batch(program: &CString, n: u64) -> Result<Duration> {
+    extern "C" {
+        static environ: *const *mut libc::c_char;
+    }
+    let argv = [program.as_ptr() as *mut libc::c_char, std::ptr::null_mut()];
+    let t = Instant::now();
+    for _ in 0..n {
+        let mut pid: libc::pid_t = 0;
+        // SAFETY: program and argv are NUL-terminated and live across the call; environ is the
+        // process environment maintained by libc.
+        let rc = unsafe {
+            libc::posix_spawn(
+                &mut pid,
+                program.as_ptr(),
+                std::ptr::null(),
+                std::ptr::null(),
+                argv.as_ptr(),
+                environ,
+            )
+        };
+        if rc != 0 {
+            return Err(Error::Skip(format!(
+                "posix_spawn({}) failed: {}",
+                program.to_string_lossy(),
+                std::io::Error::from_raw_os_error(rc)
+            )));
+        }
+        let status = wait_pid(pid)?;
+        if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+            return Err(Error::Fail(format!(
+                "{} exited abnormally (status {status:#x})",
+                program.to_string_lossy()
+            )));
+        }
+    }
+    Ok(t.elapsed())
+}
+
+/// A trivial program every Linux has: `true` from coreutils or busybox.
+fn trivial_program() -> Option<CString> {
+    ["/bin/true", "/usr/bin/true"]
+        .iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .and_then(|p| CString::new(*p).ok())
+}
+
+impl Experiment for Create {
+    fn name(&self) -> &'static str {
+        "create"
+    }
+    fn study(&self) -> &'static str {
+        seeds::PTHREADS_1999
+    }
+    fn measures(&self) -> &'static str {
+        "thread and process creation and destruction (create+join, fork+exit+wait, posix_spawn), and creation time vs number created (Fig. 1)"
+    }
+    fn rough_duration(&self, mode: Mode) -> Duration {
+        Duration::from_secs(mode.pick(1, 5, 40))
+    }
+
+    fn run(&self, ctx: &Ctx) -> Result<Outcome> {
+        let cpu = home_cpu();
+        // Everything runs on one CPU, as on the study's uniprocessor: the creator is pinned and
+        // new threads and children inherit the mask, so a create+join includes the switch to the
+        // new thread and back.
+        let _pin = PinGuard::pin(cpu)?;
+        let placement = Placement::SameCpu(cpu).to_string();
+        let sampler = ctx.sampler();
+        let mut out = Outcome::default();
+        let state = format!(
+            "process state: {} thread(s), {:.0} MiB resident",
+            sys::thread_count(),
+            sys::rss_bytes() as f64 / (1 << 20) as f64
+        );
+
+        ctx.step("create.thread")?;
+        let s = sampler.per_op_ns(create_join_batch)?;
+        out.metrics.push(
+            Metric::from_summary(
+                "create.thread",
+                "us",
+                &s.map(|ns| ns / 1e3),
+                &placement,
+                "pthread_create + pthread_join of a thread that returns at once, default attributes \
+                 (glibc reuses cached stacks), creator and thread on one CPU; nothing subtracted",
+            )
+            .with_historical(seeds::historical("create.thread")),
+        );
+
+        ctx.step("create.thread.std")?;
+        let s = sampler.per_op_ns(|n| {
+            let t = Instant::now();
+            for _ in 0..n {
+                std::thread::spawn(|| {})
+                    .join()
+                    .map_err(|_| Error::Fail("a spawned thread panicked".into()))?;
+            }
+            Ok(t.elapsed())
+        })?;
+        out.metrics.push(Metric::from_summary(
+            "create.thread.std",
+            "us",
+            &s.map(|ns| ns / 1e3),
+            &placement,
+            "std::thread::spawn + join of an empty closure: the pthread pair plus Rust's own \
+             set-up (an Arc'd packet, thread name and handle, stack-guard bookkeeping)",
+        ));
+
+        ctx.step("destroy.thread")?;
+        let s = sampler.per_op_ns(destroy_thread_batch)?;
+        out.metrics.push(
+            Metric::from_summary(
+                "destroy.thread",
+                "us",
+                &s.map(|ns| ns / 1e3),
+                &placement,
+                "from the thread's last clock read just before it returns (= pthread_exit) to the \
+                 return of pthread_join in the creator, as the study measured; one CPU, so this \
+                 includes the exiting thread's teardown and the switch back to the joiner",
+            )
+            .with_historical(seeds::historical("destroy.thread")),
+        );
+
+        ctx.step("create.process.fork")?;
+        let s = sampler.per_op_ns(fork_batch)?;
+        out.metrics.push(
+            Metric::from_summary(
+                "create.process.fork",
+                "us",
+                &s.map(|ns| ns / 1e3),
+                &placement,
+                &format!(
+                    "fork + child _exit(0) at once + waitpid; fork copies page tables, so the cost \
+                     grows with the parent's size ({state}); parent and child on one CPU"
+                ),
+            )
+            .with_historical(seeds::historical("create.process.fork")),
+        );
+
+        ctx.step("destroy.process")?;
+        let map = SharedMap::new(4096)?;
+        let s = sampler.per_op_ns(|n| destroy_process_batch(&map, n))?;
+        out.metrics.push(
+            Metric::from_summary(
+                "destroy.process",
+                "us",
+                &s.map(|ns| ns / 1e3),
+                &placement,
+                &format!(
+                    "from the child's clock read just before _exit to the return of waitpid in the \
+                     parent, as the study measured exit() to wait(); includes tearing down the \
+                     child's copy of the address space ({state})"
+                ),
+            )
+            .with_historical(seeds::historical("destroy.process")),
+        );
+
+        ctx.step("create.process.spawn")?;
+        match trivial_program() {
+            Some(prog) => {
+                let s = sampler.per_op_ns(|n| spawn_batch(&prog, n))?;
+                out.metrics.push(Metric::from_summary(
+                    "create.process.spawn",
+                    "us",
+                    &s.map(|ns| ns / 1e3),
+                    &placement,
+                    &format!(
+                        "posix_spawn of {} (glibc uses clone(CLONE_VM|CLONE_VFORK), so no page \
+                         tables are copied) + waitpid; includes exec, the dynamic loader and the \
+                         program's own start-up and exit",
+                        prog.to_string_lossy()
+                    ),
+                ));
+            }
+            None => out.skip(
+                "create.process.spawn",
+                "no /bin/true or /usr/bin/true to spawn on this machine",
+            ),
+        }
+
+        ctx.step("creation time vs number created")?;
+        let counts: &[u64] = ctx.mode.pick(
+            &[1, 10, 100],
+            &[1, 10, 100, 1_000, 10_000],
+            &[1, 10, 100, 1_000, 10_000, 100_000],
+        );
+        let reps = ctx.mode.pick(3, 5, 7);
+        let mut ys = Vec::new();
+        for &n in counts {
+            let mut per = Vec::new();
+            for _ in 0..reps {
+                ctx.cancel.check()?;
+                // One timed loop over n create+join pairs, as the study timed its loop.
+                let mut remaining = n;
+                let mut took = Duration::ZERO;
+                while remaining > 0 {
+                    let chunk = remaining.min(1_000);
+                    took += create_join_batch(chunk)?;
+                    remaining -= chunk;
+                    ctx.cancel.check()?;
+                }
+                per.push(took.as_nanos() as f64 / n as f64 / 1e3);
+            }
+            per.sort_by(|a, b| a.total_cmp(b));
+            ys.push(per[per.len() / 2]);
+        }
+        out.series.push(Series {
+            id: "create.thread.vs_count".into(),
+            x_label: "threads created (create+join each)".into(),
+            x_unit: "count".into(),
+            y_label: "mean time per create+join".into(),
+            y_unit: "us".into(),
+            x: counts.iter().map(|&n| n as f64).collect(),
+            y: ys,
+            note: format!(
+                "median of {reps} timed loops per count; {}",
+                seeds::creation_curve_note()
+            ),
+            historical: None,
+        });
+
+        let thread = out.metrics[0].median;
+        let fork = out
+            .metrics
+            .iter()
+            .find(|m| m.id == "create.process.fork")
+            .map_or(f64::NAN, |m| m.median);
+        out.conclusion = Some(format!(
+            "A thread costs {thread:.1} us to create and join here, a fork+exit+wait {fork:.0} us \
+             ({:.0}x a thread; the study saw ~170x). Creating a thread per short task is affordable \
+             when the task runs for well over {:.0} us; below that, reuse threads from a pool.",
+            fork / thread,
+            thread * 10.0
+        ));
+        Ok(out)
+    }
+}

@@ -1,0 +1,292 @@
+//! `shm`: how long one thread (or process) takes to read data another has just written
+//! (PThreads 1999, Fig. 2), for 1 KiB .. 64 MiB.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::experiments::{Ctx, Experiment, Mode, Outcome};
+use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
+use crate::measure::process::{fork_child, wait_until, SharedMap};
+use crate::measure::stats::Summary;
+use crate::results::{Metric, Series};
+use crate::seeds;
+
+pub struct Shm;
+
+const KIB: usize = 1024;
+const MIB: usize = 1024 * 1024;
+const MAX_SIZE: usize = 64 * MIB;
+/// Small sizes are read as several fresh copies back to back, so a sample covers at least this
+/// many bytes and the clock's cost stays negligible.
+const MIN_BYTES_PER_SAMPLE: usize = 64 * KIB;
+const WAIT_LIMIT_NS: u64 = 10_000_000_000;
+
+/// Commands from the reader to the writer; lives in memory both can see.
+#[repr(C)]
+#[derive(Default)]
+struct Control {
+    round: AtomicU64,
+    size: AtomicU64,
+    copies: AtomicU64,
+    value: AtomicU64,
+    done: AtomicU64,
+    stop: AtomicU64,
+}
+
+/// The writer's loop: for each new round, fill `copies` buffers of `size` bytes with `value`.
+/// Async-signal-safe: atomics, plain stores and sched_yield only (a forked child runs it).
+fn writer_loop(ctl: &Control, base: *mut u64) {
+    let mut seen = 0u64;
+    loop {
+        let mut spins = 0u32;
+        let round = loop {
+            let r = ctl.round.load(Ordering::Acquire);
+            if ctl.stop.load(Ordering::Acquire) != 0 {
+                return;
+            }
+            if r != seen {
+                break r;
+            }
+            spins += 1;
+            if spins > 200 {
+                // SAFETY: no preconditions.
+                unsafe { libc::sched_yield() };
+            } else {
+                std::hint::spin_loop();
+            }
+        };
+        seen = round;
+        let words = ctl.size.load(Ordering::Acquire) as usize / 8
+            * ctl.copies.load(Ordering::Acquire) as usize;
+        let v = ctl.value.load(Ordering::Acquire);
+        for i in 0..words {
+            // SAFETY: the reader sized the request within the buffer (size * copies <= MAX_SIZE),
+            // and it does not read until `done` is published below.
+            unsafe { base.add(i).write_volatile(v) };
+        }
+        ctl.done.store(round, Ordering::Release);
+    }
+}
+
+fn read_sum(base: *const u64, words: usize) -> u64 {
+    // SAFETY: the caller guarantees `words` u64s are readable at base and not being written.
+    let data = unsafe { std::slice::from_raw_parts(base, words) };
+    data.iter().fold(0u64, |a, &x| a.wrapping_add(x))
+}
+
+/// One party's reading side: asks for a fresh write of `size` bytes, then times reading it.
+struct Reader<'a> {
+    ctl: &'a Control,
+    base: *const u64,
+    round: u64,
+}
+
+impl Reader<'_> {
+    /// Nanoseconds to read one buffer of `size` bytes that the writer has just written.
+    fn sample(&mut self, size: usize) -> Result<f64> {
+        let copies = (MIN_BYTES_PER_SAMPLE / size).max(1);
+        self.round += 1;
+        let value = self.round;
+        self.ctl.size.store(size as u64, Ordering::Release);
+        self.ctl.copies.store(copies as u64, Ordering::Release);
+        self.ctl.value.store(value, Ordering::Release);
+        self.ctl.round.store(self.round, Ordering::Release);
+        let round = self.round;
+        wait_until(
+            || self.ctl.done.load(Ordering::Acquire) == round,
+            WAIT_LIMIT_NS,
+        )?;
+        let words = size / 8 * copies;
+        let t = Instant::now();
+        let sum = std::hint::black_box(read_sum(self.base, words));
+        let took = t.elapsed();
+        if sum != value.wrapping_mul(words as u64) {
+            return Err(Error::Fail(
+                "the reader saw data other than what the writer wrote".into(),
+            ));
+        }
+        Ok(took.as_nanos() as f64 / copies as f64)
+    }
+}
+
+fn sizes(mode: Mode) -> Vec<usize> {
+    match mode {
+        Mode::Tiny => vec![KIB, 64 * KIB, MIB],
+        Mode::Quick => vec![
+            KIB,
+            4 * KIB,
+            16 * KIB,
+            64 * KIB,
+            256 * KIB,
+            MIB,
+            4 * MIB,
+            16 * MIB,
+            64 * MIB,
+        ],
+        Mode::Full => (10..=26).map(|p| 1usize << p).collect(),
+    }
+}
+
+fn size_name(size: usize) -> String {
+    if size >= MIB {
+        format!("{}mib", size / MIB)
+    } else {
+        format!("{}kib", size / KIB)
+    }
+}
+
+/// Reads at every size, returning a summary (ns per read) per size.
+fn sweep(ctx: &Ctx, reader: &mut Reader, label: &str) -> Result<Vec<(usize, Summary)>> {
+    let sampler = ctx.sampler();
+    let mut out = Vec::new();
+    for size in sizes(ctx.mode) {
+        ctx.step(&format!("shm.{label} {}", size_name(size)))?;
+        let s = sampler.repeat(|| reader.sample(size), 1)?;
+        out.push((size, s));
+    }
+    Ok(out)
+}
+
+fn thread_sweep(ctx: &Ctx, cpus: (usize, usize)) -> Result<Vec<(usize, Summary)>> {
+    let mut buf = vec![1u64; MAX_SIZE / 8]; // filled, so every page is faulted in up front
+    let base = buf.as_mut_ptr() as usize;
+    let ctl = Control::default();
+    let _pin = PinGuard::pin(cpus.0)?;
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| -> Result<()> {
+            pin_current_thread(cpus.1)?;
+            writer_loop(&ctl, base as *mut u64);
+            Ok(())
+        });
+        let mut reader = Reader {
+            ctl: &ctl,
+            base: base as *const u64,
+            round: 0,
+        };
+        let result = sweep(ctx, &mut reader, "thread");
+        ctl.stop.store(1, Ordering::Release);
+        writer
+            .join()
+            .map_err(|_| Error::Fail("the writer thread panicked".into()))??;
+        result
+    })
+}
+
+fn process_sweep(ctx: &Ctx, cpus: (usize, usize)) -> Result<Vec<(usize, Summary)>> {
+    let control_map = SharedMap::new(4096)?;
+    let data = SharedMap::new(MAX_SIZE)?;
+    // SAFETY: the mapping is zero-filled and page aligned; Control is atomics only, so all-zero
+    // is a valid value, and it fits in the 4096-byte page.
+    let ctl: &Control = unsafe { &*(control_map.as_ptr() as *const Control) };
+    // Fault every page in here; the child faults its own page tables in during warm-up.
+    // SAFETY: data is MAX_SIZE writable bytes.
+    unsafe { std::ptr::write_bytes(data.as_ptr(), 1, MAX_SIZE) };
+    let base = data.as_ptr() as *mut u64;
+    let _pin = PinGuard::pin(cpus.0)?;
+    // SAFETY: the child runs writer_loop, which is async-signal-safe.
+    let child = unsafe { fork_child(Some(cpus.1), || writer_loop(ctl, base)) }?;
+    let mut reader = Reader {
+        ctl,
+        base,
+        round: 0,
+    };
+    let result = sweep(ctx, &mut reader, "process");
+    ctl.stop.store(1, Ordering::Release);
+    child.wait()?;
+    result
+}
+
+impl Experiment for Shm {
+    fn name(&self) -> &'static str {
+        "shm"
+    }
+    fn study(&self) -> &'static str {
+        seeds::PTHREADS_1999
+    }
+    fn measures(&self) -> &'static str {
+        "time for a thread or a process to read 1 KiB..64 MiB another has just written (Fig. 2), with bandwidth"
+    }
+    fn rough_duration(&self, mode: Mode) -> Duration {
+        Duration::from_secs(mode.pick(1, 4, 20))
+    }
+
+    fn run(&self, ctx: &Ctx) -> Result<Outcome> {
+        let (cpus, placement) = match cpu_pair() {
+            Some((a, b)) => ((a, b), Placement::CrossCpu(a, b)),
+            None => ((home_cpu(), home_cpu()), Placement::SameCpu(home_cpu())),
+        };
+        let cache_state = if cpus.0 != cpus.1 {
+            "the writer on the other CPU wrote the data just before the read: small sizes come \
+             from its private caches or the shared last-level cache, large ones from memory"
+        } else {
+            "writer and reader share one CPU: small sizes are still in its own caches"
+        };
+        let mut out = Outcome::default();
+        let threads = thread_sweep(ctx, cpus)?;
+        let processes = process_sweep(ctx, cpus)?;
+
+        for (label, results, how) in [
+            (
+                "thread",
+                &threads,
+                "two threads of one process, a private anonymous buffer",
+            ),
+            (
+                "process",
+                &processes,
+                "two processes sharing a MAP_SHARED anonymous mapping (shmem pages; page tables \
+                 already populated in both before timing)",
+            ),
+        ] {
+            let note = format!(
+                "{how}; {cache_state}; sizes under 64 KiB are read as several fresh copies per \
+                 sample and divided back; median of >= 7 fresh writes per size"
+            );
+            out.series.push(Series {
+                id: format!("shm.{label}.read_time"),
+                x_label: "data size".into(),
+                x_unit: "bytes".into(),
+                y_label: "time to read it once".into(),
+                y_unit: "us".into(),
+                x: results.iter().map(|(s, _)| *s as f64).collect(),
+                y: results.iter().map(|(_, m)| m.median / 1e3).collect(),
+                note: note.clone(),
+                historical: None,
+            });
+            out.series.push(Series {
+                id: format!("shm.{label}.bandwidth"),
+                x_label: "data size".into(),
+                x_unit: "bytes".into(),
+                y_label: "read bandwidth".into(),
+                y_unit: "GB/s".into(),
+                x: results.iter().map(|(s, _)| *s as f64).collect(),
+                y: results.iter().map(|(s, m)| *s as f64 / m.median).collect(),
+                note: note.clone(),
+                historical: None,
+            });
+            for (size, s) in results.iter() {
+                if [4 * KIB, MIB, 64 * MIB].contains(size) {
+                    out.metrics.push(Metric::from_summary(
+                        &format!("shm.{label}.read.{}", size_name(*size)),
+                        "us",
+                        &s.map(|ns| ns / 1e3),
+                        &placement.to_string(),
+                        &note,
+                    ));
+                }
+            }
+        }
+        let big = |r: &Vec<(usize, Summary)>| r.last().map(|(s, m)| *s as f64 / m.median);
+        if let (Some(t), Some(p)) = (big(&threads), big(&processes)) {
+            out.conclusion = Some(format!(
+                "Reading data another party just wrote runs at {t:.1} GB/s between threads and \
+                 {p:.1} GB/s between processes at the largest size: shared memory costs the same \
+                 once mapped, as the 1999 study found (Fig. 2). Choose threads or processes for \
+                 isolation and start-up cost, not for the speed of sharing; remember a process \
+                 pays page faults on first touch of a shared mapping."
+            ));
+        }
+        Ok(out)
+    }
+}

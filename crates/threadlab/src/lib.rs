@@ -1,0 +1,15 @@
+//! threadlab: a thread performance laboratory for Linux.
+//!
+//! Data flows one way: the CLI picks experiments, each experiment measures through `measure`,
+//! returns `results`, and `report` renders them. The binary (`main.rs`, `cli.rs`) is thin.
+
+pub mod cancel;
+pub mod cli;
+pub mod error;
+pub mod experiments;
+pub mod measure;
+pub mod report;
+pub mod results;
+pub mod runner;
+pub mod seeds;
+pub mod sys;

@@ -1,0 +1,7 @@
+//! How figures are taken: clock and sampler, statistics, placement, child processes, environment.
+
+pub mod env;
+pub mod placement;
+pub mod process;
+pub mod sampler;
+pub mod stats;

@@ -1,0 +1,259 @@
+//! Child processes and memory shared with them, made safe to interrupt.
+//!
+//! A forked child of a process that may have other threads can only do async-signal-safe work
+//! (POSIX): the children here touch atomics in a MAP_SHARED mapping and make raw system calls,
+//! nothing else (no allocation, no locks, no Rust std I/O). They die with the parent
+//! (PR_SET_PDEATHSIG), take SIGINT/SIGTERM with the default action, and a `Child` guard kills and
+//! reaps them if the measuring code returns early, so an interrupted run leaves no process behind.
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+
+use crate::error::{Error, Result};
+
+/// An anonymous MAP_SHARED mapping: visible to children forked after it was made.
+pub struct SharedMap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory; all access from several threads goes through atomics or
+// through raw byte copies that the experiments order with atomics.
+unsafe impl Send for SharedMap {}
+unsafe impl Sync for SharedMap {}
+
+impl SharedMap {
+    pub fn new(len: usize) -> Result<SharedMap> {
+        let len = len.max(1);
+        // SAFETY: a fresh anonymous mapping; no existing memory is touched.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::os(&format!(
+                "cannot map {len} bytes of shared memory"
+            )));
+        }
+        Ok(SharedMap {
+            ptr: NonNull::new(p.cast()).expect("mmap returned null without MAP_FAILED"),
+            len,
+        })
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The `i`-th cache line's first 32-bit word, for futexes shared between processes.
+    pub fn word32(&self, i: usize) -> &AtomicU32 {
+        let off = i * 64;
+        assert!(
+            off + 4 <= self.len,
+            "shared word {i} is outside the mapping"
+        );
+        // SAFETY: as for word(): in bounds, aligned, valid initial value.
+        unsafe { &*(self.ptr.as_ptr().add(off) as *const AtomicU32) }
+    }
+
+    /// The `i`-th 64-byte-aligned atomic word slot (each on its own cache line).
+    pub fn word(&self, i: usize) -> &AtomicU64 {
+        let off = i * 64;
+        assert!(
+            off + 8 <= self.len,
+            "shared word {i} is outside the mapping"
+        );
+        // SAFETY: in bounds (checked), 64-byte aligned (mmap is page aligned), and AtomicU64 has
+        // the layout of u64; the zero-filled mapping is a valid initial value.
+        unsafe { &*(self.ptr.as_ptr().add(off) as *const AtomicU64) }
+    }
+}
+
+impl Drop for SharedMap {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what new() mapped; no reference outlives self.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// A forked child that is killed and reaped when dropped unless it was waited for.
+pub struct Child {
+    pid: libc::pid_t,
+    reaped: bool,
+}
+
+impl Child {
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
+    /// Waits for the child to exit; Err if it did not exit with status 0.
+    pub fn wait(mut self) -> Result<()> {
+        let status = wait_pid(self.pid)?;
+        self.reaped = true;
+        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+            Ok(())
+        } else {
+            Err(Error::Fail(format!(
+                "child process {} ended abnormally (wait status {status:#x})",
+                self.pid
+            )))
+        }
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if !self.reaped {
+            // SAFETY: the pid is our unreaped child, so it cannot have been reused.
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+            }
+            let _ = wait_pid(self.pid);
+        }
+    }
+}
+
+/// waitpid, retried on EINTR.
+pub fn wait_pid(pid: libc::pid_t) -> Result<i32> {
+    let mut status = 0;
+    loop {
+        // SAFETY: status is a valid out pointer.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc == pid {
+            return Ok(status);
+        }
+        if rc < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return Err(Error::os("waitpid"));
+        }
+    }
+}
+
+/// Forks a child that runs `body` and then `_exit(0)`.
+///
+/// # Safety
+/// `body` runs in a child forked from a possibly multi-threaded process: it must be
+/// async-signal-safe. It may read and write atomics and plain memory (including SharedMap), and
+/// make raw system calls (sched_yield, read, write, clock_gettime, futex); it must not allocate,
+/// lock, print, or unwind. It must return (or `_exit`) on its own.
+pub unsafe fn fork_child(pin_cpu: Option<usize>, body: impl FnOnce()) -> Result<Child> {
+    let parent = libc::getpid();
+    let pid = libc::fork();
+    if pid < 0 {
+        return Err(Error::os("fork"));
+    }
+    if pid == 0 {
+        // In the child: only async-signal-safe calls from here to _exit.
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != parent {
+            libc::_exit(1);
+        }
+        // The parent's handlers would only set a flag in the child's copy of memory. A terminal's
+        // Ctrl-C reaches the whole process group: the child ignores it and lets the parent finish
+        // its batch and kill it (so the parent never waits on a partner that vanished); a
+        // SIGTERM sent to the child itself ends it.
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = libc::SIG_IGN;
+        libc::sigaction(libc::SIGINT, &act, std::ptr::null_mut());
+        act.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(libc::SIGTERM, &act, std::ptr::null_mut());
+        if let Some(cpu) = pin_cpu {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+        body();
+        libc::_exit(0);
+    }
+    Ok(Child { pid, reaped: false })
+}
+
+/// Monotonic clock read with a raw clock_gettime (async-signal-safe; usable in a forked child).
+#[inline]
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out pointer; CLOCK_MONOTONIC always exists.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Spins until `done()` holds, yielding the CPU after a short spin so that a partner pinned to
+/// the same CPU (or a 1-CPU machine) can run. Gives up with Err after `limit_ns`.
+pub fn wait_until(mut done: impl FnMut() -> bool, limit_ns: u64) -> Result<()> {
+    let start = mono_ns();
+    let mut spins = 0u32;
+    while !done() {
+        spins += 1;
+        if spins < 200 {
+            std::hint::spin_loop();
+        } else {
+            // SAFETY: sched_yield has no preconditions.
+            unsafe {
+                libc::sched_yield();
+            }
+            if spins % 1024 == 0 && mono_ns() - start > limit_ns {
+                return Err(Error::Fail(
+                    "a partner thread or process stopped responding".into(),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    #[test]
+    fn child_sees_shared_memory_and_exits_cleanly() {
+        let map = SharedMap::new(4096).unwrap();
+        let w = map.word(0);
+        // SAFETY: the body only stores to an atomic in the shared mapping.
+        let child = unsafe { fork_child(None, || w.store(42, Ordering::SeqCst)) }.unwrap();
+        child.wait().unwrap();
+        assert_eq!(map.word(0).load(Ordering::SeqCst), 42);
+    }
+
+    #[test]
+    fn dropping_a_child_kills_and_reaps_it() {
+        let map = SharedMap::new(4096).unwrap();
+        let w = map.word(1);
+        // SAFETY: the body only loads an atomic and calls sched_yield.
+        let child = unsafe {
+            fork_child(None, || {
+                while w.load(Ordering::SeqCst) == 0 {
+                    libc::sched_yield();
+                }
+            })
+        }
+        .unwrap();
+        let pid = child.pid();
+        drop(child);
+        // The pid is reaped: waiting again finds no such child.
+        let rc = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+        assert_eq!(rc, -1);
+    }
+}

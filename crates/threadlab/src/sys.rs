@@ -1,0 +1,130 @@
+//! Thin wrappers over the raw system calls the experiments time (futex, sched_yield, gettid).
+//!
+//! All are async-signal-safe, so forked children may use them.
+
+use std::sync::atomic::AtomicU32;
+
+/// Blocks while `*word == expected` (returns at once otherwise, or on a spurious wake-up).
+/// `shared`: the word lives in memory shared between processes (non-private futex).
+#[inline]
+pub fn futex_wait(word: &AtomicU32, expected: u32, shared: bool) {
+    let op = if shared {
+        libc::FUTEX_WAIT
+    } else {
+        libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG
+    };
+    // SAFETY: word is a valid, aligned u32 for the duration of the call; no timeout pointer.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            op,
+            expected,
+            std::ptr::null::<libc::timespec>(),
+        );
+    }
+}
+
+/// Like futex_wait, but returns after `timeout_ms` at the latest, so the caller can re-check
+/// whether its partner is still there.
+#[inline]
+pub fn futex_wait_for(word: &AtomicU32, expected: u32, shared: bool, timeout_ms: u64) {
+    let op = if shared {
+        libc::FUTEX_WAIT
+    } else {
+        libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG
+    };
+    let ts = libc::timespec {
+        tv_sec: (timeout_ms / 1000) as libc::time_t,
+        tv_nsec: ((timeout_ms % 1000) * 1_000_000) as libc::c_long,
+    };
+    // SAFETY: word is a valid, aligned u32; ts is a valid relative timeout.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            op,
+            expected,
+            &ts as *const libc::timespec,
+        );
+    }
+}
+
+/// Wakes up to `n` waiters blocked on `word`; returns how many were woken.
+#[inline]
+pub fn futex_wake(word: &AtomicU32, n: u32, shared: bool) -> i64 {
+    let op = if shared {
+        libc::FUTEX_WAKE
+    } else {
+        libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG
+    };
+    // SAFETY: word is a valid, aligned u32; FUTEX_WAKE only reads its address.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), op, n) }
+}
+
+#[inline]
+pub fn sched_yield() {
+    // SAFETY: no preconditions.
+    unsafe {
+        libc::sched_yield();
+    }
+}
+
+pub fn gettid() -> i32 {
+    // SAFETY: no preconditions.
+    unsafe { libc::gettid() }
+}
+
+/// The scheduler state letter of a thread of this process ('R', 'S', 'D', ...), read from procfs.
+pub fn task_state(tid: i32) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    // The command name is in parentheses and may contain spaces; the state follows the last ')'.
+    s.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Voluntary and involuntary context switches of the calling thread so far (getrusage).
+pub fn thread_context_switches() -> (u64, u64) {
+    // SAFETY: ru is a valid out pointer; RUSAGE_THREAD is Linux-specific and always available.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
+        (ru.ru_nvcsw as u64, ru.ru_nivcsw as u64)
+    }
+}
+
+/// Resident set size of this process, in bytes.
+pub fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    pages * page
+}
+
+/// Number of threads in this process.
+pub fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| d.count())
+        .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_task_is_running() {
+        assert_eq!(task_state(gettid()), Some('R'));
+    }
+
+    #[test]
+    fn futex_wait_returns_when_value_differs() {
+        let w = AtomicU32::new(1);
+        futex_wait(&w, 0, false); // value is 1, not 0: returns at once (EAGAIN)
+        assert_eq!(futex_wake(&w, 1, false), 0);
+    }
+}

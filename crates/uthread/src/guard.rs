@@ -1,0 +1,182 @@
+//! Stack-overflow reporting: a `SIGSEGV`/`SIGBUS` handler on an alternate signal stack that
+//! recognises a fault in the running green thread's guard page, names the thread on stderr and
+//! aborts. Faults it does not recognise go to the previously installed handler (Rust's own
+//! main-thread overflow handler, or the default action).
+
+use crate::preempt::CARRIER;
+use crate::runtime;
+use core::fmt::Write;
+use std::cell::Cell;
+use std::sync::Once;
+
+static mut PREV_SEGV: Option<libc::sigaction> = None;
+static mut PREV_BUS: Option<libc::sigaction> = None;
+
+pub(crate) fn install_handler() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: runs once, before any fault handler of ours can read PREV_*; the sigaction
+        // structures are fully initialised (zeroed + filled).
+        unsafe {
+            let mut sa: libc::sigaction = core::mem::zeroed();
+            sa.sa_sigaction = on_fault as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut sa.sa_mask);
+            let mut old: libc::sigaction = core::mem::zeroed();
+            if libc::sigaction(libc::SIGSEGV, &sa, &mut old) == 0 {
+                PREV_SEGV = Some(old);
+            }
+            let mut old: libc::sigaction = core::mem::zeroed();
+            if libc::sigaction(libc::SIGBUS, &sa, &mut old) == 0 {
+                PREV_BUS = Some(old);
+            }
+        }
+    });
+}
+
+/// A fixed buffer formatter: the fault handler must not allocate.
+struct Buf {
+    bytes: [u8; 768],
+    len: usize,
+}
+
+impl Write for Buf {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let n = s.len().min(self.bytes.len() - self.len);
+        self.bytes[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes valid siginfo/ucontext pointers to SA_SIGINFO handlers.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    // SAFETY: as above.
+    let sp = unsafe { crate::arch::ucontext_sp(uctx) };
+    let c = CARRIER.with(Cell::get);
+    if !c.is_null() {
+        // SAFETY: non-null CARRIER means this OS thread is inside block_on (carrier alive).
+        if let Some(info) = unsafe { runtime::current_stack_info(&*c) } {
+            let (lo, hi) = info.guard;
+            let hit = lo != hi
+                && ((addr >= lo && addr < hi)
+                    // The kernel could not push a signal frame below the stack's end (the fault
+                    // then carries no useful address, but the interrupted rsp is near the guard).
+                    || (addr == 0 && sp >= lo && sp < hi + 16 * 1024));
+            if hit {
+                let mut b = Buf {
+                    bytes: [0; 768],
+                    len: 0,
+                };
+                let _ = write!(
+                    b,
+                    "\nuthread: green thread '{}' (id {}) overflowed its stack of {} bytes \
+                     (fault at {:#x}, guard page {:#x}..{:#x}); aborting. Give it a larger \
+                     stack with uthread::Builder::stack_size(..).\n",
+                    info.name, info.id, info.stack_size, addr, lo, hi
+                );
+                // SAFETY: write(2) and abort(3) are async-signal-safe; `b` is a local buffer.
+                unsafe {
+                    libc::write(2, b.bytes.as_ptr() as *const libc::c_void, b.len);
+                    libc::abort();
+                }
+            }
+        }
+    }
+    // Not ours: chain to the previous handler.
+    // SAFETY: PREV_* were written once before this handler was installed and never again.
+    let prev = unsafe {
+        if sig == libc::SIGBUS {
+            *core::ptr::addr_of!(PREV_BUS)
+        } else {
+            *core::ptr::addr_of!(PREV_SEGV)
+        }
+    };
+    match prev {
+        Some(p) if p.sa_sigaction != libc::SIG_DFL && p.sa_sigaction != libc::SIG_IGN => {
+            if p.sa_flags & libc::SA_SIGINFO != 0 {
+                // SAFETY: the previous handler was installed as an SA_SIGINFO handler.
+                let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                    unsafe { core::mem::transmute(p.sa_sigaction) };
+                f(sig, info, uctx);
+            } else {
+                // SAFETY: the previous handler was installed as a plain handler.
+                let f: extern "C" fn(libc::c_int) = unsafe { core::mem::transmute(p.sa_sigaction) };
+                f(sig);
+            }
+        }
+        _ => {
+            // Restore the default action and return: the faulting instruction re-executes and
+            // the process dies with the original signal (core dump as usual).
+            // SAFETY: zeroed sigaction with SIG_DFL is valid.
+            unsafe {
+                let mut sa: libc::sigaction = core::mem::zeroed();
+                sa.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &sa, core::ptr::null_mut());
+            }
+        }
+    }
+}
+
+/// An alternate signal stack for the carrier's OS thread, installed only if the thread has none
+/// (Rust's runtime gives its threads one already).
+pub(crate) struct AltStack {
+    mem: Option<(usize, usize)>,
+}
+
+impl AltStack {
+    pub(crate) fn ensure() -> AltStack {
+        // SAFETY: querying the current alternate stack with a valid out-pointer.
+        unsafe {
+            let mut cur: libc::stack_t = core::mem::zeroed();
+            if libc::sigaltstack(core::ptr::null(), &mut cur) == 0
+                && cur.ss_flags & libc::SS_DISABLE == 0
+            {
+                return AltStack { mem: None };
+            }
+            let len = 64 * 1024;
+            let p = libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if p == libc::MAP_FAILED {
+                return AltStack { mem: None };
+            }
+            let st = libc::stack_t {
+                ss_sp: p,
+                ss_flags: 0,
+                ss_size: len,
+            };
+            if libc::sigaltstack(&st, core::ptr::null_mut()) != 0 {
+                libc::munmap(p, len);
+                return AltStack { mem: None };
+            }
+            AltStack {
+                mem: Some((p as usize, len)),
+            }
+        }
+    }
+}
+
+impl Drop for AltStack {
+    fn drop(&mut self) {
+        if let Some((p, len)) = self.mem {
+            // SAFETY: we installed this alternate stack; disable it before unmapping. We are not
+            // running on it (drop happens in block_on on the normal stack).
+            unsafe {
+                let st = libc::stack_t {
+                    ss_sp: core::ptr::null_mut(),
+                    ss_flags: libc::SS_DISABLE,
+                    ss_size: 0,
+                };
+                libc::sigaltstack(&st, core::ptr::null_mut());
+                libc::munmap(p as *mut libc::c_void, len);
+            }
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! Run queue and scheduling policy, modelled on the BeOS R4.5 scheduler (Be Newsletter 4-45):
+//!
+//! * **real-time** threads always run first: the highest real-time priority wins, FIFO among
+//!   equals, and a real-time thread keeps the carrier until it blocks or yields;
+//! * **time-sharing** threads (priorities 1..=99) are picked by lottery: each thread holds
+//!   weight `2^p`, so one unit of priority doubles the chance of being picked. Weights are
+//!   normalised to the highest priority present (`2^(p - p_max)`) so nothing overflows;
+//! * **idle** threads run only when nothing else is runnable.
+//!
+//! Queues are intrusive singly-linked FIFOs threaded through `Thread::next`, so queueing never
+//! allocates (the signal handler may call into this module).
+
+use crate::thread::{Priority, Thread};
+use core::ptr::null_mut;
+
+#[derive(Clone, Copy)]
+pub(crate) struct Fifo {
+    head: *mut Thread,
+    tail: *mut Thread,
+}
+
+impl Fifo {
+    pub(crate) const fn new() -> Self {
+        Fifo {
+            head: null_mut(),
+            tail: null_mut(),
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.is_null()
+    }
+
+    /// # Safety
+    /// `t` must be a live thread that is in no queue.
+    pub(crate) unsafe fn push(&mut self, t: *mut Thread) {
+        // SAFETY: `t` is live and unlinked (caller); `tail` is live while linked.
+        unsafe {
+            (*t).next.set(null_mut());
+            if self.tail.is_null() {
+                self.head = t;
+            } else {
+                (*self.tail).next.set(t);
+            }
+        }
+        self.tail = t;
+    }
+
+    /// # Safety
+    /// All linked threads must be live.
+    pub(crate) unsafe fn pop(&mut self) -> *mut Thread {
+        let t = self.head;
+        if !t.is_null() {
+            // SAFETY: linked threads are live (caller).
+            unsafe {
+                self.head = (*t).next.get();
+                (*t).next.set(null_mut());
+            }
+            if self.head.is_null() {
+                self.tail = null_mut();
+            }
+        }
+        t
+    }
+}
+
+const RT_LEVELS: usize = 128;
+const TS_LEVELS: usize = 100;
+
+/// 128-bit occupancy bitmap kept as two `u64` words and always read and written at full word
+/// width: a `u128` let the compiler narrow `|=` into a 32-bit store that the next 64-bit load
+/// could not forward from, a ~10-cycle stall on every yield.
+#[derive(Clone, Copy, Default)]
+struct Bits([u64; 2]);
+
+impl Bits {
+    #[inline(always)]
+    fn set(&mut self, p: usize) {
+        let w = &mut self.0[(p >> 6) & 1];
+        // SAFETY: `w` is a valid, aligned, exclusive reference. Volatile keeps the store 64 bits
+        // wide (see the type docs).
+        unsafe { core::ptr::write_volatile(w, *w | (1u64 << (p & 63))) };
+    }
+    #[inline(always)]
+    fn clear(&mut self, p: usize) {
+        let w = &mut self.0[(p >> 6) & 1];
+        // SAFETY: as in `set`.
+        unsafe { core::ptr::write_volatile(w, *w & !(1u64 << (p & 63))) };
+    }
+    #[inline(always)]
+    fn any(&self) -> bool {
+        (self.0[0] | self.0[1]) != 0
+    }
+    #[inline(always)]
+    fn as_u128(&self) -> u128 {
+        (self.0[1] as u128) << 64 | self.0[0] as u128
+    }
+}
+
+pub(crate) struct RunQueue {
+    rt_bits: Bits,
+    rt: [Fifo; RT_LEVELS],
+    ts_bits: Bits,
+    ts: [Fifo; TS_LEVELS],
+    ts_count: [u32; TS_LEVELS],
+    idle: Fifo,
+    len: usize,
+    rng: u64,
+}
+
+impl RunQueue {
+    pub(crate) fn new(seed: u64) -> Self {
+        RunQueue {
+            rt_bits: Bits([0; 2]),
+            rt: [Fifo::new(); RT_LEVELS],
+            ts_bits: Bits([0; 2]),
+            ts: [Fifo::new(); TS_LEVELS],
+            ts_count: [0; TS_LEVELS],
+            idle: Fifo::new(),
+            len: 0,
+            rng: seed | 1,
+        }
+    }
+
+    /// # Safety
+    /// `t` must be a live thread of this carrier that is in no queue.
+    #[inline]
+    pub(crate) unsafe fn push(&mut self, t: *mut Thread) {
+        self.len += 1;
+        // SAFETY: forwarded contract.
+        unsafe {
+            match (*t).priority {
+                Priority::TimeSharing(p) => {
+                    let p = p as usize;
+                    self.ts_bits.set(p);
+                    self.ts_count[p] += 1;
+                    self.ts[p].push(t);
+                }
+                Priority::RealTime(p) => {
+                    let p = p as usize;
+                    self.rt_bits.set(p);
+                    self.rt[p].push(t);
+                }
+                Priority::Idle => self.idle.push(t),
+            }
+        }
+    }
+
+    /// Removes and returns the next thread to run, or null when empty.
+    ///
+    /// # Safety
+    /// All queued threads must be live.
+    #[inline]
+    pub(crate) unsafe fn pop(&mut self) -> *mut Thread {
+        if self.len == 0 {
+            return null_mut();
+        }
+        self.len -= 1;
+        // SAFETY: queued threads are live (caller).
+        unsafe {
+            if self.rt_bits.any() {
+                let p = 127 - self.rt_bits.as_u128().leading_zeros() as usize;
+                let t = self.rt[p].pop();
+                if self.rt[p].is_empty() {
+                    self.rt_bits.clear(p);
+                }
+                return t;
+            }
+            if self.ts_bits.any() {
+                let bits = self.ts_bits.as_u128();
+                let p = if bits.is_power_of_two() {
+                    bits.trailing_zeros() as usize
+                } else {
+                    self.lottery()
+                };
+                let t = self.ts[p].pop();
+                self.ts_count[p] -= 1;
+                if self.ts[p].is_empty() {
+                    self.ts_bits.clear(p);
+                }
+                return t;
+            }
+            self.idle.pop()
+        }
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // xorshift64*: cheap, good enough for a lottery.
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Picks a time-sharing level with probability proportional to `count(p) * 2^(p - p_max)`.
+    fn lottery(&mut self) -> usize {
+        let ts_bits = self.ts_bits.as_u128();
+        let pmax = 127 - ts_bits.leading_zeros() as i32;
+        let mut total = 0.0f64;
+        let mut bits = ts_bits;
+        while bits != 0 {
+            let p = bits.trailing_zeros() as i32;
+            bits &= bits - 1;
+            total += self.ts_count[p as usize] as f64 * 2f64.powi(p - pmax);
+        }
+        // 53 random bits -> uniform in [0, 1).
+        let r = (self.next_random() >> 11) as f64 * (1.0 / (1u64 << 53) as f64) * total;
+        let mut acc = 0.0f64;
+        let mut bits = ts_bits;
+        let mut last = pmax as usize;
+        while bits != 0 {
+            let p = 127 - bits.leading_zeros() as i32;
+            bits &= !(1u128 << p);
+            acc += self.ts_count[p as usize] as f64 * 2f64.powi(p - pmax);
+            last = p as usize;
+            if r < acc {
+                return last;
+            }
+        }
+        last
+    }
+}
