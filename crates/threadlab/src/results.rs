@@ -208,4 +208,5 @@ pub fn to_base(value: f64, unit: &str) -> Option<f64> {
 /// Every unit a metric or series may carry; the schema test checks against this list.
 pub const KNOWN_UNITS: &[&str] = &[
     "ns", "us", "ms", "s", "GB/s", "%", "count", "ratio", "per_s", "score", "index", "threads",
+    "bytes",
 ];

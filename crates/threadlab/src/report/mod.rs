@@ -139,11 +139,13 @@ pub fn short_source(source: &str) -> String {
 
 /// The first clause of a note, for the table; the whole note is in the files.
 pub fn short_note(note: &str, max: usize) -> String {
-    let cut = note
-        .find(['(', ';', ':'])
-        .map(|i| &note[..i])
-        .unwrap_or(note)
-        .trim_end_matches([',', ' ']);
+    // Clause ends: "; ", ": " and " (" (so "std::thread" and "f(x)" stay whole).
+    let end = ["; ", ": ", " ("]
+        .iter()
+        .filter_map(|p| note.find(p))
+        .min()
+        .unwrap_or(note.len());
+    let cut = note[..end].trim_end_matches([',', ' ', ';']);
     if cut.chars().count() <= max {
         cut.to_string()
     } else {
@@ -170,6 +172,11 @@ mod tests {
     #[test]
     fn notes_are_cut_at_the_first_clause() {
         assert_eq!(short_note("a b c; d e", 40), "a b c");
+        assert_eq!(
+            short_note("std::thread::spawn + join: more", 40),
+            "std::thread::spawn + join"
+        );
+        assert_eq!(short_note("fork (copies page tables)", 40), "fork");
         assert_eq!(short_note("abcdefgh", 5), "abcd…");
     }
 

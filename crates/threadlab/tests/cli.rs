@@ -1,0 +1,310 @@
+//! The binary as a user meets it: errors, listing, the results file, interruption.
+//! These tests check structure and behaviour only, never durations.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use threadlab::results::{RunResults, Status, KNOWN_UNITS, SCHEMA_VERSION};
+
+fn threadlab() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_threadlab"));
+    c.stdin(Stdio::null()).env("NO_COLOR", "1");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    threadlab().args(args).output().expect("threadlab runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("threadlab-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A usage mistake: exit status 2, exactly one line on stderr, no panic text.
+fn assert_one_line_usage_error(o: &Output, must_contain: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err:?}");
+    assert!(err.contains(must_contain), "{err:?} lacks {must_contain:?}");
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"));
+}
+
+#[test]
+fn unknown_experiment_is_one_line_and_status_2() {
+    let o = run(&["run", "no-such-experiment", "--allow-debug", "--no-save"]);
+    assert_one_line_usage_error(&o, "threadlab list");
+    assert!(stderr(&o).contains("no-such-experiment"));
+}
+
+#[test]
+fn malformed_options_are_one_line_and_status_2() {
+    assert_one_line_usage_error(&run(&["run", "--bogus"]), "--help");
+    assert_one_line_usage_error(&run(&["run", "--json"]), "--help");
+    assert_one_line_usage_error(&run(&["frobnicate"]), "--help");
+    assert_one_line_usage_error(&run(&["env", "--json=yes"]), "--help");
+}
+
+#[test]
+fn unwritable_output_is_refused_before_measuring() {
+    let o = run(&[
+        "run",
+        "create",
+        "--allow-debug",
+        "--json",
+        "/nonexistent-folder/out.json",
+    ]);
+    assert_one_line_usage_error(&o, "/nonexistent-folder/out.json");
+    let dir = scratch("unwritable");
+    let o = run(&[
+        "run",
+        "create",
+        "--allow-debug",
+        "--csv",
+        dir.to_str().unwrap(),
+    ]);
+    assert_one_line_usage_error(&o, "is a folder");
+}
+
+#[test]
+fn debug_build_is_refused_without_allow_debug() {
+    if !cfg!(debug_assertions) {
+        return; // the refusal only exists in debug builds
+    }
+    let o = run(&["run", "create", "--no-save"]);
+    assert_one_line_usage_error(&o, "--release");
+}
+
+#[test]
+fn list_names_every_experiment() {
+    let o = run(&["list"]);
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    for e in threadlab::experiments::registry() {
+        assert!(out.contains(e.name()), "list lacks {}", e.name());
+    }
+}
+
+#[test]
+fn env_json_is_an_environment() {
+    let o = run(&["env", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e: threadlab::measure::env::Environment =
+        serde_json::from_slice(&o.stdout).expect("env --json parses");
+    assert!(e.logical_cpus.unwrap_or(0) >= 1);
+}
+
+/// Metric ids documented in docs/results-schema.md, as patterns where `<x>` is any segment.
+fn documented_patterns() -> Vec<String> {
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results-schema.md");
+    let text = std::fs::read_to_string(&doc).expect("docs/results-schema.md exists");
+    text.lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| l.split('`').nth(1).map(String::from))
+        .collect()
+}
+
+fn matches_pattern(id: &str, pattern: &str) -> bool {
+    let (ip, pp): (Vec<_>, Vec<_>) = (id.split('.').collect(), pattern.split('.').collect());
+    ip.len() == pp.len()
+        && ip.iter().zip(&pp).all(|(i, p)| {
+            if p.contains('<') {
+                // "t<T>" matches "t4"; "<lock>" matches any segment.
+                let prefix = &p[..p.find('<').unwrap()];
+                i.starts_with(prefix)
+            } else {
+                i == p
+            }
+        })
+}
+
+#[test]
+fn tiny_end_to_end_run_writes_a_sane_documented_results_file() {
+    let dir = scratch("e2e");
+    let json = dir.join("r.json");
+    let csv = dir.join("r.csv");
+    let md = dir.join("r.md");
+    let o = run(&[
+        "run",
+        "create",
+        "sync",
+        "--tiny",
+        "--allow-debug",
+        "--json",
+        json.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "status {:?}: {}", o.status, stderr(&o));
+    let text = std::fs::read_to_string(&json).unwrap();
+    let r: RunResults = serde_json::from_str(&text).expect("results parse as the schema");
+
+    // Round trip: what we read re-encodes to the same document.
+    let again: RunResults = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    assert_eq!(r, again);
+    // The documented top-level fields are there by name.
+    let raw: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for key in [
+        "schema_version",
+        "threadlab_version",
+        "started_at",
+        "environment",
+        "experiments",
+    ] {
+        assert!(raw.get(key).is_some(), "missing top-level {key}");
+    }
+    assert_eq!(r.schema_version, SCHEMA_VERSION);
+    assert_eq!(r.mode, "tiny");
+    assert!(r.interrupted_by.is_none());
+    assert_eq!(
+        r.experiments
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect::<Vec<_>>(),
+        ["create", "sync"]
+    );
+
+    let patterns = documented_patterns();
+    let mut ids = std::collections::HashSet::new();
+    for e in &r.experiments {
+        assert_eq!(e.status, Status::Ok, "{}: {:?}", e.name, e.reason);
+        assert!(!e.metrics.is_empty());
+        assert!(e.conclusion.is_some());
+        for m in &e.metrics {
+            assert!(ids.insert(m.id.clone()), "duplicate id {}", m.id);
+            assert!(
+                KNOWN_UNITS.contains(&m.unit.as_str()),
+                "{}: unit {}",
+                m.id,
+                m.unit
+            );
+            assert!(m.median > 0.0, "{}: median {}", m.id, m.median);
+            assert!(m.min <= m.median && m.median <= m.max, "{}: order", m.id);
+            assert!(m.q1 <= m.median && m.median <= m.q3, "{}: quartiles", m.id);
+            assert!(m.samples >= 7, "{}: {} samples", m.id, m.samples);
+            assert!(!m.placement.is_empty() && !m.note.is_empty());
+            assert!(
+                patterns.iter().any(|p| matches_pattern(&m.id, p)),
+                "{} is not documented in docs/results-schema.md",
+                m.id
+            );
+        }
+        for s in &e.series {
+            assert_eq!(s.x.len(), s.y.len());
+            assert!(s.y.iter().all(|y| *y > 0.0));
+        }
+    }
+    for required in [
+        "create.thread",
+        "create.process.fork",
+        "destroy.thread",
+        "destroy.process",
+        "sync.mutex",
+        "sync.mutex.single_thread",
+        "sync.mutex.std",
+        "sync.semaphore",
+        "sync.wake.same_cpu",
+    ] {
+        assert!(ids.contains(required), "missing {required}");
+    }
+    let ct = r.experiments[0]
+        .metrics
+        .iter()
+        .find(|m| m.id == "create.thread")
+        .unwrap();
+    assert_eq!(ct.historical.as_ref().unwrap().value, 67.8961);
+
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(csv_text.lines().count(), ids.len() + 1);
+    assert!(std::fs::read_to_string(&md)
+        .unwrap()
+        .contains("create.thread"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Processes whose command line mentions `marker` (the unique results path of one run).
+fn processes_mentioning(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmd).contains(marker) {
+                found.push(name);
+            }
+        }
+    }
+    found
+}
+
+fn interrupt_run(signal: i32, expected_status: i32, label: &str) {
+    let dir = scratch(label);
+    let json = dir.join("interrupted.json");
+    let marker = json.to_str().unwrap().to_string();
+    let mut child = threadlab()
+        .args([
+            "run",
+            "switch",
+            "shm",
+            "create",
+            "--allow-debug",
+            "--json",
+            &marker,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Interrupt while switch is forking partners (it runs for several seconds).
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, signal);
+    }
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "threadlab did not stop after the signal"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(expected_status));
+    // No process of that run is left (forked partners carry the same command line).
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(processes_mentioning(&marker), Vec::<String>::new());
+    // The file is complete and says what happened; unfinished experiments are marked.
+    let r: RunResults =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).expect("complete file");
+    assert!(r.interrupted_by.is_some());
+    assert_eq!(r.experiments.len(), 3);
+    assert!(r.experiments.iter().any(|e| e.status == Status::Skipped
+        && e.reason.as_deref().unwrap_or("").contains("interrupted")));
+    // No temporary file is left beside it.
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sigint_stops_cleanly_with_status_130() {
+    interrupt_run(libc::SIGINT, 130, "sigint");
+}
+
+#[test]
+fn sigterm_stops_cleanly_with_status_143() {
+    interrupt_run(libc::SIGTERM, 143, "sigterm");
+}
