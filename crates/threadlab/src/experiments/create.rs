@@ -264,7 +264,9 @@ impl Experiment for Create {
                     &format!(
                         "posix_spawn of {} (glibc uses clone(CLONE_VM|CLONE_VFORK), so no page \
                          tables are copied) + waitpid; includes exec, the dynamic loader and the \
-                         program's own start-up and exit",
+                         program's own start-up and exit; `hyperfine -N {}` times the same \
+                         (its mean, not the median)",
+                        prog.to_string_lossy(),
                         prog.to_string_lossy()
                     ),
                 ));

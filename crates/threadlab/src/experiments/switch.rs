@@ -372,7 +372,9 @@ impl Experiment for Switch {
                 &format!(
                     "lmbench lat_ctx method: a byte passed back and forth through two pipes between \
                      two processes; per switch = round trip / 2 minus one in-process pipe \
-                     write+read ({o:.0} ns, measured here and subtracted){}",
+                     write+read ({o:.0} ns, measured here and subtracted); to compare with `perf \
+                     bench sched pipe` (pinned with taskset for the same placement), whose \
+                     usecs/op is a whole round trip with the pipe work: 2 x (this + {o:.0} ns){}",
                     if cross {
                         "; on different CPUs no switch happens: this is the cross-CPU hand-off"
                     } else {
