@@ -331,6 +331,7 @@ impl Experiment for Create {
             fork / thread,
             thread * 10.0
         ));
+        crate::experiments::peers::create_rows(ctx, &mut out)?;
         Ok(out)
     }
 }

@@ -13,6 +13,8 @@ pub mod create;
 pub mod fairness;
 pub mod locks;
 pub mod ordering;
+pub mod peers;
+pub mod preempt;
 pub mod shm;
 pub mod switch;
 pub mod sync;
@@ -132,6 +134,7 @@ pub fn registry() -> Vec<&'static dyn Experiment> {
         &shm::Shm,
         &fairness::Fairness,
         &ordering::MemoryOrdering,
+        &preempt::Preempt,
     ]
 }
 

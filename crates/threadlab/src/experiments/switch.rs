@@ -405,6 +405,7 @@ impl Experiment for Switch {
                 p / t
             ));
         }
+        crate::experiments::peers::switch_rows(ctx, &mut out)?;
         Ok(out)
     }
 }
