@@ -318,20 +318,27 @@ impl Experiment for Create {
             historical: None,
         });
 
-        let thread = out.metrics[0].median;
-        let fork = out
-            .metrics
-            .iter()
-            .find(|m| m.id == "create.process.fork")
-            .map_or(f64::NAN, |m| m.median);
+        crate::experiments::peers::create_rows(ctx, &mut out)?;
+
+        let get = |id: &str| out.metrics.iter().find(|m| m.id == id).map(|m| m.median);
+        let thread = get("create.thread").unwrap_or(f64::NAN);
+        let fork = get("create.process.fork").unwrap_or(f64::NAN);
+        let green = match get("create.green") {
+            Some(g) => format!(
+                " A green thread (uthread, pooled stack) costs {g:.0} ns, {:.0}x less than a kernel \
+                 thread: for many short tasks on few cores, user-level threads or tasks win.",
+                thread * 1e3 / g
+            ),
+            None => String::new(),
+        };
         out.conclusion = Some(format!(
-            "A thread costs {thread:.1} us to create and join here, a fork+exit+wait {fork:.0} us \
-             ({:.0}x a thread; the study saw ~170x). Creating a thread per short task is affordable \
-             when the task runs for well over {:.0} us; below that, reuse threads from a pool.",
+            "A kernel thread costs {thread:.1} us to create and join here, a fork+exit+wait \
+             {fork:.0} us ({:.0}x a thread; the study saw ~170x). A thread per task is affordable \
+             when the task runs for well over {:.0} us; below that, reuse threads from a pool.\
+             {green}",
             fork / thread,
             thread * 10.0
         ));
-        crate::experiments::peers::create_rows(ctx, &mut out)?;
         Ok(out)
     }
 }

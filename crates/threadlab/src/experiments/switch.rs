@@ -395,17 +395,26 @@ impl Experiment for Switch {
             }
         }
 
+        crate::experiments::peers::switch_rows(ctx, &mut out)?;
+
         let get = |id: &str| out.metrics.iter().find(|m| m.id == id).map(|m| m.median);
         if let (Some(t), Some(p)) = (get("switch.thread.yield"), get("switch.process.yield")) {
             out.conclusion = Some(format!(
                 "A kernel switch costs {t:.0} ns between threads and {p:.0} ns between processes \
                  ({:.1}x) on one CPU: the gap the 1999 study saw (17.9 vs 21.6 us) is now mostly \
                  the TLB and cache refill of a different address space. Hand-offs across CPUs are \
-                 wake-up latencies, not switches: keep partners that talk often on one CPU.",
-                p / t
+                 wake-up latencies, not switches: keep partners that talk often on one CPU.{}",
+                p / t,
+                match get("switch.green.yield") {
+                    Some(g) => format!(
+                        " A user-level switch (uthread) costs {g:.1} ns, {:.0}x less than a \
+                         kernel one: where tasks hand off constantly, switch in user space.",
+                        t / g
+                    ),
+                    None => String::new(),
+                }
             ));
         }
-        crate::experiments::peers::switch_rows(ctx, &mut out)?;
         Ok(out)
     }
 }

@@ -13,6 +13,9 @@ use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::measure::stats::Summary;
 
+/// A batch this many times longer than the calibrated length gets re-sized.
+const RESIZE_FACTOR: u32 = 20;
+
 /// Fewer samples than this never make a metric.
 pub const MIN_SAMPLES: usize = 7;
 
@@ -84,7 +87,7 @@ impl<'a> Sampler<'a> {
 
     fn collect(
         &self,
-        iters: u64,
+        mut iters: u64,
         mut batch: impl FnMut(u64) -> Result<Duration>,
         start: Instant,
     ) -> Result<Summary> {
@@ -93,6 +96,13 @@ impl<'a> Sampler<'a> {
             self.cancel.check()?;
             let took = batch(iters)?;
             samples.push(took.as_nanos() as f64 / iters as f64);
+            // An operation whose cost jumped after calibration (a lock convoy, a cache that
+            // stopped fitting) would make every later batch far too long: re-size the batch to
+            // the cost just seen. Samples stay per-operation, so they remain comparable.
+            if took > self.cfg.min_batch * RESIZE_FACTOR && iters > 1 {
+                let per_op = took.as_secs_f64() / iters as f64;
+                iters = ((self.cfg.min_batch.as_secs_f64() * 1.2 / per_op).ceil() as u64).max(1);
+            }
             if samples.len() >= MIN_SAMPLES && start.elapsed() > self.cfg.budget {
                 break;
             }
@@ -188,6 +198,27 @@ mod tests {
         let s = Sampler::new(c, &cancel);
         let sum = s.repeat(|| Ok(1.0), 1).unwrap();
         assert_eq!(sum.n, MIN_SAMPLES);
+    }
+
+    #[test]
+    fn a_cost_jump_after_calibration_resizes_the_batch() {
+        let cancel = Cancel::never();
+        let s = Sampler::new(cfg(), &cancel);
+        let mut calls = 0u32;
+        let mut sizes = Vec::new();
+        let sum = s
+            .per_op_ns_fixed(1000, |n| {
+                calls += 1;
+                sizes.push(n);
+                // 1 us per op at first, then 1000x dearer: as a lock convoy would.
+                let per_op_ns = if calls < 3 { 1_000 } else { 1_000_000 };
+                Ok(Duration::from_nanos(n * per_op_ns))
+            })
+            .unwrap();
+        assert_eq!(sum.n, 9);
+        // After the first dear batch of 1000 ops (1 s), the batch shrinks to ~240 us of work.
+        assert!(*sizes.last().unwrap() <= 1, "{sizes:?}");
+        assert_eq!(sum.median, 1_000_000.0);
     }
 
     #[test]
