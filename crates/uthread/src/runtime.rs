@@ -170,6 +170,7 @@ const ID_BLOCK: u64 = 1024;
 /// The carrier of the calling OS thread, if it is inside `block_on`. The reference is only
 /// used on this OS thread while `block_on` runs (it is not `'static` in truth; callers never
 /// keep it past the current runtime call).
+#[inline]
 pub(crate) fn current_carrier_ref<'a>() -> Option<&'a Carrier> {
     let c = CARRIER.with(|c| c.get());
     // SAFETY: CARRIER points into an Arc<Carrier> kept alive by the running block_on.
@@ -435,7 +436,11 @@ unsafe fn switch_to(
         let saved_errno = *errno;
         let saved_count = preempt::count();
         (*next).state.set(RunState::Running);
-        (*next).start_tick.set(c.ticks.load(Ordering::Relaxed));
+        // Only the tick handler reads `start_tick`, and only for preemptive threads (`mode` is
+        // immutable), so cooperative threads skip the load and store.
+        if (*next).mode == Mode::Preemptive {
+            (*next).start_tick.set(c.ticks.load(Ordering::Relaxed));
+        }
         (*l).current = next;
         preempt::clear_pending();
         bump(&c.stats.context_switches);

@@ -91,6 +91,30 @@ impl Bits {
     fn any(&self) -> bool {
         (self.0[0] | self.0[1]) != 0
     }
+    /// Highest set bit; the set must not be empty. Word arithmetic (not `u128`), which
+    /// compiles to one `lzcnt` and a select.
+    #[inline(always)]
+    fn highest(&self) -> usize {
+        let [lo, hi] = self.0;
+        if hi != 0 {
+            127 - hi.leading_zeros() as usize
+        } else {
+            63 - lo.leading_zeros() as usize
+        }
+    }
+    /// The only set bit if exactly one is set, else `None`; the set must not be empty.
+    #[inline(always)]
+    fn single(&self) -> Option<usize> {
+        let [lo, hi] = self.0;
+        if hi == 0 {
+            if lo & lo.wrapping_sub(1) == 0 {
+                return Some(lo.trailing_zeros() as usize);
+            }
+        } else if lo == 0 && hi & hi.wrapping_sub(1) == 0 {
+            return Some(64 + hi.trailing_zeros() as usize);
+        }
+        None
+    }
     #[inline(always)]
     fn as_u128(&self) -> u128 {
         (self.0[1] as u128) << 64 | self.0[0] as u128
@@ -159,7 +183,7 @@ impl RunQueue {
         // SAFETY: queued threads are live (caller).
         unsafe {
             if self.rt_bits.any() {
-                let p = 127 - self.rt_bits.as_u128().leading_zeros() as usize;
+                let p = self.rt_bits.highest();
                 let t = self.rt[p].pop();
                 if self.rt[p].is_empty() {
                     self.rt_bits.clear(p);
@@ -167,11 +191,9 @@ impl RunQueue {
                 return t;
             }
             if self.ts_bits.any() {
-                let bits = self.ts_bits.as_u128();
-                let p = if bits.is_power_of_two() {
-                    bits.trailing_zeros() as usize
-                } else {
-                    self.lottery()
+                let p = match self.ts_bits.single() {
+                    Some(p) => p,
+                    None => self.lottery(),
                 };
                 let t = self.ts[p].pop();
                 self.ts_count[p] -= 1;

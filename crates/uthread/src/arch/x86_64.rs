@@ -128,8 +128,26 @@ global_asm!(
 /// for a write. Nothing may unwind across this call (the entry function catches all panics).
 #[inline(always)]
 pub unsafe fn switch(save_sp: *mut usize, load_sp: usize) {
-    // SAFETY: forwarded contract; the asm only touches the two stacks and callee-saved state.
-    unsafe { uthread_x86_64_switch_v1(save_sp, load_sp) }
+    // A direct `call` from inline assembly rather than a Rust call of the extern function:
+    // in a position-independent executable the latter goes through the GOT (a load and an
+    // indirect call on every switch), while `sym` of a hidden symbol resolves to a direct,
+    // PC-relative call. The operands describe exactly the SysV call contract of the routine:
+    // arguments in rdi/rsi, every caller-saved register (general, vector, x87/MMX, mask) and
+    // the flags clobbered (`clobber_abi("C")`), memory read and written (no `nomem`), and the
+    // stack used below rsp (no `nostack`, so the compiler keeps nothing in the red zone and
+    // rsp is call-aligned here, as the routine's frame layout expects).
+    // SAFETY: forwarded contract; the routine only touches the two stacks and the state it
+    // saves and restores, and returns (when this context is resumed) with rsp and every
+    // callee-saved register, the x87 control word and MXCSR as they were at the call.
+    unsafe {
+        core::arch::asm!(
+            "call {f}",
+            f = sym uthread_x86_64_switch_v1,
+            in("rdi") save_sp,
+            in("rsi") load_sp,
+            clobber_abi("C"),
+        )
+    }
 }
 
 /// Prepares a fresh stack so that the first `switch` to the returned stack pointer calls
