@@ -62,6 +62,75 @@ pub fn throttle_curve() -> HistoricalSeries {
     }
 }
 
+/// The Mac study's scores (time relative to a cooperative thread that never yields = 1.00):
+/// (machine, coop foreground, coop background, preemptive foreground, preemptive background).
+pub const MAC_SCORES: &[(&str, f64, f64, f64, f64)] = &[
+    ("Classic", 1.066, 1.214, 2.304, 1.690),
+    ("LC II", 1.048, 1.268, 1.407, 2.060),
+    ("SE/30 24-bit", 1.000, 1.101, 1.203, 1.497),
+    ("SE/30 32-bit", 1.035, 1.133, 1.235, 1.521),
+    ("IIvx 24-bit", 1.011, 1.047, 1.154, 1.129),
+    ("IIvx 32-bit", 1.068, 1.090, 1.178, 1.153),
+    ("Quadra 700 24-bit", 1.012, 1.084, 1.080, 1.341),
+    ("Quadra 700 32-bit", 1.014, 1.085, 1.075, 1.335),
+    ("PowerBook 540", 1.007, 1.032, 1.078, 1.144),
+];
+
+/// The Mac machine whose scores are attached to coop metrics as the historical figure.
+pub const MAC_REFERENCE: &str = "Quadra 700 32-bit";
+
+/// The Mac study's score for one column ("coop_fg", "coop_bg", "preempt_fg", "preempt_bg") on
+/// the reference machine.
+pub fn mac_score(column: &str) -> Option<Historical> {
+    let row = MAC_SCORES.iter().find(|r| r.0 == MAC_REFERENCE)?;
+    let v = match column {
+        "coop_fg" => row.1,
+        "coop_bg" => row.2,
+        "preempt_fg" => row.3,
+        "preempt_bg" => row.4,
+        _ => return None,
+    };
+    fig(v, "score", &format!("{MAC_1997}, {MAC_REFERENCE}"))
+}
+
+/// The BeOS latency table: (system, gaps > 256 us, longest gap in us), 256 million samples.
+pub const BEOS_LATENCY: &[(&str, f64, f64)] = &[
+    ("bare-bones", 35.0, 3060.0),
+    ("bare-bones + annoying", 136.0, 3219.0),
+    ("bare-bones + annoying + rescheduler", 365.0, 459.0),
+    ("normal", 702.0, 4776.0),
+    ("normal + annoying", 1139.0, 6127.0),
+    ("normal + annoying + rescheduler", 2970.0, 838.0),
+];
+
+/// The BeOS figure for a latency condition ("alone", "annoying", "annoying_rescheduler") and
+/// quantity ("gaps_over_threshold" or "longest_gap"), from the bare-bones system.
+pub fn beos_latency(condition: &str, quantity: &str) -> Option<Historical> {
+    let row = match condition {
+        "alone" => BEOS_LATENCY[0],
+        "annoying" => BEOS_LATENCY[1],
+        "annoying_rescheduler" => BEOS_LATENCY[2],
+        _ => return None,
+    };
+    let src = format!("{BEOS_1999}, {} system, 256 million samples", row.0);
+    match quantity {
+        "gaps_over_threshold" => fig(row.1, "count", &src),
+        "longest_gap" => fig(row.2, "us", &src),
+        _ => None,
+    }
+}
+
+/// The BeOS frame example: % of 60 fps frames with k = 0, 1, 2, 3 interruptions when a
+/// 100 us scheduler runs 166 times per frame and picks the spinner once in 1025.
+pub fn beos_frame_binomial() -> HistoricalSeries {
+    HistoricalSeries {
+        x: vec![0.0, 1.0, 2.0, 3.0],
+        y: vec![85.0, 13.8, 1.1, 0.06],
+        y_unit: "%".into(),
+        source: format!("{BEOS_1999}; binomial n = 166, p = 1/1025"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +156,26 @@ mod tests {
                 .unwrap()
                 .0;
         assert_eq!(c.x[best], 2.0);
+    }
+
+    #[test]
+    fn mac_and_beos_tables() {
+        assert_eq!(MAC_SCORES.len(), 9);
+        assert_eq!(mac_score("preempt_bg").unwrap().value, 1.335);
+        assert!(mac_score("balance").is_none());
+        assert_eq!(
+            beos_latency("annoying", "gaps_over_threshold")
+                .unwrap()
+                .value,
+            136.0
+        );
+        assert_eq!(
+            beos_latency("annoying_rescheduler", "longest_gap")
+                .unwrap()
+                .unit,
+            "us"
+        );
+        let f = beos_frame_binomial();
+        assert_eq!(f.x.len(), f.y.len());
     }
 }

@@ -308,3 +308,53 @@ fn sigint_stops_cleanly_with_status_130() {
 fn sigterm_stops_cleanly_with_status_143() {
     interrupt_run(libc::SIGTERM, 143, "sigterm");
 }
+
+#[test]
+fn every_experiment_runs_tiny_and_every_metric_is_documented() {
+    let dir = scratch("all");
+    let json = dir.join("all.json");
+    let o = run(&[
+        "run",
+        "--tiny",
+        "--allow-debug",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "status {:?}: {}", o.status, stderr(&o));
+    let r: RunResults =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).expect("parses");
+    assert_eq!(
+        r.experiments.len(),
+        threadlab::experiments::registry().len()
+    );
+    let patterns = documented_patterns();
+    for e in &r.experiments {
+        // Skipped is acceptable (a machine may lack what it needs); failed is not.
+        assert_ne!(e.status, Status::Failed, "{}: {:?}", e.name, e.reason);
+        if e.status == Status::Ok {
+            assert!(e.conclusion.is_some(), "{} has no conclusion", e.name);
+        }
+        for m in &e.metrics {
+            assert!(
+                m.median.is_finite() && m.min <= m.median && m.median <= m.max,
+                "{}",
+                m.id
+            );
+            assert!(
+                KNOWN_UNITS.contains(&m.unit.as_str()),
+                "{}: unit {}",
+                m.id,
+                m.unit
+            );
+            assert!(
+                patterns.iter().any(|p| matches_pattern(&m.id, p)),
+                "{} is not documented in docs/results-schema.md",
+                m.id
+            );
+        }
+        for s in &e.series {
+            assert_eq!(s.x.len(), s.y.len(), "{}", s.id);
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

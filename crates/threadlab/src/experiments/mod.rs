@@ -9,16 +9,20 @@ use crate::error::Result;
 use crate::measure::sampler::{Sampler, SamplerConfig};
 use crate::results::{Metric, Series, SkippedMetric};
 
+pub mod coop;
 pub mod create;
 pub mod fairness;
+pub mod latency;
 pub mod locks;
 pub mod ordering;
 pub mod peers;
 pub mod preempt;
+pub mod priority;
 pub mod shm;
 pub mod switch;
 pub mod sync;
 pub mod sync_contended;
+pub mod throttle;
 
 /// How much work a run does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +139,10 @@ pub fn registry() -> Vec<&'static dyn Experiment> {
         &fairness::Fairness,
         &ordering::MemoryOrdering,
         &preempt::Preempt,
+        &throttle::Throttle,
+        &priority::Priority,
+        &latency::Latency,
+        &coop::Coop,
     ]
 }
 

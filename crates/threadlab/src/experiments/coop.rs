@@ -1,0 +1,651 @@
+//! `coop`: the Mac experiment (Oddone, "Preempting the Mac", MacTech 13(1), 1997). A CPU-bound
+//! job with a fixed amount of work and a checksum, scored as its time over the time of the same
+//! job run without ever yielding (= 1.00), under cooperative yielding (every 1/3 s as in the
+//! study, every 1 ms, every 4096 iterations), preemption, in the foreground and the background,
+//! and the balance test (the main thread busy-waits beside the worker: an even split is 2.0).
+//!
+//! Two substrates: uthread with one carrier pinned to one CPU (the Mac's single-CPU world), and
+//! kernel threads pinned to one CPU. Linux analogues of the Mac's terms:
+//! * main event loop: a thread that checks for events (a zero-timeout poll()) and, when idle,
+//!   yields to the worker (uthread) or blocks in poll() for up to one 60 Hz frame (kernel);
+//! * background: the job at a lower priority (uthread TimeSharing(9), kernel nice 10) beside a
+//!   foreground application that renders 60 frames/s, each frame 1 ms of CPU (6% load).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::experiments::priority::pin_and_nice;
+use crate::experiments::{Ctx, Experiment, Mode, Outcome};
+use crate::measure::placement::{home_cpu, pin_current_thread, Placement};
+use crate::measure::stats::Summary;
+use crate::results::Metric;
+use crate::seeds;
+use crate::sys;
+
+pub struct Coop;
+
+/// Iterations per chunk: the study's unwise count-based yield interval.
+pub const CHUNK: u64 = 4096;
+const SEED: u64 = 0x9E37_79B9_7F4A_7C15;
+/// A time-based yielder reads the clock every this many chunks (~100 µs), not every chunk.
+const CLOCK_EVERY_CHUNKS: u64 = 16;
+const FRAME: Duration = Duration::from_micros(16_667);
+const FRAME_WORK: Duration = Duration::from_millis(1);
+
+/// `iters` steps of a dependent integer recurrence (multiply, add, xor-shift, rotate): the
+/// Dhrystone-like unit of work; the result is the checksum.
+#[inline]
+pub fn job_steps(mut s: u64, iters: u64) -> u64 {
+    for _ in 0..iters {
+        s = s
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        s ^= s >> 29;
+        s = s.rotate_left(7);
+    }
+    s
+}
+
+/// When the job gives the CPU away.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum YieldPolicy {
+    Never,
+    /// Time-based: every `Duration` (the study: 20 ticks = 1/3 s).
+    Every(Duration),
+    /// Count-based: every CHUNK iterations.
+    EveryChunk,
+    /// Preemptive uthread: only a safe point for a deferred preemption (no yield of its own).
+    PreemptPoint,
+}
+
+/// Runs the job in `chunks` chunks, calling `yield_fn` as the policy says. Returns
+/// (checksum, yields made).
+pub fn run_job(chunks: u64, policy: YieldPolicy, yield_fn: &dyn Fn()) -> (u64, u64) {
+    let mut s = SEED;
+    let mut yields = 0u64;
+    let mut next = Instant::now();
+    for c in 0..chunks {
+        s = job_steps(s, CHUNK);
+        match policy {
+            YieldPolicy::Never => {}
+            YieldPolicy::EveryChunk => {
+                yield_fn();
+                yields += 1;
+            }
+            YieldPolicy::Every(period) => {
+                if c % CLOCK_EVERY_CHUNKS == 0 {
+                    let now = Instant::now();
+                    if now >= next + period {
+                        yield_fn();
+                        yields += 1;
+                        next = Instant::now();
+                    }
+                }
+            }
+            YieldPolicy::PreemptPoint => uthread::preempt_point(),
+        }
+    }
+    (s, yields)
+}
+
+/// The reference checksum, computed in one go.
+pub fn reference_checksum(chunks: u64) -> u64 {
+    job_steps(SEED, chunks * CHUNK)
+}
+
+/// The main event loop's check for events: a zero-timeout poll() (a system call, as
+/// WaitNextEvent was a trap).
+fn poll_events() {
+    // SAFETY: no descriptors, zero timeout: returns at once.
+    unsafe { libc::poll(std::ptr::null_mut(), 0, 0) };
+}
+
+/// Busy for `d` (a foreground frame's work).
+fn busy(d: Duration) {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        std::hint::spin_loop();
+    }
+}
+
+/// One worker run: (seconds, checksum, yields).
+type JobRun = (f64, u64, u64);
+
+#[derive(Debug, Clone, Copy)]
+struct UMode {
+    id: &'static str,
+    worker: uthread::Mode,
+    policy: YieldPolicy,
+    background: bool,
+    balance: bool,
+    mac: Option<&'static str>,
+    what: &'static str,
+}
+
+const U_MODES: &[UMode] = &[
+    UMode {
+        id: "coop_fg_333ms",
+        worker: uthread::Mode::Cooperative,
+        policy: YieldPolicy::Every(Duration::from_millis(333)),
+        background: false,
+        balance: false,
+        mac: Some("coop_fg"),
+        what: "cooperative worker yielding every 1/3 s (the study's 20 ticks); main loop polls and yields when idle",
+    },
+    UMode {
+        id: "coop_fg_1ms",
+        worker: uthread::Mode::Cooperative,
+        policy: YieldPolicy::Every(Duration::from_millis(1)),
+        background: false,
+        balance: false,
+        mac: None,
+        what: "cooperative worker yielding every 1 ms; main loop polls and yields when idle",
+    },
+    UMode {
+        id: "coop_fg_every4096",
+        worker: uthread::Mode::Cooperative,
+        policy: YieldPolicy::EveryChunk,
+        background: false,
+        balance: false,
+        mac: None,
+        what: "cooperative worker yielding every 4096 iterations (count-based); main loop polls and yields when idle",
+    },
+    UMode {
+        id: "coop_bg_333ms",
+        worker: uthread::Mode::Cooperative,
+        policy: YieldPolicy::Every(Duration::from_millis(333)),
+        background: true,
+        balance: false,
+        mac: Some("coop_bg"),
+        what: "background: cooperative worker at TimeSharing(9) yielding every 1/3 s beside a foreground app at TimeSharing(10) (1 ms of CPU per 60 Hz frame)",
+    },
+    UMode {
+        id: "preempt_fg",
+        worker: uthread::Mode::Preemptive,
+        policy: YieldPolicy::PreemptPoint,
+        background: false,
+        balance: false,
+        mac: Some("preempt_fg"),
+        what: "preemptive worker (3 ms quantum) that never yields; main loop polls and yields when idle",
+    },
+    UMode {
+        id: "preempt_bg",
+        worker: uthread::Mode::Preemptive,
+        policy: YieldPolicy::PreemptPoint,
+        background: true,
+        balance: false,
+        mac: Some("preempt_bg"),
+        what: "background: preemptive worker at TimeSharing(9) beside a foreground app at TimeSharing(10) (1 ms of CPU per 60 Hz frame)",
+    },
+    UMode {
+        id: "balance",
+        worker: uthread::Mode::Preemptive,
+        policy: YieldPolicy::PreemptPoint,
+        background: false,
+        balance: true,
+        mac: None,
+        what: "balance: preemptive worker beside a preemptive main thread busy-waiting until it is done (even split = 2.0)",
+    },
+];
+
+/// One uthread run on a carrier pinned to `cpu`. `mode = None` is the never-yielding baseline.
+fn run_uthread(cpu: usize, chunks: u64, mode: Option<UMode>) -> Result<JobRun> {
+    std::thread::scope(|s| {
+        s.spawn(move || -> Result<JobRun> {
+            pin_current_thread(cpu)?;
+            let rt = uthread::Runtime::new();
+            let r = rt.block_on(move || {
+                let done = Arc::new(AtomicBool::new(false));
+                let (wmode, policy, prio) = match mode {
+                    None => (uthread::Mode::Cooperative, YieldPolicy::Never, 10),
+                    Some(m) => (m.worker, m.policy, if m.background { 9 } else { 10 }),
+                };
+                let d = Arc::clone(&done);
+                let worker = uthread::Builder::new()
+                    .name("job")
+                    .mode(wmode)
+                    .priority(uthread::Priority::TimeSharing(prio))
+                    .spawn(move || {
+                        let t = Instant::now();
+                        let (sum, yields) = run_job(chunks, policy, &uthread::yield_now);
+                        let secs = t.elapsed().as_secs_f64();
+                        d.store(true, Ordering::Release);
+                        (secs, sum, yields)
+                    })
+                    .ok()?;
+                let mut helpers = Vec::new();
+                if mode.is_some_and(|m| m.background) {
+                    let d = Arc::clone(&done);
+                    helpers.push(
+                        uthread::Builder::new()
+                            .name("foreground app")
+                            .priority(uthread::Priority::TimeSharing(10))
+                            .spawn(move || {
+                                let mut frame = Instant::now();
+                                while !d.load(Ordering::Acquire) {
+                                    busy(FRAME_WORK);
+                                    frame += FRAME;
+                                    let now = Instant::now();
+                                    if frame > now {
+                                        uthread::sleep(frame - now);
+                                    } else {
+                                        frame = now;
+                                    }
+                                }
+                            })
+                            .ok()?,
+                    );
+                }
+                if mode.is_some_and(|m| m.balance) {
+                    let d = Arc::clone(&done);
+                    helpers.push(
+                        uthread::Builder::new()
+                            .name("busy main")
+                            .mode(uthread::Mode::Preemptive)
+                            .spawn(move || {
+                                while !d.load(Ordering::Acquire) {
+                                    for _ in 0..1024 {
+                                        std::hint::spin_loop();
+                                    }
+                                    uthread::preempt_point();
+                                }
+                            })
+                            .ok()?,
+                    );
+                } else {
+                    // The main event loop: check for events, yield to the worker when idle.
+                    while !done.load(Ordering::Acquire) {
+                        poll_events();
+                        uthread::yield_now();
+                    }
+                }
+                let r = worker.join().finished();
+                for h in helpers {
+                    h.join();
+                }
+                r
+            });
+            r.ok_or_else(|| Error::Fail("uthread job did not finish".into()))
+        })
+        .join()
+        .unwrap_or_else(|_| Err(Error::Fail("uthread carrier panicked".into())))
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum KMode {
+    Baseline,
+    /// sched_yield every 4096 iterations beside an event loop blocked in poll().
+    CoopEvery4096,
+    /// Never yields beside an event loop blocked in poll() (wakes at 60 Hz).
+    PreemptFg,
+    /// nice 10 beside a foreground app at nice 0 (1 ms per 60 Hz frame).
+    PreemptBg,
+    /// Beside a main thread busy-waiting until the job is done.
+    Balance,
+}
+
+const K_MODES: &[(KMode, &str, Option<&str>, &str)] = &[
+    (
+        KMode::CoopEvery4096,
+        "coop_fg_every4096",
+        None,
+        "sched_yield() every 4096 iterations beside an event-loop thread blocked in poll() (16 ms timeout)",
+    ),
+    (
+        KMode::PreemptFg,
+        "preempt_fg",
+        Some("preempt_fg"),
+        "never yields, beside an event-loop thread blocked in poll() (16 ms timeout): the normal Linux program",
+    ),
+    (
+        KMode::PreemptBg,
+        "preempt_bg",
+        Some("preempt_bg"),
+        "background: the job at nice 10 beside a foreground app at nice 0 (1 ms of CPU per 60 Hz frame)",
+    ),
+    (
+        KMode::Balance,
+        "balance",
+        None,
+        "balance: beside a main thread at the same nice busy-waiting until the job is done (even split = 2.0)",
+    ),
+];
+
+/// One kernel-thread run, every thread pinned to `cpu`.
+fn run_kernel(cpu: usize, chunks: u64, mode: KMode) -> Result<JobRun> {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let done = &done;
+        let helper = match mode {
+            KMode::Baseline => None,
+            KMode::CoopEvery4096 | KMode::PreemptFg => Some(s.spawn(move || -> Result<()> {
+                pin_current_thread(cpu)?;
+                while !done.load(Ordering::Acquire) {
+                    // SAFETY: no descriptors; blocks for up to one frame.
+                    unsafe { libc::poll(std::ptr::null_mut(), 0, 16) };
+                }
+                Ok(())
+            })),
+            KMode::PreemptBg => Some(s.spawn(move || -> Result<()> {
+                pin_and_nice(cpu, 0)?;
+                let mut frame = Instant::now();
+                while !done.load(Ordering::Acquire) {
+                    busy(FRAME_WORK);
+                    frame += FRAME;
+                    let now = Instant::now();
+                    if frame > now {
+                        std::thread::sleep(frame - now);
+                    } else {
+                        frame = now;
+                    }
+                }
+                Ok(())
+            })),
+            KMode::Balance => Some(s.spawn(move || -> Result<()> {
+                pin_current_thread(cpu)?;
+                while !done.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+                Ok(())
+            })),
+        };
+        let worker = s.spawn(move || -> Result<JobRun> {
+            let r = pin_and_nice(cpu, if mode == KMode::PreemptBg { 10 } else { 0 }).map(|_| {
+                let policy = if mode == KMode::CoopEvery4096 {
+                    YieldPolicy::EveryChunk
+                } else {
+                    YieldPolicy::Never
+                };
+                let t = Instant::now();
+                let (sum, yields) = run_job(chunks, policy, &sys::sched_yield);
+                (t.elapsed().as_secs_f64(), sum, yields)
+            });
+            done.store(true, Ordering::Release);
+            r
+        });
+        let r = worker
+            .join()
+            .unwrap_or_else(|_| Err(Error::Fail("job thread panicked".into())));
+        done.store(true, Ordering::Release);
+        if let Some(h) = helper {
+            h.join()
+                .unwrap_or_else(|_| Err(Error::Fail("helper thread panicked".into())))?;
+        }
+        r
+    })
+}
+
+/// Chunks that make the never-yielding job take about `target` on this machine: the fastest of
+/// three timings of a batch of at least 20 ms (a preempted timing would overestimate a chunk).
+fn calibrate(target: Duration) -> u64 {
+    let mut n: u64 = 64;
+    let time = |n: u64| {
+        let t = Instant::now();
+        std::hint::black_box(job_steps(SEED, n * CHUNK));
+        t.elapsed()
+    };
+    while time(n) < Duration::from_millis(20) && n < (1 << 30) {
+        n *= 2;
+    }
+    let best = (0..3)
+        .map(|_| time(n))
+        .min()
+        .unwrap_or(Duration::from_millis(20));
+    let per_chunk = best.as_secs_f64() / n as f64;
+    ((target.as_secs_f64() / per_chunk.max(1e-12)) as u64).max(16)
+}
+
+impl Experiment for Coop {
+    fn name(&self) -> &'static str {
+        "coop"
+    }
+    fn study(&self) -> &'static str {
+        "Oddone 1997, Preempting the Mac (MacTech 13(1)), Thread Manager 2.1.1"
+    }
+    fn measures(&self) -> &'static str {
+        "a CPU-bound job's time relative to never yielding: cooperative (1/3 s, 1 ms, every 4096 iterations), preemptive, foreground/background, balance; uthread on one carrier and kernel threads on one CPU"
+    }
+    fn rough_duration(&self, mode: Mode) -> Duration {
+        mode.pick(
+            Duration::from_millis(500),
+            Duration::from_secs(22),
+            Duration::from_secs(260),
+        )
+    }
+
+    fn run(&self, ctx: &Ctx) -> Result<Outcome> {
+        let cpu = home_cpu();
+        let target = ctx.mode.pick(
+            Duration::from_millis(15),
+            Duration::from_millis(400),
+            Duration::from_secs(3),
+        );
+        let reps = ctx.mode.pick(1, 3, 5);
+        ctx.step("coop calibration")?;
+        let chunks = calibrate(target);
+        let expect = reference_checksum(chunks);
+        let check = |what: &str, r: &JobRun| -> Result<()> {
+            if r.1 != expect {
+                return Err(Error::Fail(format!(
+                    "{what}: checksum {:#x} differs from the reference {expect:#x}",
+                    r.1
+                )));
+            }
+            Ok(())
+        };
+
+        // scores[mode] = per-rep ratios to that rep's baseline; yields[mode] = last rep's yields.
+        let mut u_scores: Vec<Vec<f64>> = vec![Vec::new(); U_MODES.len()];
+        let mut u_yields = vec![0u64; U_MODES.len()];
+        let mut k_scores: Vec<Vec<f64>> = vec![Vec::new(); K_MODES.len()];
+        let mut k_yields = vec![0u64; K_MODES.len()];
+        let mut baselines = (Vec::new(), Vec::new());
+        for rep in 0..reps {
+            ctx.step(&format!("coop.uthread rep {}", rep + 1))?;
+            // The baseline is run before and after the modes and averaged, so that a drift in
+            // the machine's load during the rep does not bias every score one way.
+            let before = run_uthread(cpu, chunks, None)?;
+            check("uthread baseline", &before)?;
+            let mut times = Vec::new();
+            for (i, m) in U_MODES.iter().enumerate() {
+                ctx.cancel.check()?;
+                let r = run_uthread(cpu, chunks, Some(*m))?;
+                check(m.id, &r)?;
+                times.push(r.0);
+                u_yields[i] = r.2;
+            }
+            let after = run_uthread(cpu, chunks, None)?;
+            check("uthread baseline", &after)?;
+            let base = (before.0 + after.0) / 2.0;
+            baselines.0.push(base);
+            for (i, t) in times.iter().enumerate() {
+                u_scores[i].push(t / base);
+            }
+
+            ctx.step(&format!("coop.kernel rep {}", rep + 1))?;
+            let before = run_kernel(cpu, chunks, KMode::Baseline)?;
+            check("kernel baseline", &before)?;
+            let mut times = Vec::new();
+            for (i, m) in K_MODES.iter().enumerate() {
+                ctx.cancel.check()?;
+                let r = run_kernel(cpu, chunks, m.0)?;
+                check(m.1, &r)?;
+                times.push(r.0);
+                k_yields[i] = r.2;
+            }
+            let after = run_kernel(cpu, chunks, KMode::Baseline)?;
+            check("kernel baseline", &after)?;
+            let base = (before.0 + after.0) / 2.0;
+            baselines.1.push(base);
+            for (i, t) in times.iter().enumerate() {
+                k_scores[i].push(t / base);
+            }
+        }
+
+        let mut out = Outcome::default();
+        let base_u = Summary::from_samples(&baselines.0, 1).map_or(f64::NAN, |s| s.median);
+        let base_k = Summary::from_samples(&baselines.1, 1).map_or(f64::NAN, |s| s.median);
+        let mut table = String::from(
+            "  mode                  uthread   kernel   Mac (Quadra 700 32-bit)   Mac range (9 models)\n",
+        );
+        let mut medians: Vec<(String, f64)> = Vec::new();
+        let mac_range = |col: &str| -> String {
+            let idx = match col {
+                "coop_fg" => 1,
+                "coop_bg" => 2,
+                "preempt_fg" => 3,
+                "preempt_bg" => 4,
+                _ => return "-".into(),
+            };
+            let vals: Vec<f64> = seeds::MAC_SCORES
+                .iter()
+                .map(|r| [r.1, r.2, r.3, r.4][idx - 1])
+                .collect();
+            let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = vals.iter().copied().fold(0.0, f64::max);
+            format!("{lo:.3}..{hi:.3}")
+        };
+
+        for (i, m) in U_MODES.iter().enumerate() {
+            let s = Summary::from_samples(&u_scores[i], 1)
+                .ok_or_else(|| Error::Fail("no coop samples".into()))?;
+            let id = format!("coop.score.{}", m.id);
+            medians.push((id.clone(), s.median));
+            let yields_per_s = u_yields[i] as f64 / (base_u * s.median);
+            out.metrics.push(
+                Metric::from_summary(
+                    &id,
+                    "score",
+                    &s,
+                    &format!("one uthread carrier on CPU {cpu}"),
+                    &format!(
+                        "{}; time / time of the same job never yielding (mean of runs before and after the modes, {base_u:.3} s, {chunks} x \
+                         4096 iterations, checksum verified); {} yields ({yields_per_s:.0}/s)",
+                        m.what, u_yields[i]
+                    ),
+                )
+                .with_historical(m.mac.and_then(seeds::mac_score)),
+            );
+        }
+        for (i, m) in K_MODES.iter().enumerate() {
+            let s = Summary::from_samples(&k_scores[i], 1)
+                .ok_or_else(|| Error::Fail("no coop samples".into()))?;
+            let id = format!("coop.score.kernel.{}", m.1);
+            medians.push((id.clone(), s.median));
+            out.metrics.push(
+                Metric::from_summary(
+                    &id,
+                    "score",
+                    &s,
+                    &Placement::SameCpu(cpu).to_string(),
+                    &format!(
+                        "kernel threads pinned to CPU {cpu}: {}; time / time of the job alone \
+                         never yielding ({base_k:.3} s); {} yields",
+                        m.3, k_yields[i]
+                    ),
+                )
+                .with_historical(m.2.and_then(seeds::mac_score)),
+            );
+        }
+        let get = |id: &str| medians.iter().find(|m| m.0 == id).map(|m| m.1);
+        let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+        for m in U_MODES {
+            let k = get(&format!("coop.score.kernel.{}", m.id));
+            let col = m.mac.unwrap_or("");
+            let mac = m
+                .mac
+                .and_then(seeds::mac_score)
+                .map_or("-".to_string(), |h| format!("{:.3}", h.value));
+            table.push_str(&format!(
+                "  {:<20} {:>8} {:>8} {:>25} {:>22}\n",
+                m.id,
+                fmt(get(&format!("coop.score.{}", m.id))),
+                fmt(k),
+                mac,
+                if m.id == "balance" {
+                    "2.0 = even".to_string()
+                } else {
+                    mac_range(col)
+                }
+            ));
+        }
+        let every4096 = get("coop.score.coop_fg_every4096").unwrap_or(f64::NAN);
+        let k4096 = get("coop.score.kernel.coop_fg_every4096").unwrap_or(f64::NAN);
+        let balance = get("coop.score.balance").unwrap_or(f64::NAN);
+        let kbalance = get("coop.score.kernel.balance").unwrap_or(f64::NAN);
+        let pfg = get("coop.score.preempt_fg").unwrap_or(f64::NAN);
+        let t333 = get("coop.score.coop_fg_333ms").unwrap_or(f64::NAN);
+        let t1ms = get("coop.score.coop_fg_1ms").unwrap_or(f64::NAN);
+        let kbg = get("coop.score.kernel.preempt_bg").unwrap_or(f64::NAN);
+        let i4096 = U_MODES
+            .iter()
+            .position(|m| m.id == "coop_fg_every4096")
+            .unwrap_or(0);
+        let rate = u_yields[i4096] as f64 / (base_u * every4096);
+        out.conclusion = Some(format!(
+            "Scores (median of {reps}; 1.00 = the job never yielding, {base_u:.2} s; noisy: other \
+             jobs share this machine, so differences of a few percent are within noise):\n{table}\
+             Yielding on a time basis scores {t333:.3} at 1/3 s and {t1ms:.3} at 1 ms: next to \
+             nothing. Yielding every 4096 iterations scores {every4096:.3} on uthread and {k4096:.3} \
+             with sched_yield: the count fixes the work between yields, not the time, so this \
+             machine yields {rate:.0} times a second and pays an event-loop turn (a poll() system \
+             call) each time; the faster the CPU, the more it pays, which is why the study calls \
+             it unwise. Preemption scores {pfg:.3} on uthread (3 ms quantum), where the Macs lost \
+             8-130%: a timer tick and a switch are cheap now. In the background the job loses what \
+             the 6% foreground load takes, and on kernel threads ({kbg:.3}) at nice 10 it also \
+             gives way to every other job on the machine. The balance test splits the CPU evenly \
+             on uthread's lottery ({balance:.2}) and on Linux's fair scheduler ({kbalance:.2}); the \
+             study found the Mac's main thread slightly favoured. Choose preemptive threads for \
+             CPU-bound jobs; if you must yield cooperatively, yield on time, not on a count."
+        ));
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksum_does_not_depend_on_the_yield_policy() {
+        let chunks = 40;
+        let expect = reference_checksum(chunks);
+        let noop = || {};
+        assert_eq!(run_job(chunks, YieldPolicy::Never, &noop).0, expect);
+        let (sum, yields) = run_job(chunks, YieldPolicy::EveryChunk, &noop);
+        assert_eq!((sum, yields), (expect, chunks));
+        assert_eq!(
+            run_job(chunks, YieldPolicy::Every(Duration::ZERO), &noop).0,
+            expect
+        );
+    }
+
+    #[test]
+    fn time_based_yield_respects_its_period() {
+        let noop = || {};
+        let (_, yields) = run_job(64, YieldPolicy::Every(Duration::from_secs(3600)), &noop);
+        assert_eq!(yields, 0);
+    }
+
+    #[test]
+    fn both_substrates_compute_the_same_checksum() {
+        let chunks = 50;
+        let expect = reference_checksum(chunks);
+        let cpu = home_cpu();
+        assert_eq!(run_uthread(cpu, chunks, None).unwrap().1, expect);
+        for m in U_MODES {
+            assert_eq!(
+                run_uthread(cpu, chunks, Some(*m)).unwrap().1,
+                expect,
+                "{}",
+                m.id
+            );
+        }
+        for m in K_MODES {
+            assert_eq!(run_kernel(cpu, chunks, m.0).unwrap().1, expect, "{}", m.1);
+        }
+    }
+}
