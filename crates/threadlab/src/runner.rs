@@ -7,7 +7,7 @@ use crate::cancel::Cancel;
 use crate::error::{signal_name, Error};
 use crate::experiments::{Ctx, Experiment, Mode};
 use crate::measure::env::{self, Environment};
-use crate::measure::sampler::clock_cost_ns;
+use crate::measure::sampler::{clock_cost_ns, reference_loop_ns, reference_syscall_ns};
 use crate::results::{ExperimentResult, RunResults, Status, SCHEMA_VERSION};
 
 /// Where the runner reports progress (a bar on a terminal, plain lines otherwise).
@@ -30,6 +30,8 @@ pub fn run(
     let started_at = rfc3339_now();
     let mut environment: Environment = env::capture();
     environment.clock_read_cost_ns = Some(clock_cost_ns());
+    environment.reference_loop_ns_start = Some(reference_loop_ns());
+    environment.reference_syscall_ns_start = Some(reference_syscall_ns());
     let mut results = Vec::with_capacity(experiments.len());
 
     for (i, exp) in experiments.iter().enumerate() {
@@ -92,6 +94,10 @@ pub fn run(
         results.push(r);
     }
     environment.record_end();
+    if !cancel.is_cancelled() {
+        environment.reference_loop_ns_end = Some(reference_loop_ns());
+        environment.reference_syscall_ns_end = Some(reference_syscall_ns());
+    }
     RunResults {
         schema_version: SCHEMA_VERSION,
         threadlab_version: env!("CARGO_PKG_VERSION").to_string(),

@@ -147,6 +147,15 @@ pub struct Environment {
     pub timer_resolution_ns: Option<u64>,
     /// Cost of one clock read; left `None` here, the caller measures and fills it.
     pub clock_read_cost_ns: Option<f64>,
+    /// Time of a fixed register-only loop (measure::sampler::reference_loop_ns) at the start and
+    /// end of the run, filled by the caller. A CPU that got slower or faster in between (host
+    /// contention on a VM, frequency changes) shows here, where no system call is involved.
+    pub reference_loop_ns_start: Option<f64>,
+    pub reference_loop_ns_end: Option<f64>,
+    /// Time of one cheap system call (getppid) at the start and end of the run, filled by the
+    /// caller: the kernel entry/exit path, which moves with mitigations and host state.
+    pub reference_syscall_ns_start: Option<f64>,
+    pub reference_syscall_ns_end: Option<f64>,
 }
 
 /// Captures the environment at run start. Never panics; unknown values become `None` / "unknown".
@@ -269,6 +278,10 @@ pub fn capture() -> Environment {
         perf_event_paranoid: read_num("/proc/sys/kernel/perf_event_paranoid"),
         timer_resolution_ns: timer_resolution_ns(),
         clock_read_cost_ns: None,
+        reference_loop_ns_start: None,
+        reference_loop_ns_end: None,
+        reference_syscall_ns_start: None,
+        reference_syscall_ns_end: None,
     }
 }
 
@@ -323,6 +336,29 @@ impl Environment {
     /// Conditions that make figures less trustworthy or harder to compare.
     pub fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
+        for (what, start, end) in [
+            (
+                "a fixed register-only loop",
+                self.reference_loop_ns_start,
+                self.reference_loop_ns_end,
+            ),
+            (
+                "a getppid system call",
+                self.reference_syscall_ns_start,
+                self.reference_syscall_ns_end,
+            ),
+        ] {
+            if let (Some(a), Some(b)) = (start, end) {
+                let drift = (b - a) / a * 100.0;
+                if drift.abs() > 5.0 {
+                    w.push(format!(
+                        "the machine's speed drifted during the run ({what} took {a:.1} ns at \
+                         start, {b:.1} ns at end, {drift:+.0}%): figures from different moments \
+                         are not comparable; on a VM this is usually the host's load"
+                    ));
+                }
+            }
+        }
         if self.build_profile == "debug" {
             w.push(
                 "debug build: threadlab's own overhead inflates the figures; use a release build"
@@ -503,6 +539,25 @@ impl Environment {
                 "clock_read_cost_ns",
                 self.clock_read_cost_ns
                     .map_or_else(|| "not measured".to_string(), |n| format!("{n:.1} ns")),
+            ),
+            (
+                "reference_loop_ns",
+                match (self.reference_loop_ns_start, self.reference_loop_ns_end) {
+                    (Some(a), Some(b)) => format!("{a:.0} ns at start, {b:.0} ns at end"),
+                    (Some(a), None) => format!("{a:.0} ns"),
+                    _ => "not measured".to_string(),
+                },
+            ),
+            (
+                "reference_syscall_ns",
+                match (
+                    self.reference_syscall_ns_start,
+                    self.reference_syscall_ns_end,
+                ) {
+                    (Some(a), Some(b)) => format!("{a:.1} ns at start, {b:.1} ns at end"),
+                    (Some(a), None) => format!("{a:.1} ns"),
+                    _ => "not measured".to_string(),
+                },
             ),
         ]
     }

@@ -131,6 +131,38 @@ impl<'a> Sampler<'a> {
     }
 }
 
+/// Time of a fixed chain of 1,000,000 dependent multiply-adds in registers, in ns: the median of
+/// 15 runs. No memory traffic and no system call, so its change between two moments is the
+/// CPU's own speed changing (frequency, a co-tenant on the host's core), not the kernel's.
+pub fn reference_loop_ns() -> f64 {
+    let mut v = Vec::with_capacity(15);
+    for _ in 0..15 {
+        let t = Instant::now();
+        let mut x = std::hint::black_box(1u64);
+        for i in 0..1_000_000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        v.push(t.elapsed().as_nanos() as f64);
+    }
+    Summary::from_samples(&v, 1).map_or(0.0, |s| s.median)
+}
+
+/// Time of one getppid system call in ns (median of 15 runs of 20,000): the kernel's entry and
+/// exit path, which changes with the host's state on a VM.
+pub fn reference_syscall_ns() -> f64 {
+    let mut v = Vec::with_capacity(15);
+    for _ in 0..15 {
+        let t = Instant::now();
+        for _ in 0..20_000 {
+            // SAFETY: getppid has no preconditions and cannot fail.
+            std::hint::black_box(unsafe { libc::syscall(libc::SYS_getppid) });
+        }
+        v.push(t.elapsed().as_nanos() as f64 / 20_000.0);
+    }
+    Summary::from_samples(&v, 20_000).map_or(0.0, |s| s.median)
+}
+
 /// Cost of one read of the monotonic clock, in ns (median of 15 runs of 10,000 reads).
 pub fn clock_cost_ns() -> f64 {
     let mut v = Vec::with_capacity(15);
