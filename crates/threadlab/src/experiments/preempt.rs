@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Mode, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
-use crate::measure::process::mono_ns;
+use crate::measure::process::{mono_ns, thread_cpu_ns};
 use crate::measure::stats::Summary;
 use crate::results::{Metric, Series};
 use crate::seeds;
@@ -128,19 +128,6 @@ impl Drop for ThreadTimer {
             libc::timer_delete(self.id);
         }
     }
-}
-
-/// CPU time of the calling OS thread, in ns (user + system, signal delivery included).
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid out pointer; CLOCK_THREAD_CPUTIME_ID always exists on Linux.
-    unsafe {
-        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// One unit of CPU-bound work (an LCG step the compiler cannot remove).

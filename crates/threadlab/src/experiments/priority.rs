@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Mode, Outcome};
 use crate::measure::placement::{home_cpu, pin_current_thread, Placement};
+use crate::measure::process::thread_cpu_ns;
 use crate::measure::stats::Summary;
 use crate::results::{Metric, Series};
 use crate::seeds;
@@ -100,17 +101,6 @@ pub(crate) fn set_nice(nice: i32) -> Result<()> {
         return Err(Error::os(&format!("setpriority(nice {nice})")));
     }
     Ok(())
-}
-
-/// CPU time the calling thread has used, in nanoseconds.
-pub(crate) fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid out pointer; CLOCK_THREAD_CPUTIME_ID always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Makes the calling thread SCHED_FIFO at `prio`; Err(reason) when not permitted.

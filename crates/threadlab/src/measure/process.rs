@@ -184,18 +184,30 @@ pub unsafe fn fork_child(pin_cpu: Option<usize>, body: impl FnOnce()) -> Result<
     Ok(Child { pid, reaped: false })
 }
 
-/// Monotonic clock read with a raw clock_gettime (async-signal-safe; usable in a forked child).
+/// A clock read with a raw clock_gettime, in ns (async-signal-safe; usable in a forked child).
 #[inline]
-pub fn mono_ns() -> u64 {
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: ts is a valid out pointer; CLOCK_MONOTONIC always exists.
+    // SAFETY: ts is a valid out pointer; the callers pass clocks Linux always provides.
     unsafe {
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        libc::clock_gettime(clock, &mut ts);
     }
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The monotonic clock, in ns.
+#[inline]
+pub fn mono_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// CPU time of the calling OS thread, in ns (user + system).
+#[inline]
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// Spins until `done()` holds, yielding the CPU after a short spin so that a partner pinned to
