@@ -388,6 +388,7 @@ impl Experiment for Throttle {
         ));
 
         let points: Vec<(usize, f64)> = kernel.iter().map(|r| (r.0, r.1)).collect();
+        let points_invol: Vec<(usize, f64)> = kernel.iter().map(|r| (r.0, r.3)).collect();
         let (best_n, best_s) =
             best_concurrency(&points).ok_or_else(|| Error::Fail("no throttle points".into()))?;
         let unthrottled_s = points
@@ -504,16 +505,35 @@ impl Experiment for Throttle {
             "A loss this large was not expected from the fair scheduler: check the load warnings \
              (another job competing for the CPUs during some runs inflates single points)."
         };
+        // At N = cores, an unpinned admitted worker is sometimes woken onto a CPU that already
+        // runs one while the other CPU idles until the load balancer moves it: that shows as
+        // involuntary switches well above N = 1's, and uthread's pinned carriers avoid it.
+        let invol_at = |n: usize| points_invol.iter().find(|p| p.0 == n).map(|p| p.1);
+        let placement = match (invol_at(pool), invol_at(1)) {
+            (Some(at_cores), Some(at_one)) if best_n > pool && at_cores > 1.5 * at_one => format!(
+                " Kernel threads need one more than the cores here: at N = {pool} the workers saw \
+                 {at_cores:.0} involuntary switches against {at_one:.0} at N = 1, i.e. an admitted \
+                 worker was often placed on a CPU that was already busy while the other CPU \
+                 waited for the load balancer; uthread's carriers, pinned one per CPU, reach \
+                 their best at N = {green_best}."
+            ),
+            _ => String::new(),
+        };
         out.conclusion = Some(format!(
             "Semaphore throttle ({work}):\n{table}{}The time stops falling at N = {best_n} here ({logical} logical CPUs, {physical} \
              physical cores, {cg}); running all 64 at once costs {penalty:+.1}% against that (the \
-             study: +21.8% on Windows 7). {verdict} On a machine \
-             shared with other jobs, more runnable threads also win a larger share of the CPUs \
-             from those jobs, which pushes the best N above the core count. For CPU-bound \
-             work use a pool of {pool} thread(s). Figures taken while other jobs ran on this \
-             machine are noisy.",
+             study: +21.8% on Windows 7). {verdict}{placement} For CPU-bound work use a pool of \
+             {pool} thread(s){}.",
             if disturbed {
                 format!("{disturbed_text}. ")
+            } else {
+                String::new()
+            },
+            if best_n > pool && !disturbed {
+                format!(
+                    "; unpinned kernel threads did best with {best_n} admitted here, so admit one \
+                     more than cores when the pool's threads are not pinned"
+                )
             } else {
                 String::new()
             }
