@@ -403,7 +403,7 @@ impl Experiment for Coop {
         "coop"
     }
     fn study(&self) -> &'static str {
-        "Oddone 1997, Preempting the Mac (MacTech 13(1)), Thread Manager 2.1.1"
+        seeds::MAC_1997
     }
     fn measures(&self) -> &'static str {
         "a CPU-bound job's time relative to never yielding: cooperative (1/3 s, 1 ms, every 4096 iterations), preemptive, foreground/background, balance; uthread on one carrier and kernel threads on one CPU"

@@ -224,7 +224,7 @@ impl Experiment for Latency {
         "latency"
     }
     fn study(&self) -> &'static str {
-        "Queru 1999, Be Newsletter 4-45 (BeOS R4.5 latency test)"
+        seeds::BEOS_1999
     }
     fn measures(&self) -> &'static str {
         "gaps in a clock-reading loop over 256 us and the longest, alone / beside a lower-priority spinner / plus a 125 us rescheduler; normal and real-time; cyclictest-style wake-up lateness"

@@ -288,7 +288,7 @@ impl Experiment for Priority {
         "priority"
     }
     fn study(&self) -> &'static str {
-        "Queru 1999, Be Newsletter 4-45 (BeOS R4.5 scheduler)"
+        seeds::BEOS_1999
     }
     fn measures(&self) -> &'static str {
         "CPU share at nice 0/1, 0/5, 0/10, 0/19, 0/0/5/10 on one CPU vs the kernel's weight model and BeOS's 2x-per-unit; uthread's lottery; 60 fps frame interruptions vs binomial"

@@ -279,7 +279,7 @@ impl Experiment for Throttle {
         "throttle"
     }
     fn study(&self) -> &'static str {
-        "Delphi TThread articles (2010s), semaphore throttle"
+        seeds::DELPHI_2010S
     }
     fn measures(&self) -> &'static str {
         "64 CPU-bound workers admitted N at a time: time and context switches per N, best N, pool size to use"
