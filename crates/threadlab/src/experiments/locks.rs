@@ -17,6 +17,8 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use std::sync::Arc;
 
+use crate::sys::{futex_wait, futex_wake};
+
 /// Busy-wait rounds before a spinning waiter starts yielding its CPU on every check.
 pub const SPIN_ROUNDS_BEFORE_YIELD: u32 = 200;
 
@@ -372,7 +374,7 @@ impl<T: ?Sized> FifoHandoffLock<T> {
         drop(st);
         // Acquire: pairs with the Release in unlock, so the previous holder's writes are visible.
         while me.granted.load(Ordering::Acquire) == 0 {
-            futex_wait(&me.granted, 0);
+            futex_wait(&me.granted, 0, false);
         }
         HandoffGuard { lock: self }
     }
@@ -389,7 +391,7 @@ impl<T: ?Sized> FifoHandoffLock<T> {
                 // Ownership passes to `next`: `held` stays true, nobody can take the lock between.
                 next.granted.store(1, Ordering::Release);
                 drop(st);
-                futex_wake(&next.granted);
+                futex_wake(&next.granted, 1, false);
             }
             None => st.held = false,
         }
@@ -429,34 +431,6 @@ impl BenchLock for FifoHandoffLock<()> {
     fn with<R>(&self, f: impl FnOnce() -> R) -> R {
         let _g = self.lock();
         f()
-    }
-}
-
-/// Sleeps while `*word == expected` (returns at once if it differs, or on a spurious wake-up).
-fn futex_wait(word: &AtomicU32, expected: u32) {
-    // SAFETY: FUTEX_WAIT_PRIVATE reads the aligned u32 behind `word`, which is alive for the call;
-    // a null timeout means no time limit. Errors (EAGAIN, EINTR) just mean "check again".
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            ptr::null::<libc::timespec>(),
-        );
-    }
-}
-
-/// Wakes one thread sleeping on `word`.
-fn futex_wake(word: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE only uses the address as a key; `word` is alive for the call.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            1,
-        );
     }
 }
 

@@ -47,9 +47,16 @@ pub fn play(side: u32, turn: &AtomicU32, end: u32, wait: Wait) -> Option<u64> {
                 Wait::Futex { shared } => futex_wait_for(turn, t, shared, 100),
             }
             waits += 1;
+            let before = t;
             t = turn.load(Ordering::Acquire);
-            if waits % 4096 == 0 || matches!(wait, Wait::Futex { .. }) {
-                // Rarely reached in the yield case; a futex wait that timed out lands here too.
+            // The partner-timeout check reads the clock, so keep it off the measured path: every
+            // 4096 yields, or after a futex wait that returned with the turn unchanged (its
+            // 100 ms timeout or a spurious wake-up), never on an ordinary hand-off.
+            let check = match wait {
+                Wait::Yield => waits % 4096 == 0,
+                Wait::Futex { .. } => t == before,
+            };
+            if check {
                 if since == 0 {
                     since = mono_ns();
                 } else if mono_ns() - since > PARTNER_TIMEOUT_NS {

@@ -151,7 +151,12 @@ struct WakeShared {
 /// Before each wake the waker checks in procfs that the waiter is really asleep ('S'), so every
 /// sample is the wake-up of a blocked thread, never of one still on its way to sleep. That check
 /// is outside the timed span.
-fn wake_latency(sampler: &Sampler, waker_cpu: usize, waiter_cpu: usize) -> Result<Summary> {
+fn wake_latency(
+    sampler: &Sampler,
+    wakes_per_sample: u64,
+    waker_cpu: usize,
+    waiter_cpu: usize,
+) -> Result<Summary> {
     let sh = WakeShared {
         go: AtomicU32::new(0),
         back: AtomicU32::new(0),
@@ -185,7 +190,7 @@ fn wake_latency(sampler: &Sampler, waker_cpu: usize, waiter_cpu: usize) -> Resul
         let result = (|| {
             wait_until(|| sh.waiter_tid.load(Ordering::Acquire) != 0, 5_000_000_000)?;
             let tid = sh.waiter_tid.load(Ordering::Acquire);
-            sampler.per_op_ns_fixed(ctx_batch(sampler), |n| {
+            sampler.per_op_ns_fixed(wakes_per_sample, |n| {
                 sh.total_ns.store(0, Ordering::Release);
                 for _ in 0..n {
                     // Until the waiter is asleep in the kernel, let it run.
@@ -218,15 +223,6 @@ fn wake_latency(sampler: &Sampler, waker_cpu: usize, waiter_cpu: usize) -> Resul
         waited?;
         result
     })
-}
-
-/// Wakes per sample: each costs a procfs read and two hand-offs, ~20-60 us in all.
-fn ctx_batch(sampler: &Sampler) -> u64 {
-    if sampler.cfg.min_batch >= Duration::from_millis(2) {
-        200
-    } else {
-        20
-    }
 }
 
 impl Experiment for Sync {
@@ -322,8 +318,10 @@ impl Experiment for Sync {
             Err(e) => return Err(e),
         }
 
+        // Each wake costs a procfs read and two hand-offs, ~20-60 us in all.
+        let wakes = ctx.mode.pick(20, 200, 200);
         ctx.step("sync.wake.same_cpu")?;
-        let s = wake_latency(&sampler, cpu, cpu)?;
+        let s = wake_latency(&sampler, wakes, cpu, cpu)?;
         out.metrics.push(Metric::from_summary(
             "sync.wake.same_cpu",
             "us",
@@ -337,7 +335,7 @@ impl Experiment for Sync {
         match cpu_pair() {
             Some((a, b)) => {
                 ctx.step("sync.wake.cross_cpu")?;
-                let s = wake_latency(&sampler, a, b)?;
+                let s = wake_latency(&sampler, wakes, a, b)?;
                 out.metrics.push(Metric::from_summary(
                     "sync.wake.cross_cpu",
                     "us",

@@ -14,7 +14,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Mode, Outcome};
 use crate::measure::env;
-use crate::measure::placement::{allowed_cpus, smt_siblings};
+use crate::measure::placement::{allowed_cpus, smt_siblings, Placement};
 use crate::results::{Metric, Series};
 use crate::seeds;
 use crate::sys;
@@ -419,7 +419,7 @@ impl Experiment for Throttle {
             "throttle.best_concurrency",
             "threads",
             best_n as f64,
-            "unpinned",
+            &Placement::Unpinned.to_string(),
             &format!(
                 "smallest N (65 = unthrottled) within {:.0}% of the fastest kernel-thread time; \
                  {logical} allowed logical CPUs, {physical} physical cores, {cg}; the study found \
@@ -445,7 +445,7 @@ impl Experiment for Throttle {
             "throttle.penalty_pct",
             "%",
             penalty,
-            "unpinned",
+            &Placement::Unpinned.to_string(),
             &format!(
                 "(unthrottled - best N) / best N, kernel threads: {unthrottled_s:.3} s vs {best_s:.3} s; \
                  the study: 67.55 s vs 55.44 s = +21.8%"
@@ -466,7 +466,7 @@ impl Experiment for Throttle {
             "throttle.recommended_pool",
             "threads",
             pool as f64,
-            "unpinned",
+            &Placement::Unpinned.to_string(),
             &format!(
                 "physical cores among the allowed CPUs ({physical}), capped by the cgroup quota \
                  ({cg}); {logical} logical CPUs allowed"

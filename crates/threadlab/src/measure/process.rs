@@ -51,14 +51,6 @@ impl SharedMap {
         self.ptr.as_ptr()
     }
 
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The `i`-th cache line's first 32-bit word, for futexes shared between processes.
     pub fn word32(&self, i: usize) -> &AtomicU32 {
         let off = i * 64;
