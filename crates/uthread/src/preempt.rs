@@ -85,7 +85,9 @@ pub(crate) fn disable() {
 pub(crate) fn enable_no_yield() -> u32 {
     compiler_fence(Ordering::SeqCst);
     COUNT.with(|c| {
-        let v = c.load(Ordering::Relaxed).saturating_sub(1);
+        let v = c.load(Ordering::Relaxed);
+        debug_assert!(v > 0, "uthread: preempt count underflow");
+        let v = v.wrapping_sub(1);
         c.store(v, Ordering::Relaxed);
         v
     })

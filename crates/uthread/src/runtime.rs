@@ -10,7 +10,7 @@ use crate::guard::{self, AltStack};
 use crate::preempt::{self, Timer, CARRIER};
 use crate::sched::RunQueue;
 use crate::stack::{self, Stack, StackPool};
-use crate::thread::{self, Builder, JoinOutcome, Life, Mode, RunState, Thread};
+use crate::thread::{self, life, Builder, JoinOutcome, Mode, RunState, Thread};
 use std::cell::UnsafeCell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -124,6 +124,11 @@ struct Local {
     sleepers: BinaryHeap<Reverse<(Instant, u64, usize)>>,
     sleep_seq: u64,
     zombie: *mut Thread,
+    /// Something for the next resumed context to do (a zombie to finish, the signal mask to
+    /// unblock): one flag so that the common switch checks one byte.
+    resume_work: bool,
+    /// `exit_current` already made the zombie's (same-carrier) joiner runnable.
+    zombie_joiner_woken: bool,
     /// The OS thread's signal mask still blocks the tick because a switch was made inside the
     /// handler; the next context resumed outside a handler must unblock it.
     sig_blocked: bool,
@@ -132,6 +137,10 @@ struct Local {
     all_head: *mut Thread,
     alive: usize,
     preemptive_alive: usize,
+    /// Green threads of this carrier blocked joining a thread of another runtime: that runtime
+    /// is inside `block_on` (a thread not done always is) and will finish or abandon the
+    /// thread, waking the joiner, so these waits are not a deadlock.
+    remote_joins: usize,
     errno: *mut libc::c_int,
     poll_countdown: u32,
     timer: Option<Timer>,
@@ -164,6 +173,9 @@ unsafe impl Send for Carrier {}
 
 static NEXT_THREAD_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Yields between two polls of the inbox (remote wake-ups, `Handle` calls) and the sleepers.
+/// A thread that blocks or sleeps polls at once; one that only yields sees remote work within
+/// this many yields of the carrier.
 const POLL_EVERY: u32 = 64;
 const ID_BLOCK: u64 = 1024;
 
@@ -188,47 +200,47 @@ impl Carrier {
         self.local.get()
     }
 
-    /// Process-unique thread ids, taken from the global counter in blocks so that spawning
-    /// costs no atomic read-modify-write.
-    pub(crate) fn next_thread_id(&self) -> u64 {
-        preempt::disable();
-        // SAFETY: carrier thread (spawn requires CARRIER == self), count raised.
-        let id = unsafe {
-            let l = &mut *self.local();
-            if l.id_next == l.id_end {
-                l.id_next = NEXT_THREAD_ID.fetch_add(ID_BLOCK, Ordering::Relaxed);
-                l.id_end = l.id_next + ID_BLOCK;
-            }
-            l.id_next += 1;
-            l.id_next - 1
-        };
-        preempt::enable_no_yield();
-        id
-    }
-
-    pub(crate) fn get_stack(&self, size: Option<usize>) -> io::Result<(Stack, usize)> {
+    /// A stack for a new thread with `reserve` extra bytes on top for its control block, and
+    /// a process-unique id. Ids come from the global counter in blocks, so that spawning costs
+    /// no atomic read-modify-write.
+    ///
+    /// # Safety
+    /// On this carrier's thread, count raised.
+    #[inline]
+    pub(crate) unsafe fn take_stack(
+        &self,
+        size: Option<usize>,
+        reserve: usize,
+    ) -> io::Result<(Stack, u64)> {
         let size = stack::round_stack_size(size.unwrap_or(self.config.stack_size));
-        preempt::disable();
-        // SAFETY: we are the carrier thread (spawn requires CARRIER == self) and the count is up.
-        let r = unsafe {
+        let mapping = size.saturating_add(reserve);
+        // SAFETY: forwarded contract.
+        unsafe {
             let l = &mut *self.local();
-            let before = l.pool.pooled();
-            let r = l.pool.get(size, self.config.guard_pages);
-            if r.is_ok() && l.pool.pooled() == before {
-                bump(&self.stats.stacks_mapped);
+            match l.pool.get(mapping, self.config.guard_pages) {
+                Ok((stack, fresh)) => {
+                    if fresh {
+                        bump(&self.stats.stacks_mapped);
+                    }
+                    if l.id_next == l.id_end {
+                        l.id_next = NEXT_THREAD_ID.fetch_add(ID_BLOCK, Ordering::Relaxed);
+                        l.id_end = l.id_next + ID_BLOCK;
+                    }
+                    l.id_next += 1;
+                    Ok((stack, l.id_next - 1))
+                }
+                Err(e) => Err(e),
             }
-            r
-        };
-        preempt::enable();
-        r.map(|s| (s, size))
+        }
     }
 
     /// Registers a freshly built thread and makes it runnable (or leaves it suspended).
     ///
     /// # Safety
-    /// `t` is a new, fully initialised thread of this carrier in no queue; called on the carrier.
+    /// `t` is a new, fully initialised thread of this carrier in no queue; called on the carrier
+    /// with the count raised.
+    #[inline]
     pub(crate) unsafe fn adopt(&self, t: *mut Thread, suspended: bool) {
-        preempt::disable();
         // SAFETY: carrier thread with the count raised; `t` is live and unlinked.
         unsafe {
             let l = &mut *self.local();
@@ -250,7 +262,6 @@ impl Carrier {
                 l.runq.push(t);
             }
         }
-        preempt::enable();
     }
 
     fn ensure_timer(&self, l: &mut Local) {
@@ -321,6 +332,19 @@ fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
             tsp,
         );
     }
+}
+
+/// Takes back the stack of a freed thread: into `carrier`'s pool when called on that carrier
+/// (inside its `block_on`), else unmapped (any OS thread may drop the last handle).
+pub(crate) fn recycle_stack(carrier: *const Carrier, stack: Stack) {
+    if !std::ptr::eq(carrier_ptr(), carrier) {
+        drop(stack);
+        return;
+    }
+    preempt::disable();
+    // SAFETY: CARRIER == carrier: we are its carrier thread, inside block_on, count raised.
+    unsafe { (*(*carrier).local()).pool.put(stack) };
+    preempt::enable_no_yield();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -460,10 +484,23 @@ unsafe fn switch_to(
 unsafe fn after_resume(l: *mut Local, in_handler: bool) {
     // SAFETY: forwarded contract.
     unsafe {
+        if (*l).resume_work {
+            resume_work(l, in_handler);
+        }
+    }
+}
+
+/// # Safety
+/// Carrier thread, count raised.
+#[inline(never)]
+unsafe fn resume_work(l: *mut Local, in_handler: bool) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        (*l).resume_work = false;
         if !(*l).zombie.is_null() {
             let z = (*l).zombie;
             (*l).zombie = null_mut();
-            reap(&mut *l, z);
+            finish_zombie(&mut *l, z);
         }
         if in_handler {
             // Our own sigreturn restores the pre-signal mask.
@@ -475,19 +512,49 @@ unsafe fn after_resume(l: *mut Local, in_handler: bool) {
     }
 }
 
-/// Recycles the stack of a finished thread and drops the runtime's reference to it.
+/// Publishes that `z` is done, wakes whoever waits for it, and lets go of it; frees it when
+/// its handle is already gone. Runs on the carrier right after the switch away from `z`, so
+/// nothing runs on `z`'s stack any more when anyone can see `REAPED`.
 ///
 /// # Safety
-/// `z` exited and no context runs on its stack any more.
-#[cold]
-unsafe fn reap(l: &mut Local, z: *mut Thread) {
-    // SAFETY: `z` is live (the runtime still holds its "alive" reference) and exited.
+/// `z` exited on this carrier and no context runs on its stack.
+unsafe fn finish_zombie(l: &mut Local, z: *mut Thread) {
+    // SAFETY: `z` is live: the runtime's reference is only given up below.
     unsafe {
-        if let Some(s) = (*(*z).stack.get()).take() {
-            l.pool.put(s);
-        }
         unlink_all(l, z);
-        Thread::release(z);
+        let joiner_woken = core::mem::replace(&mut l.zombie_joiner_woken, false);
+        let lw = &(*z).life;
+        let cur = lw.load(Ordering::Acquire);
+        if cur & life::HANDLE_GONE != 0 {
+            // Detached: no handle, so nobody else can ever look at `z`.
+            Thread::free(z);
+            return;
+        }
+        if cur & life::JOINER != 0 && joiner_woken {
+            // The usual spawn + join: the joiner on this carrier owns the handle (no other
+            // writer exists) and is already runnable. One plain store publishes the outcome
+            // and hands `z` to the handle, which frees it after `join`.
+            lw.store(cur | life::DONE | life::REAPED, Ordering::Release);
+            return;
+        }
+        // Someone elsewhere may be looking: publish DONE, wake, and only then let go, so that
+        // `z` is still ours while we wake its waiters.
+        let joiner = (*z).joiner.get();
+        let old = if cur & (life::JOINER | life::OS_JOINER) != 0 {
+            lw.store(cur | life::DONE, Ordering::Release);
+            cur
+        } else {
+            lw.fetch_or(life::DONE, Ordering::AcqRel)
+        };
+        if old & life::JOINER != 0 {
+            wake(joiner);
+        }
+        if old & life::OS_JOINER != 0 {
+            futex_wake(lw, i32::MAX);
+        }
+        if lw.fetch_or(life::REAPED, Ordering::AcqRel) & life::HANDLE_GONE != 0 {
+            Thread::free(z);
+        }
     }
 }
 
@@ -530,32 +597,30 @@ pub(crate) unsafe extern "C" fn thread_entry(arg: usize) -> ! {
     }
 }
 
-/// Publishes the outcome, wakes joiners, and leaves the carrier for good.
+/// Leaves the carrier for good. The next context publishes the outcome (`finish_zombie`); a
+/// joiner on this carrier is made runnable now so that it can be that next context.
 unsafe fn exit_current(c: &Carrier, t: *mut Thread) -> ! {
     preempt::set_count(1);
     // SAFETY: `t` is the running thread of carrier `c` (we are on its stack).
     unsafe {
-        let joiner = (*t).life_lock.with(|| {
-            *(*t).life.get() = Life::Done;
-            (*t).joiner.replace(null_mut())
-        });
-        (*t).done.store(1, Ordering::SeqCst);
-        if (*t).os_joiners.load(Ordering::SeqCst) != 0 {
-            futex_wake(&(*t).done, i32::MAX);
-        }
-        if !joiner.is_null() {
-            wake(joiner);
-        }
         let l = c.local();
+        if (*t).life.load(Ordering::Acquire) & life::JOINER != 0 {
+            let j = (*t).joiner.get();
+            if std::ptr::eq((*j).carrier, c) {
+                make_runnable(&mut *l, j);
+                (*l).zombie_joiner_woken = true;
+            }
+        }
         (*l).alive -= 1;
         if (*t).mode == Mode::Preemptive {
             (*l).preemptive_alive -= 1;
         }
         (*t).state.set(RunState::Exited);
         (*l).zombie = t;
+        (*l).resume_work = true;
         bump(&c.stats.threads_finished);
         let next = next_for_block(c, &mut *l);
-        // The zombie's stack is recycled by `next` in after_resume; we never come back.
+        // The next context finishes us in after_resume; we never come back.
         switch_to(c, l, t, next, false);
     }
     // SAFETY: unreachable: nothing ever switches back to an exited thread.
@@ -629,41 +694,103 @@ pub(crate) unsafe fn block_current() {
     }
 }
 
-/// Yields from a green thread; no-op elsewhere.
-#[inline]
+/// Yields from a green thread to the next runnable one (see the crate docs for the order);
+/// outside a runtime, yields the OS thread.
+///
+/// Inlined into the caller on purpose: the common case is a run-queue rotation and one
+/// context switch, and inlining it lets the caller's own prologue preserve the registers the
+/// switch clobbers, once, instead of a call frame doing it on every yield.
+#[inline(always)]
 pub fn yield_now() {
     let c = carrier_ptr();
     if c.is_null() {
-        std::thread::yield_now();
+        yield_outside_runtime();
         return;
     }
     preempt::disable();
-    // SAFETY: carrier thread, count raised.
-    unsafe { yield_inner(&*c) };
+    // SAFETY: CARRIER is set, so this is the carrier thread; the count is raised.
+    unsafe {
+        let c = &*c;
+        let l = c.local();
+        let cur = (*l).current;
+        // Remote work (inbox) and requests are seen when the countdown runs out; `queue`
+        // cuts it short (see `POLL_EVERY`). The scheduler context keeps it at 1, so a yield
+        // from there always takes the slow path (where it is a no-op).
+        (*l).poll_countdown -= 1;
+        if (*l).poll_countdown == 0 || std::thread::panicking() {
+            yield_slow(c);
+        } else {
+            debug_assert!(cur != (*l).sched);
+            (*cur).state.set(RunState::Runnable);
+            let next = (*l).runq.rotate(cur);
+            if next == cur {
+                resume_without_switch(c, cur);
+            } else {
+                switch_to(c, l, cur, next, false);
+            }
+        }
+    }
     preempt::enable_no_yield();
 }
 
+#[cold]
+#[inline(never)]
+fn yield_outside_runtime() {
+    std::thread::yield_now();
+}
+
+/// The running thread stays on the carrier: a yield found nothing else runnable.
+///
+/// # Safety
+/// Carrier thread, count raised, `cur` the running green thread.
 #[inline(always)]
-unsafe fn yield_inner(c: &Carrier) {
+unsafe fn resume_without_switch(c: &Carrier, cur: *mut Thread) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        (*cur).state.set(RunState::Running);
+        (*cur).start_tick.set(c.ticks.load(Ordering::Relaxed));
+    }
+    preempt::clear_pending();
+}
+
+/// Every yield that is not a plain rotation: the scheduler context or an unwinding OS thread
+/// (no-ops: another green thread would see this OS thread's `panicking()`), a poll of the inbox
+/// and sleepers, pending `synchronize`/`queue` requests.
+///
+/// # Safety
+/// Carrier thread, count raised.
+#[cold]
+#[inline(never)]
+unsafe fn yield_slow(c: &Carrier) {
     // SAFETY: carrier thread, count raised (caller).
     unsafe {
         let l = c.local();
         let cur = (*l).current;
-        if cur == (*l).sched || std::thread::panicking() {
+        let poll_due = (*l).poll_countdown == 0 || c.inbox_flag.load(Ordering::Relaxed);
+        if cur == (*l).sched {
+            // The scheduler polls in its own loop; keep every yield from it on this path.
+            (*l).poll_countdown = 1;
             return;
         }
-        poll_maybe(c, &mut *l);
+        if std::thread::panicking() {
+            if (*l).poll_countdown == 0 {
+                // An unwinding thread polls later.
+                (*l).poll_countdown = POLL_EVERY;
+            }
+            return;
+        }
+        if poll_due {
+            poll(c, &mut *l);
+        }
         (*cur).state.set(RunState::Runnable);
-        (*l).runq.push(cur);
         let next = if (*l).requests.is_empty() {
-            (*l).runq.pop()
+            (*l).runq.rotate(cur)
         } else {
+            (*l).runq.push(cur);
             (*l).sched
         };
         if next == cur {
-            (*cur).state.set(RunState::Running);
-            (*cur).start_tick.set(c.ticks.load(Ordering::Relaxed));
-            preempt::clear_pending();
+            resume_without_switch(c, cur);
             return;
         }
         switch_to(c, l, cur, next, false);
@@ -741,10 +868,10 @@ pub(crate) unsafe fn current_stack_info(c: &Carrier) -> Option<StackInfo<'_>> {
             return None;
         }
         Some(StackInfo {
-            guard: (*cur).guard,
+            guard: (*cur).stack.guard_range(),
             name: (*cur).display_name(),
             id: (*cur).id,
-            stack_size: (*cur).stack_size,
+            stack_size: (*cur).usable_stack(),
         })
     }
 }
@@ -774,6 +901,7 @@ pub(crate) unsafe fn preempt_from_handler(c: &Carrier) {
         }
         bump(&c.stats.preemptions);
         (*l).sig_blocked = true;
+        (*l).resume_work = true;
         switch_to(c, l, cur, next, true);
     }
 }
@@ -876,42 +1004,70 @@ where
     preempt::disable();
     // SAFETY: carrier thread, count raised.
     unsafe {
-        (*(*c).local()).requests.push_back(Request {
+        let l = &mut *(*c).local();
+        l.requests.push_back(Request {
             call: run::<F>,
             data,
         });
+        // Serve it at the next yield rather than after up to POLL_EVERY of them.
+        l.poll_countdown = 1;
         bump(&(*c).stats.queue_calls);
     }
     preempt::enable();
 }
 
-/// Waits until thread `t` is done (green: block; OS thread: futex).
+/// Waits until thread `t` is done (green: block; OS thread: futex). Starts it first if it is
+/// still suspended.
 pub(crate) fn wait_done(t: *mut Thread) {
-    // SAFETY: the caller (a JoinHandle) holds a reference to `t`.
+    // SAFETY: the caller (a JoinHandle, consumed by join) holds a reference to `t`.
     let th = unsafe { &*t };
-    if th.done.load(Ordering::Acquire) != 0 {
+    let lw = &th.life;
+    let cur = lw.load(Ordering::Acquire);
+    if cur & life::STATE == life::DONE {
         return;
+    }
+    if cur & life::STATE == life::SUSPENDED && th.leave_suspended(false) {
+        wake(t);
     }
     match context() {
         Context::Green(cur) => {
             preempt::disable();
-            let must_block = th.life_lock.with(|| {
-                // SAFETY: `life` and `joiner` are protected by life_lock.
-                if unsafe { *th.life.get() } == Life::Done {
-                    false
-                } else {
-                    th.joiner.set(cur);
-                    true
+            th.joiner.set(cur);
+            // SAFETY: `cur` is the running green thread of this carrier (live).
+            let same_carrier = unsafe { std::ptr::eq((*cur).carrier, th.carrier) };
+            let done = if same_carrier {
+                // `t` cannot run while we do (one carrier) and `join` owns the handle: no
+                // other writer exists, so no locked instruction is needed.
+                let v = lw.load(Ordering::Relaxed);
+                if v & life::STATE != life::DONE {
+                    lw.store(v | life::JOINER, Ordering::Relaxed);
                 }
-            });
-            if must_block {
-                // SAFETY: registered as joiner; exit_current wakes us.
-                unsafe { block_current() };
+                v & life::STATE == life::DONE
+            } else {
+                lw.fetch_or(life::JOINER, Ordering::AcqRel) & life::STATE == life::DONE
+            };
+            if !done {
+                let l = carrier_ptr();
+                // SAFETY: green thread, so CARRIER is set; carrier-local field, count raised.
+                let note = |d: isize| unsafe {
+                    let l = &mut *(*l).local();
+                    l.remote_joins = l.remote_joins.wrapping_add_signed(d);
+                };
+                if !same_carrier {
+                    note(1);
+                }
+                while lw.load(Ordering::Acquire) & life::STATE != life::DONE {
+                    // SAFETY: registered as joiner; whoever finishes `t` wakes us.
+                    unsafe { block_current() };
+                }
+                if !same_carrier {
+                    note(-1);
+                }
             }
             preempt::enable();
         }
         Context::Scheduler => {
-            if th.done.load(Ordering::Acquire) == 0 {
+            if lw.load(Ordering::Acquire) & life::STATE != life::DONE {
                 panic!(
                     "uthread: join() inside a synchronize()/queue() callback would deadlock: \
                      callbacks run on the scheduler, not in a green thread"
@@ -919,11 +1075,11 @@ pub(crate) fn wait_done(t: *mut Thread) {
             }
         }
         Context::Outside => {
-            th.os_joiners.fetch_add(1, Ordering::SeqCst);
-            while th.done.load(Ordering::Acquire) == 0 {
-                futex_wait(&th.done, 0, Some(Duration::from_millis(100)));
+            let mut v = lw.fetch_or(life::OS_JOINER, Ordering::AcqRel) | life::OS_JOINER;
+            while v & life::STATE != life::DONE {
+                futex_wait(lw, v, Some(Duration::from_millis(100)));
+                v = lw.load(Ordering::Acquire);
             }
-            th.os_joiners.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
@@ -1070,12 +1226,15 @@ impl RuntimeBuilder {
                 sleepers: BinaryHeap::new(),
                 sleep_seq: 0,
                 zombie: null_mut(),
+                resume_work: false,
+                zombie_joiner_woken: false,
                 sig_blocked: false,
                 requests: VecDeque::new(),
                 pool: StackPool::new(self.config.pool_max),
                 all_head: null_mut(),
                 alive: 0,
                 preemptive_alive: 0,
+                remote_joins: 0,
                 errno: null_mut(),
                 poll_countdown: POLL_EVERY,
                 timer: None,
@@ -1197,14 +1356,18 @@ impl Runtime {
                 .stack_size(c.config.main_stack_size),
             f,
         );
-        let result = match main {
+        let outcome = match main {
             Ok(main) => {
                 // SAFETY: we are the carrier thread with the count raised, in the scheduler context.
                 let deadlock = unsafe { self.schedule(&main) };
+                // SAFETY: as above.
+                unsafe { self.abandon_all(&mut *c.local()) };
+                // Joined here, on the carrier, so that the main stack goes back to the pool.
+                let joined = main.join();
                 if deadlock {
                     Err(RunError::Deadlock)
                 } else {
-                    Ok(main)
+                    Ok(joined)
                 }
             }
             Err(e) => Err(RunError::Io(e)),
@@ -1225,12 +1388,10 @@ impl Runtime {
         preempt::set_count(saved_count);
         preempt::clear_pending();
         drop(sched);
-        match result {
-            Ok(main) => match main.join() {
-                JoinOutcome::Finished(r) => Ok(r),
-                JoinOutcome::Panicked(p) => resume_unwind(p),
-                JoinOutcome::Cancelled | JoinOutcome::Abandoned => Err(RunError::Deadlock),
-            },
+        match outcome {
+            Ok(JoinOutcome::Finished(r)) => Ok(r),
+            Ok(JoinOutcome::Panicked(p)) => resume_unwind(p),
+            Ok(JoinOutcome::Cancelled | JoinOutcome::Abandoned) => Err(RunError::Deadlock),
             Err(e) => Err(e),
         }
     }
@@ -1243,6 +1404,10 @@ impl Runtime {
         // run inside it; preemption never applies to the scheduler context).
         unsafe {
             loop {
+                // While the scheduler context runs (callbacks may yield), every yield must take
+                // the slow path, which returns at once here (see yield_now); `poll` below
+                // re-arms the countdown before a green thread runs again.
+                (*l).poll_countdown = 1;
                 while let Some(req) = (*l).requests.pop_front() {
                     (req.call)(req.data);
                 }
@@ -1271,7 +1436,10 @@ impl Runtime {
                     .sleepers
                     .peek()
                     .map(|Reverse((when, _, _))| when.saturating_duration_since(Instant::now()));
-                if timeout.is_none() && c.handles.load(Ordering::SeqCst) == 0 {
+                if timeout.is_none()
+                    && c.handles.load(Ordering::SeqCst) == 0
+                    && (*l).remote_joins == 0
+                {
                     return true; // blocked forever: deadlock (main is not done here)
                 }
                 c.futex.store(0, Ordering::SeqCst);
@@ -1291,17 +1459,7 @@ impl Runtime {
         unsafe {
             while !t.is_null() {
                 let th = &*t;
-                let was = th.life_lock.with(|| {
-                    let life = &mut *th.life.get();
-                    if *life == Life::Suspended {
-                        th.cancel.set(true);
-                        *life = Life::Ready;
-                        true
-                    } else {
-                        false
-                    }
-                });
-                if was {
+                if th.leave_suspended(true) {
                     make_runnable(l, t);
                     found = true;
                 }
@@ -1315,18 +1473,22 @@ impl Runtime {
     unsafe fn abandon_all(&self, l: &mut Local) {
         let mut t = l.all_head;
         // SAFETY: all-list members are live threads of this carrier; abandoned threads keep
-        // their "alive" reference and stack forever (leaked), so pointers to them held by
-        // synchronisation primitives stay valid, and `make_runnable` ignores them.
+        // their stack (with their control block) forever: `REAPED` is never set for them, so
+        // their handles never free them, and pointers to them held by synchronisation
+        // primitives stay valid; `make_runnable` ignores them.
         unsafe {
             while !t.is_null() {
                 let th = &*t;
                 let next = th.all_next.get();
                 l.abandoned_any = true;
                 th.state.set(RunState::Abandoned);
-                th.life_lock.with(|| *th.life.get() = Life::Done);
-                th.done.store(1, Ordering::SeqCst);
-                if th.os_joiners.load(Ordering::SeqCst) != 0 {
-                    futex_wake(&th.done, i32::MAX);
+                let joiner = th.joiner.get();
+                let old = th.life.fetch_or(life::DONE, Ordering::AcqRel);
+                if old & life::JOINER != 0 && !std::ptr::eq((*joiner).carrier, th.carrier) {
+                    wake(joiner);
+                }
+                if old & life::OS_JOINER != 0 {
+                    futex_wake(&th.life, i32::MAX);
                 }
                 if th.mode == Mode::Preemptive {
                     l.preemptive_alive -= 1;

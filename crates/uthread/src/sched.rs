@@ -33,6 +33,7 @@ impl Fifo {
 
     /// # Safety
     /// `t` must be a live thread that is in no queue.
+    #[inline(always)]
     pub(crate) unsafe fn push(&mut self, t: *mut Thread) {
         // SAFETY: `t` is live and unlinked (caller); `tail` is live while linked.
         unsafe {
@@ -48,6 +49,7 @@ impl Fifo {
 
     /// # Safety
     /// All linked threads must be live.
+    #[inline(always)]
     pub(crate) unsafe fn pop(&mut self) -> *mut Thread {
         let t = self.head;
         if !t.is_null() {
@@ -65,7 +67,9 @@ impl Fifo {
 }
 
 const RT_LEVELS: usize = 128;
-const TS_LEVELS: usize = 100;
+/// Time-sharing priorities are 1..=99; the arrays have 128 entries (like the bitmap) so that an
+/// index taken from the bitmap needs no bounds check on the hot path.
+const TS_LEVELS: usize = 128;
 
 /// 128-bit occupancy bitmap kept as two `u64` words and always read and written at full word
 /// width: a `u128` let the compiler narrow `|=` into a 32-bit store that the next 64-bit load
@@ -121,7 +125,24 @@ impl Bits {
     }
 }
 
+/// `RunQueue::uniform` when the queued threads do not all share one time-sharing level.
+const MIXED: u32 = u32::MAX;
+
+/// A thread's run-queue key: its time-sharing level (1..=99), or a value above every level
+/// for the other classes, which never take the FIFO fast path.
+pub(crate) fn level_key(p: Priority) -> u32 {
+    match p {
+        Priority::TimeSharing(p) => p as u32,
+        Priority::RealTime(p) => 0x100 + p as u32,
+        Priority::Idle => 0x200,
+    }
+}
+
 pub(crate) struct RunQueue {
+    /// The time-sharing level of every queued thread when they all share one (then the next
+    /// pick is plain FIFO and a yield is a rotation), else `MIXED`. Conservative: once mixed it
+    /// stays so until the queue empties.
+    uniform: u32,
     rt_bits: Bits,
     rt: [Fifo; RT_LEVELS],
     ts_bits: Bits,
@@ -135,6 +156,7 @@ pub(crate) struct RunQueue {
 impl RunQueue {
     pub(crate) fn new(seed: u64) -> Self {
         RunQueue {
+            uniform: MIXED,
             rt_bits: Bits([0; 2]),
             rt: [Fifo::new(); RT_LEVELS],
             ts_bits: Bits([0; 2]),
@@ -148,20 +170,29 @@ impl RunQueue {
 
     /// # Safety
     /// `t` must be a live thread of this carrier that is in no queue.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn push(&mut self, t: *mut Thread) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            let key = (*t).level_key;
+            self.uniform = if self.len == 0 && key < 0x100 || self.uniform == key {
+                key
+            } else {
+                MIXED
+            };
+        }
         self.len += 1;
         // SAFETY: forwarded contract.
         unsafe {
             match (*t).priority {
                 Priority::TimeSharing(p) => {
-                    let p = p as usize;
+                    let p = p as usize & (TS_LEVELS - 1);
                     self.ts_bits.set(p);
                     self.ts_count[p] += 1;
                     self.ts[p].push(t);
                 }
                 Priority::RealTime(p) => {
-                    let p = p as usize;
+                    let p = p as usize & (RT_LEVELS - 1);
                     self.rt_bits.set(p);
                     self.rt[p].push(t);
                 }
@@ -170,39 +201,103 @@ impl RunQueue {
         }
     }
 
-    /// Removes and returns the next thread to run, or null when empty.
+    /// Removes and returns the next thread to run, or null when empty. Inlined: the common
+    /// cases (empty, one time-sharing level) are a few instructions; real-time picks and the
+    /// lottery are out of line.
     ///
     /// # Safety
     /// All queued threads must be live.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn pop(&mut self) -> *mut Thread {
         if self.len == 0 {
             return null_mut();
         }
-        self.len -= 1;
         // SAFETY: queued threads are live (caller).
         unsafe {
+            if self.uniform != MIXED {
+                // Every queued thread is time-sharing at this level: FIFO.
+                return self.pop_time_sharing(self.uniform as usize);
+            }
             if self.rt_bits.any() {
-                let p = self.rt_bits.highest();
-                let t = self.rt[p].pop();
-                if self.rt[p].is_empty() {
-                    self.rt_bits.clear(p);
-                }
-                return t;
+                return self.pop_real_time();
             }
             if self.ts_bits.any() {
                 let p = match self.ts_bits.single() {
                     Some(p) => p,
                     None => self.lottery(),
                 };
-                let t = self.ts[p].pop();
-                self.ts_count[p] -= 1;
-                if self.ts[p].is_empty() {
-                    self.ts_bits.clear(p);
-                }
-                return t;
+                return self.pop_time_sharing(p);
             }
+            self.len -= 1;
             self.idle.pop()
+        }
+    }
+
+    /// # Safety
+    /// Level `p` (< 128) is non-empty; queued threads are live.
+    #[inline(always)]
+    unsafe fn pop_time_sharing(&mut self, p: usize) -> *mut Thread {
+        self.len -= 1;
+        let p = p & (TS_LEVELS - 1);
+        // SAFETY: forwarded contract.
+        let t = unsafe { self.ts[p].pop() };
+        self.ts_count[p] -= 1;
+        if self.ts[p].is_empty() {
+            self.ts_bits.clear(p);
+        }
+        t
+    }
+
+    /// # Safety
+    /// Some real-time level is non-empty; queued threads are live.
+    #[inline(never)]
+    unsafe fn pop_real_time(&mut self) -> *mut Thread {
+        self.len -= 1;
+        let p = self.rt_bits.highest() & (RT_LEVELS - 1);
+        // SAFETY: forwarded contract.
+        let t = unsafe { self.rt[p].pop() };
+        if self.rt[p].is_empty() {
+            self.rt_bits.clear(p);
+        }
+        t
+    }
+
+    /// The yield fast path: `push(cur)` then `pop()`, done as one rotation when the answer
+    /// cannot depend on a lottery: every queued thread shares `cur`'s time-sharing level (then
+    /// the pick is plain FIFO). Returns `cur` itself when nothing else is runnable. Otherwise
+    /// falls back to the general push and pop.
+    ///
+    /// # Safety
+    /// `cur` must be a live thread of this carrier that is in no queue; all queued threads must
+    /// be live.
+    #[inline(always)]
+    pub(crate) unsafe fn rotate(&mut self, cur: *mut Thread) -> *mut Thread {
+        // SAFETY: forwarded contract.
+        unsafe {
+            if self.len == 0 {
+                return cur;
+            }
+            let key = (*cur).level_key;
+            if self.uniform == key {
+                // Same level only: FIFO order is the whole policy. Counts and bits are
+                // unchanged (one in, one out of the same level).
+                let q = &mut self.ts[key as usize & (TS_LEVELS - 1)];
+                let head = q.pop();
+                q.push(cur);
+                return head;
+            }
+            self.rotate_slow(cur)
+        }
+    }
+
+    /// # Safety
+    /// As [`rotate`](Self::rotate).
+    #[inline(never)]
+    unsafe fn rotate_slow(&mut self, cur: *mut Thread) -> *mut Thread {
+        // SAFETY: forwarded contract.
+        unsafe {
+            self.push(cur);
+            self.pop()
         }
     }
 
@@ -217,6 +312,8 @@ impl RunQueue {
     }
 
     /// Picks a time-sharing level with probability proportional to `count(p) * 2^(p - p_max)`.
+    #[cold]
+    #[inline(never)]
     fn lottery(&mut self) -> usize {
         let ts_bits = self.ts_bits.as_u128();
         let pmax = 127 - ts_bits.leading_zeros() as i32;

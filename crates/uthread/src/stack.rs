@@ -11,6 +11,7 @@ use std::io;
 /// Smallest stack accepted (a signal frame alone can take 3.5 KiB with AVX-512 state).
 pub const MIN_STACK_SIZE: usize = 8 * 1024;
 
+#[inline]
 pub(crate) fn page_size() -> usize {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static PAGE: AtomicUsize = AtomicUsize::new(0);
@@ -85,6 +86,20 @@ impl Stack {
         Ok(stack)
     }
 
+    /// A descriptor of no memory, for the scheduler pseudo-thread (never dropped).
+    pub(crate) const fn empty() -> Stack {
+        Stack {
+            base: 0,
+            len: 0,
+            guard: 0,
+        }
+    }
+
+    /// Lowest usable address (just above the guard page, if any).
+    pub(crate) fn bottom(&self) -> usize {
+        self.base + self.guard
+    }
+
     /// One past the highest usable byte (16-byte aligned since it is page aligned).
     pub(crate) fn top(&self) -> usize {
         self.base + self.len
@@ -115,12 +130,33 @@ impl Drop for Stack {
     }
 }
 
-/// A free list of stacks, keyed by (usable size, guard). Reusing a stack avoids two or three
+/// Header written into the top bytes of a pooled stack: the pool is a linked list threaded
+/// through the stacks themselves, so pooling never allocates and a put or get is a few stores.
+/// Those bytes were last used by the control block of the thread that ran there, so they are
+/// already committed and usually still in cache.
+struct FreeStack {
+    next: *mut FreeStack,
+    stack: Stack,
+}
+
+/// Free stacks of one (mapping size, guard) class.
+#[derive(Debug)]
+struct Class {
+    usable: usize,
+    guard: bool,
+    head: *mut FreeStack,
+}
+
+/// A free list of stacks per (usable size, guard) class. Reusing a stack avoids two or three
 /// system calls and the page faults of touching fresh memory.
 #[derive(Debug)]
 pub(crate) struct StackPool {
-    /// (usable size, guarded, free stacks). Few distinct sizes are expected; linear search.
-    classes: Vec<(usize, bool, Vec<Stack>)>,
+    /// The stack put back last, kept as a plain descriptor: a thread that is spawned, run and
+    /// joined over and over takes and returns this one without touching the lists.
+    last: Option<Stack>,
+    /// Few distinct classes are expected (one per stack size in use): linear search, most
+    /// recently added last.
+    classes: Vec<Class>,
     pooled: usize,
     max_pooled: usize,
 }
@@ -128,38 +164,92 @@ pub(crate) struct StackPool {
 impl StackPool {
     pub(crate) fn new(max_pooled: usize) -> Self {
         StackPool {
+            last: None,
             classes: Vec::new(),
             pooled: 0,
             max_pooled,
         }
     }
 
-    pub(crate) fn get(&mut self, usable: usize, guard: bool) -> io::Result<Stack> {
-        for (size, g, list) in self.classes.iter_mut() {
-            if *size == usable && *g == guard {
-                if let Some(s) = list.pop() {
+    /// A stack of exactly `usable` bytes (guarded or not) from the pool, else freshly mapped.
+    /// The flag says whether it was mapped now.
+    #[inline(always)]
+    pub(crate) fn get(&mut self, usable: usize, guard: bool) -> io::Result<(Stack, bool)> {
+        if let Some(s) = &self.last {
+            if s.usable() == usable && s.has_guard() == guard {
+                self.pooled -= 1;
+                return Ok((self.last.take().unwrap_or_else(|| unreachable!()), false));
+            }
+        }
+        self.get_listed(usable, guard)
+    }
+
+    #[inline(never)]
+    fn get_listed(&mut self, usable: usize, guard: bool) -> io::Result<(Stack, bool)> {
+        for c in self.classes.iter_mut() {
+            if c.usable == usable && c.guard == guard {
+                if !c.head.is_null() {
+                    let f = c.head;
+                    // SAFETY: `f` is the header `put` wrote inside a pooled stack, which stays
+                    // mapped while pooled; reading it out moves the descriptor back to us.
+                    let (next, stack) = unsafe { ((*f).next, core::ptr::read(&(*f).stack)) };
+                    c.head = next;
                     self.pooled -= 1;
-                    return Ok(s);
+                    return Ok((stack, false));
                 }
                 break;
             }
         }
-        Stack::new(usable, guard)
+        Stack::new(usable, guard).map(|s| (s, true))
     }
 
+    /// Keeps `stack` for reuse, or unmaps it when the pool is full. No context may run on it.
+    #[inline]
     pub(crate) fn put(&mut self, stack: Stack) {
         if self.pooled >= self.max_pooled {
             return; // dropped: unmapped
         }
-        let (usable, guard) = (stack.usable(), stack.has_guard());
         self.pooled += 1;
-        for (size, g, list) in self.classes.iter_mut() {
-            if *size == usable && *g == guard {
-                list.push(stack);
-                return;
-            }
+        match self.last.replace(stack) {
+            None => {}
+            Some(older) => self.put_listed(older),
         }
-        self.classes.push((usable, guard, vec![stack]));
+    }
+
+    /// Threads `stack` onto its class list (`pooled` already counts it).
+    #[inline(never)]
+    fn put_listed(&mut self, stack: Stack) {
+        let (usable, guard) = (stack.usable(), stack.has_guard());
+        let idx = match self
+            .classes
+            .iter()
+            .position(|c| c.usable == usable && c.guard == guard)
+        {
+            Some(i) => i,
+            None => {
+                self.classes.push(Class {
+                    usable,
+                    guard,
+                    head: core::ptr::null_mut(),
+                });
+                self.classes.len() - 1
+            }
+        };
+        let c = &mut self.classes[idx];
+        let f = (stack.top() - core::mem::size_of::<FreeStack>()) as *mut FreeStack;
+        // SAFETY: the top of a mapped, unused stack (usable >= MIN_STACK_SIZE, far more than a
+        // header) is ours to write; the descriptor moves into it and is read back by `get` or
+        // by the pool's drop.
+        unsafe {
+            core::ptr::write(
+                f,
+                FreeStack {
+                    next: c.head,
+                    stack,
+                },
+            );
+        }
+        c.head = f;
     }
 
     pub(crate) fn pooled(&self) -> usize {
@@ -167,7 +257,39 @@ impl StackPool {
     }
 }
 
+impl Drop for StackPool {
+    fn drop(&mut self) {
+        drop(self.last.take());
+        for c in &mut self.classes {
+            let mut f = c.head;
+            while !f.is_null() {
+                // SAFETY: as in `get`; `next` is read before the stack (and the header in it)
+                // is unmapped by dropping the descriptor.
+                let (next, stack) = unsafe { ((*f).next, core::ptr::read(&(*f).stack)) };
+                drop(stack);
+                f = next;
+            }
+            c.head = core::ptr::null_mut();
+        }
+    }
+}
+
+/// Bytes to reserve at the top of a stack for a thread's control block of `block` bytes
+/// aligned to `align`: whole pages, so that every closure whose block fits in a page shares
+/// one size class (and one pool) per requested stack size.
+#[inline]
+pub(crate) fn block_reserve(block: usize, align: usize) -> usize {
+    let page = page_size();
+    let need = block + align.max(16);
+    if need <= page {
+        page
+    } else {
+        need.div_ceil(page) * page
+    }
+}
+
 /// Rounds a requested stack size up to whole pages, with the minimum applied.
+#[inline]
 pub(crate) fn round_stack_size(requested: usize) -> usize {
     let page = page_size();
     let s = requested.max(MIN_STACK_SIZE);

@@ -1,16 +1,17 @@
 //! Green threads: the thread control block, `Builder`, `JoinHandle` and `JoinOutcome`.
 
+use crate::preempt;
 use crate::runtime::{self, Carrier};
-use crate::stack::Stack;
-use crate::sync::RawLock;
+use crate::stack::{self, Stack};
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 /// Scheduling class and priority, after the BeOS R4.5 scheduler.
@@ -122,17 +123,37 @@ pub(crate) fn invalid(msg: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("uthread: {msg}"))
 }
 
-/// Lifecycle as seen by handles (protected by `Thread::life_lock`).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Life {
+/// The `life` word of a thread: its lifecycle as seen by handles and joiners, in one atomic so
+/// that the common spawn-run-join sequence needs no lock.
+///
+/// Writers: the thread's own carrier (start, finish), and the handle side (`resume`, `cancel`,
+/// join registration, drop) from any OS thread. Handle-side writes are atomic read-modify-writes.
+/// The carrier writes with a plain store only when a joiner is registered (`JOINER` or
+/// `OS_JOINER`): the joiner then owns the handle (`join` takes it by value), so no other writer
+/// can exist until the joiner has seen `DONE`.
+pub(crate) mod life {
     /// Created with `start_suspended(true)`, not resumed yet.
-    Suspended,
+    pub(crate) const SUSPENDED: u32 = 0;
     /// Runnable but its body has not started.
-    Ready,
+    pub(crate) const READY: u32 = 1;
     /// The body is running (or ran).
-    Started,
-    /// Finished, panicked, cancelled or abandoned; the result slot is final.
-    Done,
+    pub(crate) const STARTED: u32 = 2;
+    /// Finished, panicked, cancelled or abandoned: the result slot is final. Every other
+    /// state ORed with `DONE` is `DONE`.
+    pub(crate) const DONE: u32 = 3;
+    /// Mask of the four states above.
+    pub(crate) const STATE: u32 = 3;
+    /// Cancelled before its body started: it will never run.
+    pub(crate) const CANCEL: u32 = 1 << 2;
+    /// A green thread waits in `join`; it is in `Thread::joiner`.
+    pub(crate) const JOINER: u32 = 1 << 3;
+    /// An OS thread outside any runtime waits in `join` (futex on this word).
+    pub(crate) const OS_JOINER: u32 = 1 << 4;
+    /// The `JoinHandle` was dropped.
+    pub(crate) const HANDLE_GONE: u32 = 1 << 5;
+    /// The runtime let go of the thread: it finished and no context runs on its stack. Set
+    /// together with `DONE` or after it, never for an abandoned thread (leaked on purpose).
+    pub(crate) const REAPED: u32 = 1 << 6;
 }
 
 /// Scheduler-side state (carrier-owned; only the carrier's OS thread touches it).
@@ -150,51 +171,46 @@ pub(crate) enum RunState {
 pub(crate) struct VTable {
     /// Runs the body (or the cancellation path) and stores the outcome. Never unwinds.
     pub(crate) run: unsafe fn(*mut Thread),
-    /// Frees the allocation that holds the thread.
-    pub(crate) free: unsafe fn(*mut Thread),
+    /// Drops what the control block owns (name, result, body), leaving the stack descriptor.
+    drop_block: unsafe fn(*mut Thread),
 }
 
-/// The thread control block. Lives at the start of a `Spawned<T, F>` allocation.
+/// The thread control block. Lives at the start of a `Spawned<T, F>`, which lives in the top
+/// bytes of the thread's own stack (a page reserved above the usable part): spawning maps or
+/// reuses one stack and allocates nothing else. `repr(C)` with the fields a switch touches
+/// first, in one cache line, `sp` at offset 0.
+#[repr(C)]
 pub(crate) struct Thread {
     // ---- carrier-owned (only touched by the owning carrier's OS thread) ----
     /// Saved stack pointer while suspended.
     pub(crate) sp: UnsafeCell<usize>,
     /// Intrusive link for the run queue or one wait queue (a thread is in at most one).
     pub(crate) next: Cell<*mut Thread>,
+    pub(crate) state: Cell<RunState>,
+    pub(crate) mode: Mode,
+    /// `sched::level_key(priority)`, kept so that a yield compares one word.
+    pub(crate) level_key: u32,
+    pub(crate) start_tick: Cell<u64>,
     /// Intrusive doubly-linked list of all live threads of the carrier.
     pub(crate) all_prev: Cell<*mut Thread>,
     pub(crate) all_next: Cell<*mut Thread>,
-    pub(crate) state: Cell<RunState>,
-    pub(crate) start_tick: Cell<u64>,
-    pub(crate) stack: UnsafeCell<Option<Stack>>,
     // ---- immutable after creation ----
     pub(crate) priority: Priority,
-    pub(crate) mode: Mode,
     pub(crate) id: u64,
     pub(crate) name: Option<String>,
-    /// Guard page `[lo, hi)` and usable size, for the overflow report.
-    pub(crate) guard: (usize, usize),
-    pub(crate) stack_size: usize,
+    /// The stack this thread runs on, whose top bytes hold this block. Moved out only when the
+    /// block is freed; empty for the scheduler pseudo-thread.
+    pub(crate) stack: ManuallyDrop<Stack>,
     /// Owning carrier. Outlives the thread while the thread can still be woken: `block_on`
     /// returns only when its threads are finished or abandoned, and a runtime that abandoned
     /// threads leaks its carrier instead of freeing it.
     pub(crate) carrier: *const Carrier,
     vtable: &'static VTable,
     // ---- shared between carriers / OS threads ----
-    /// References held (the runtime's and the handle's); fixed at creation and only ever
-    /// given up, never taken again (`Thread::release` relies on this).
-    pub(crate) refs: AtomicUsize,
-    pub(crate) life_lock: RawLock,
-    pub(crate) life: UnsafeCell<Life>,
-    pub(crate) cancel: Cell<bool>,
-    /// Green thread blocked in `join` (protected by `life_lock`).
+    /// See [`life`].
+    pub(crate) life: AtomicU32,
+    /// The green thread blocked in `join` (valid while `JOINER` is set and `DONE` is not).
     pub(crate) joiner: Cell<*mut Thread>,
-    /// 0 until the thread is `Done`; an OS thread joining from outside waits on it (futex).
-    pub(crate) done: AtomicU32,
-    pub(crate) os_joiners: AtomicU32,
-    /// Created with `start_suspended(true)`: only then can `resume` have work to do, so other
-    /// threads' joins skip the lock.
-    created_suspended: bool,
 }
 
 impl Thread {
@@ -202,50 +218,51 @@ impl Thread {
     pub(crate) fn scheduler(carrier: *const Carrier) -> Thread {
         static NOOP: VTable = VTable {
             run: |_| {},
-            free: |_| {},
+            drop_block: |_| {},
         };
-        Thread::header(
+        let t = Thread::new(
             carrier,
             Priority::default(),
             Mode::Cooperative,
             0,
             None,
+            Stack::empty(),
             &NOOP,
-        )
+            life::STARTED,
+        );
+        t.state.set(RunState::Running);
+        t
     }
 
-    fn header(
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn new(
         carrier: *const Carrier,
         priority: Priority,
         mode: Mode,
         id: u64,
         name: Option<String>,
+        stack: Stack,
         vtable: &'static VTable,
+        life: u32,
     ) -> Thread {
         Thread {
             sp: UnsafeCell::new(0),
             next: Cell::new(null_mut()),
+            state: Cell::new(RunState::Runnable),
+            mode,
+            level_key: crate::sched::level_key(priority),
+            start_tick: Cell::new(0),
             all_prev: Cell::new(null_mut()),
             all_next: Cell::new(null_mut()),
-            state: Cell::new(RunState::Running),
-            start_tick: Cell::new(0),
-            stack: UnsafeCell::new(None),
             priority,
-            mode,
             id,
             name,
-            guard: (0, 0),
-            stack_size: 0,
+            stack: ManuallyDrop::new(stack),
             carrier,
             vtable,
-            refs: AtomicUsize::new(1),
-            life_lock: RawLock::new(),
-            life: UnsafeCell::new(Life::Ready),
-            cancel: Cell::new(false),
+            life: AtomicU32::new(life),
             joiner: Cell::new(null_mut()),
-            done: AtomicU32::new(0),
-            os_joiners: AtomicU32::new(0),
-            created_suspended: false,
         }
     }
 
@@ -256,22 +273,93 @@ impl Thread {
         unsafe { ((*t).vtable.run)(t) }
     }
 
-    /// Drops one reference; frees the thread when it was the last.
+    /// Frees a thread that both the runtime and its handle have let go of: drops what the
+    /// block owns, then recycles the stack the block lives on (into the pool when called on
+    /// the owning carrier, else unmapped).
     ///
     /// # Safety
-    /// The caller owns one reference to the live thread `t` and gives it up.
-    pub(crate) unsafe fn release(t: *mut Thread) {
-        // SAFETY: the caller's reference keeps `t` live until this decrement. References are
-        // only ever given up, never taken (the count is fixed at creation), so observing 1
-        // means the caller holds the last one: no other holder exists that could still touch
-        // `t`, and the Acquire load synchronises with the Release half of every earlier
-        // `fetch_sub`, exactly as the final `fetch_sub` would. That skips one locked
-        // instruction in the common case (the second of the two releases).
+    /// The caller observed the other side's release (`REAPED` or `HANDLE_GONE`) and holds the
+    /// last reference; no context runs on the thread's stack.
+    pub(crate) unsafe fn free(t: *mut Thread) {
+        // SAFETY: last reference (caller): nothing else reads the block any more. The stack
+        // descriptor is moved out before the block is dropped and before the memory it lives
+        // in is recycled.
         unsafe {
-            if (*t).refs.load(Ordering::Acquire) == 1
-                || (*t).refs.fetch_sub(1, Ordering::AcqRel) == 1
+            let stack = ManuallyDrop::take(&mut (*t).stack);
+            let carrier = (*t).carrier;
+            ((*t).vtable.drop_block)(t);
+            runtime::recycle_stack(carrier, stack);
+        }
+    }
+
+    /// Handle-side release: called once when the `JoinHandle` is dropped.
+    ///
+    /// # Safety
+    /// `t` is live and the caller is its handle, giving up its reference.
+    pub(crate) unsafe fn release_handle(t: *mut Thread) {
+        // SAFETY: the handle's reference keeps `t` live until we give it up here. Once REAPED
+        // is visible the runtime never touches `t` again, so we are the last holder and can
+        // free without announcing HANDLE_GONE (no locked instruction in the usual case: a
+        // thread joined and then dropped).
+        unsafe {
+            let l = &(*t).life;
+            if l.load(Ordering::Acquire) & life::REAPED != 0
+                || l.fetch_or(life::HANDLE_GONE, Ordering::AcqRel) & life::REAPED != 0
             {
-                ((*t).vtable.free)(t);
+                Thread::free(t);
+            }
+        }
+    }
+
+    /// The start transition, on the thread's carrier just before its body would run: `true`
+    /// to run the body, `false` if it was cancelled (it then never runs).
+    #[inline(always)]
+    fn begin(&self) -> bool {
+        let mut cur = self.life.load(Ordering::Acquire);
+        if cur & (life::JOINER | life::OS_JOINER) != 0 {
+            // A joiner owns the handle: nobody else can cancel now (see `life`).
+            if cur & life::CANCEL != 0 {
+                return false;
+            }
+            self.life
+                .store((cur & !life::STATE) | life::STARTED, Ordering::Relaxed);
+            return true;
+        }
+        // A handle may be cancelling right now on another OS thread: decide atomically.
+        loop {
+            if cur & life::CANCEL != 0 {
+                return false;
+            }
+            match self.life.compare_exchange_weak(
+                cur,
+                (cur & !life::STATE) | life::STARTED,
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// `SUSPENDED -> READY`, optionally also marking it cancelled. Returns `true` if this call
+    /// made the transition (the caller must then make the thread runnable).
+    pub(crate) fn leave_suspended(&self, cancel: bool) -> bool {
+        let mut cur = self.life.load(Ordering::Acquire);
+        loop {
+            if cur & life::STATE != life::SUSPENDED {
+                return false;
+            }
+            let mut new = (cur & !life::STATE) | life::READY;
+            if cancel {
+                new |= life::CANCEL;
+            }
+            match self
+                .life
+                .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(now) => cur = now,
             }
         }
     }
@@ -279,6 +367,11 @@ impl Thread {
     /// Thread name for messages.
     pub(crate) fn display_name(&self) -> &str {
         self.name.as_deref().unwrap_or("<unnamed>")
+    }
+
+    /// Usable stack bytes below the control block (what the body can use).
+    pub(crate) fn usable_stack(&self) -> usize {
+        (self as *const Thread as usize).saturating_sub(self.stack.bottom())
     }
 }
 
@@ -302,24 +395,16 @@ struct VTableFor<T, F>(PhantomData<(T, F)>);
 impl<T, F: FnOnce() -> T> VTableFor<T, F> {
     const VTABLE: VTable = VTable {
         run: Self::run,
-        free: Self::free,
+        drop_block: Self::drop_block,
     };
 
     unsafe fn run(t: *mut Thread) {
         let s = t as *mut Spawned<T, F>;
         // SAFETY: `t` heads a `Spawned<T, F>` (it was created by `spawn_inner::<T, F>`); only the
-        // thread itself touches `body` and, before `Done` is published, `result`.
+        // thread itself touches `body` and, before `DONE` is published, `result`.
         unsafe {
             let body = (*(*s).body.get()).take();
-            let outcome = (*t).life_lock.with(|| {
-                if (*t).cancel.get() {
-                    false
-                } else {
-                    *(*t).life.get() = Life::Started;
-                    true
-                }
-            });
-            let outcome = match (outcome, body) {
+            let outcome = match ((*t).begin(), body) {
                 (true, Some(f)) => match catch_unwind(AssertUnwindSafe(f)) {
                     Ok(v) => JoinOutcome::Finished(v),
                     Err(p) => JoinOutcome::Panicked(p),
@@ -331,13 +416,14 @@ impl<T, F: FnOnce() -> T> VTableFor<T, F> {
                     JoinOutcome::Cancelled
                 }
             };
-            *(*s).result.get() = Some(outcome);
+            core::ptr::write((*s).result.get(), Some(outcome));
         }
     }
 
-    unsafe fn free(t: *mut Thread) {
-        // SAFETY: created by `Box::into_raw(Box<Spawned<T, F>>)` in `spawn_inner`; last reference.
-        unsafe { drop(Box::from_raw(t as *mut Spawned<T, F>)) }
+    unsafe fn drop_block(t: *mut Thread) {
+        // SAFETY: `t` heads a live `Spawned<T, F>` whose stack descriptor was moved out (it is
+        // a ManuallyDrop, so dropping the rest leaves it alone); last reference.
+        unsafe { core::ptr::drop_in_place(t as *mut Spawned<T, F>) }
     }
 }
 
@@ -416,43 +502,57 @@ where
     F: FnOnce() -> T,
 {
     let priority = b.priority.validate()?;
-    let (stack, stack_size) = carrier.get_stack(b.stack_size)?;
-    let id = carrier.next_thread_id();
-    let mut header = Thread::header(
-        carrier,
-        priority,
-        b.mode,
-        id,
-        b.name,
-        &VTableFor::<T, F>::VTABLE,
-    );
-    header.guard = stack.guard_range();
-    header.stack_size = stack_size;
-    header.refs = AtomicUsize::new(2); // one for the runtime ("alive"), one for the handle
-    header.created_suspended = b.start_suspended;
-    header.life = UnsafeCell::new(if b.start_suspended {
-        Life::Suspended
+    let block = core::mem::size_of::<Spawned<T, F>>();
+    let align = core::mem::align_of::<Spawned<T, F>>().max(16);
+    let reserve = stack::block_reserve(block, align);
+    preempt::disable();
+    // SAFETY: on the carrier (spawn requires CARRIER == carrier), count raised.
+    let taken = unsafe { carrier.take_stack(b.stack_size, reserve) };
+    let (stack, id) = match taken {
+        Ok(x) => x,
+        Err(e) => {
+            preempt::enable();
+            return Err(e);
+        }
+    };
+    let at = (stack.top() - block) & !(align - 1);
+    let t = at as *mut Spawned<T, F>;
+    let initial = if b.start_suspended {
+        life::SUSPENDED
     } else {
-        Life::Ready
-    });
-    let top = stack.top();
-    header.stack = UnsafeCell::new(Some(stack));
-    let boxed = Box::new(Spawned::<T, F> {
-        header,
-        result: UnsafeCell::new(None),
-        body: UnsafeCell::new(Some(f)),
-    });
-    let t = Box::into_raw(boxed) as *mut Thread;
-    // SAFETY: the stack is ours, mapped, page aligned, and much larger than 128 bytes.
+        life::READY
+    };
+    // SAFETY: [at, at + block) lies in the reserved top pages of a stack that is ours, mapped
+    // and used by nobody (fresh, or from the pool); `at` is aligned for `Spawned<T, F>`. The
+    // thread's own frames start below `at` (init_stack writes only below its `top`).
     unsafe {
-        *(*t).sp.get() = crate::arch::init_stack(top, runtime::thread_entry, t as usize);
+        core::ptr::write(
+            t,
+            Spawned {
+                header: Thread::new(
+                    carrier,
+                    priority,
+                    b.mode,
+                    id,
+                    b.name,
+                    stack,
+                    &VTableFor::<T, F>::VTABLE,
+                    initial,
+                ),
+                result: UnsafeCell::new(None),
+                body: UnsafeCell::new(Some(f)),
+            },
+        );
+        let t = t as *mut Thread;
+        *(*t).sp.get() = crate::arch::init_stack(at & !15, runtime::thread_entry, t as usize);
+        // SAFETY: `t` is a fully initialised thread of this carrier, in no queue; count raised.
+        carrier.adopt(t, b.start_suspended);
+        preempt::enable();
+        Ok(JoinHandle {
+            t,
+            _marker: PhantomData,
+        })
     }
-    // SAFETY: `t` is a fully initialised thread of this carrier, in no queue.
-    unsafe { carrier.adopt(t, b.start_suspended) };
-    Ok(JoinHandle {
-        t,
-        _marker: PhantomData,
-    })
 }
 
 /// Spawns a green thread with default settings on the current runtime.
@@ -477,9 +577,11 @@ pub struct JoinHandle<T> {
     _marker: PhantomData<T>,
 }
 
-// SAFETY: every operation on the handle either goes through the thread's `life_lock` / atomics
-// or hands the work to the owning carrier (`runtime::wake`), so the handle may move between
-// OS threads as long as the result type may.
+// SAFETY: every operation on the handle goes through the thread's atomic `life` word (read-
+// modify-writes from the handle side, see `life`) or hands the work to the owning carrier
+// (`runtime::wake`); the result is read only after `DONE` was observed with Acquire. So the
+// handle may move between OS threads as long as the result type may; freeing from a foreign
+// OS thread unmaps the stack instead of touching the owner's pool.
 unsafe impl<T: Send> Send for JoinHandle<T> {}
 // SAFETY: `&JoinHandle` only allows resume/cancel/is_finished, which are synchronised as above.
 unsafe impl<T: Send> Sync for JoinHandle<T> {}
@@ -502,27 +604,18 @@ impl<T> JoinHandle<T> {
 
     /// `true` once the outcome is known (finished, panicked, cancelled or abandoned).
     pub fn is_finished(&self) -> bool {
-        self.thread().done.load(Ordering::Acquire) != 0
+        self.thread().life.load(Ordering::Acquire) & life::STATE == life::DONE
     }
 
     /// Starts a thread created with `start_suspended(true)`. Returns `true` if this call
     /// started it, `false` if it was not suspended (already started, cancelled or done).
     pub fn resume(&self) -> bool {
-        let t = self.thread();
-        let was = t.life_lock.with(|| {
-            // SAFETY: `life` is protected by `life_lock`, which we hold.
-            let life = unsafe { &mut *t.life.get() };
-            if *life == Life::Suspended {
-                *life = Life::Ready;
-                true
-            } else {
-                false
-            }
-        });
-        if was {
+        if self.thread().leave_suspended(false) {
             runtime::wake(self.t);
+            true
+        } else {
+            false
         }
-        was
     }
 
     /// Alias of [`resume`](Self::resume).
@@ -535,27 +628,35 @@ impl<T> JoinHandle<T> {
     /// running body is never interrupted) or the thread is done.
     pub fn cancel(&self) -> bool {
         let t = self.thread();
-        let (cancelled, was_suspended) = t.life_lock.with(|| {
-            // SAFETY: `life` and `cancel` are protected by `life_lock`, which we hold.
-            let life = unsafe { &mut *t.life.get() };
-            match *life {
-                Life::Suspended => {
-                    t.cancel.set(true);
-                    *life = Life::Ready;
-                    (true, true)
-                }
-                Life::Ready => {
-                    t.cancel.set(true);
-                    (true, false)
-                }
-                Life::Started | Life::Done => (false, false),
-            }
-        });
-        if was_suspended {
+        if t.leave_suspended(true) {
             // Let it run its (cheap) cancellation path so the outcome gets published.
             runtime::wake(self.t);
+            return true;
         }
-        cancelled
+        let mut cur = t.life.load(Ordering::Acquire);
+        loop {
+            match cur & life::STATE {
+                life::READY if cur & life::CANCEL != 0 => return true,
+                life::READY => match t.life.compare_exchange_weak(
+                    cur,
+                    cur | life::CANCEL,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return true,
+                    Err(now) => cur = now,
+                },
+                // A suspended thread was resumed meanwhile by another handle user: retry.
+                life::SUSPENDED => {
+                    if t.leave_suspended(true) {
+                        runtime::wake(self.t);
+                        return true;
+                    }
+                    cur = t.life.load(Ordering::Acquire);
+                }
+                _ => return false,
+            }
+        }
     }
 
     /// Waits for the thread and returns what became of it. Joining a thread that is still
@@ -564,13 +665,10 @@ impl<T> JoinHandle<T> {
     /// From a green thread this blocks only the caller; from an OS thread outside any runtime
     /// it blocks that OS thread.
     pub fn join(self) -> JoinOutcome<T> {
-        if self.thread().created_suspended {
-            self.resume();
-        }
         runtime::wait_done(self.t);
-        // SAFETY: `done` was observed non-zero with Acquire, so the result slot is final and no
-        // one else accesses it; the handle is the only reader. The prefix cast is valid because
-        // both structs are repr(C) with identical leading fields.
+        // SAFETY: `DONE` was observed with Acquire, so the result slot is final and nobody else
+        // accesses it; the handle is its only reader. The prefix cast is valid because both
+        // structs are repr(C) with identical leading fields.
         let r = unsafe { (*(*(self.t as *const SpawnedHead<T>)).result.get()).take() };
         r.unwrap_or(JoinOutcome::Abandoned)
     }
@@ -578,8 +676,8 @@ impl<T> JoinHandle<T> {
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
-        // SAFETY: we own one reference.
-        unsafe { Thread::release(self.t) }
+        // SAFETY: we own the handle's reference and give it up.
+        unsafe { Thread::release_handle(self.t) }
     }
 }
 

@@ -32,8 +32,9 @@ pub fn create_rows(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
             &s,
             &placement,
             "uthread::spawn of a closure returning at once + join, one carrier (M:1), default \
-             runtime (pooled 64 KiB-class stacks reused after warm-up); timed inside block_on, \
-             nothing subtracted",
+             runtime: 256 KiB guarded stacks from the runtime's pool (reused after warm-up), the \
+             thread's control block in a page on top of its stack, no heap allocation; timed \
+             inside block_on, nothing subtracted",
         )
         .with_historical(seeds::historical("create.green")),
     );
