@@ -7,7 +7,9 @@ use crate::cancel::Cancel;
 use crate::error::{signal_name, Error};
 use crate::experiments::{Ctx, Experiment, Mode};
 use crate::measure::env::{self, Environment};
-use crate::measure::sampler::{clock_cost_ns, reference_loop_ns, reference_syscall_ns};
+use crate::measure::sampler::{
+    clock_cost_ns, reference_loop_ns, reference_syscall_ns, reference_wide_ns,
+};
 use crate::results::{ExperimentResult, RunResults, Status, SCHEMA_VERSION};
 
 /// Where the runner reports progress (a bar on a terminal, plain lines otherwise).
@@ -31,6 +33,7 @@ pub fn run(
     let mut environment: Environment = env::capture();
     environment.clock_read_cost_ns = Some(clock_cost_ns());
     environment.reference_loop_ns_start = Some(reference_loop_ns());
+    environment.reference_wide_ns_start = Some(reference_wide_ns());
     environment.reference_syscall_ns_start = Some(reference_syscall_ns());
     let mut results = Vec::with_capacity(experiments.len());
 
@@ -96,6 +99,7 @@ pub fn run(
     environment.record_end();
     if !cancel.is_cancelled() {
         environment.reference_loop_ns_end = Some(reference_loop_ns());
+        environment.reference_wide_ns_end = Some(reference_wide_ns());
         environment.reference_syscall_ns_end = Some(reference_syscall_ns());
     }
     RunResults {

@@ -152,6 +152,11 @@ pub struct Environment {
     /// contention on a VM, frequency changes) shows here, where no system call is involved.
     pub reference_loop_ns_start: Option<f64>,
     pub reference_loop_ns_end: Option<f64>,
+    /// Time of a fixed throughput-bound loop (measure::sampler::reference_wide_ns) at the start
+    /// and end of the run, filled by the caller: it slows when a co-tenant takes the core's
+    /// issue slots, which the register-only chain above hardly notices.
+    pub reference_wide_ns_start: Option<f64>,
+    pub reference_wide_ns_end: Option<f64>,
     /// Time of one cheap system call (getppid) at the start and end of the run, filled by the
     /// caller: the kernel entry/exit path, which moves with mitigations and host state.
     pub reference_syscall_ns_start: Option<f64>,
@@ -280,6 +285,8 @@ pub fn capture() -> Environment {
         clock_read_cost_ns: None,
         reference_loop_ns_start: None,
         reference_loop_ns_end: None,
+        reference_wide_ns_start: None,
+        reference_wide_ns_end: None,
         reference_syscall_ns_start: None,
         reference_syscall_ns_end: None,
     }
@@ -341,6 +348,11 @@ impl Environment {
                 "a fixed register-only loop",
                 self.reference_loop_ns_start,
                 self.reference_loop_ns_end,
+            ),
+            (
+                "a fixed throughput-bound loop",
+                self.reference_wide_ns_start,
+                self.reference_wide_ns_end,
             ),
             (
                 "a getppid system call",
@@ -543,6 +555,14 @@ impl Environment {
             (
                 "reference_loop_ns",
                 match (self.reference_loop_ns_start, self.reference_loop_ns_end) {
+                    (Some(a), Some(b)) => format!("{a:.0} ns at start, {b:.0} ns at end"),
+                    (Some(a), None) => format!("{a:.0} ns"),
+                    _ => "not measured".to_string(),
+                },
+            ),
+            (
+                "reference_wide_ns",
+                match (self.reference_wide_ns_start, self.reference_wide_ns_end) {
                     (Some(a), Some(b)) => format!("{a:.0} ns at start, {b:.0} ns at end"),
                     (Some(a), None) => format!("{a:.0} ns"),
                     _ => "not measured".to_string(),

@@ -131,18 +131,64 @@ impl<'a> Sampler<'a> {
     }
 }
 
-/// Time of a fixed chain of 1,000,000 dependent multiply-adds in registers, in ns: the median of
-/// 15 runs. No memory traffic and no system call, so its change between two moments is the
-/// CPU's own speed changing (frequency, a co-tenant on the host's core), not the kernel's.
+/// Time of a fixed chain of 250,000 dependent multiply-adds in one register, in ns: the median
+/// of 15 runs. No memory traffic and no system call, so its change between two moments is the
+/// CPU's own clock changing (frequency, the host preempting the vCPU), not the kernel's. Bound
+/// by the chain's latency, it hardly notices a co-tenant sharing the core's issue slots (see
+/// `reference_wide_ns`). The empty `asm!` per step makes the value opaque to the compiler, which
+/// otherwise rewrites the chain into far fewer instructions (it did: 0.14 ns per step, below
+/// one multiply's latency).
 pub fn reference_loop_ns() -> f64 {
     let mut v = Vec::with_capacity(15);
     for _ in 0..15 {
         let t = Instant::now();
         let mut x = std::hint::black_box(1u64);
-        for i in 0..1_000_000u64 {
+        for i in 0..250_000u64 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+            // SAFETY: an empty template; it only claims to read and write `x` in a register.
+            unsafe {
+                std::arch::asm!("/* {0} */", inout(reg) x, options(nomem, nostack, preserves_flags))
+            };
         }
         std::hint::black_box(x);
+        v.push(t.elapsed().as_nanos() as f64);
+    }
+    Summary::from_samples(&v, 1).map_or(0.0, |s| s.median)
+}
+
+/// Time of 250,000 iterations of eight independent xor-add chains in registers, in ns: the
+/// median of 15 runs. Bound by how many instructions the core issues per cycle rather than by a
+/// chain's latency, so it slows when something else takes the core's issue slots (an SMT
+/// sibling on the host, unseen from a guest) while `reference_loop_ns` stays put.
+/// Throughput-bound figures such as a user-level switch move with this one. The empty `asm!`
+/// per iteration keeps the eight chains in registers and stops the compiler from vectorising
+/// them into fewer instructions.
+pub fn reference_wide_ns() -> f64 {
+    let mut v = Vec::with_capacity(15);
+    for _ in 0..15 {
+        let t = Instant::now();
+        let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut h] =
+            std::hint::black_box([1u64, 2, 3, 4, 5, 6, 7, 8]);
+        for i in 0..250_000u64 {
+            a = a.wrapping_add(i ^ 1);
+            b = b.wrapping_add(i ^ 2);
+            c = c.wrapping_add(i ^ 3);
+            d = d.wrapping_add(i ^ 4);
+            e = e.wrapping_add(i ^ 5);
+            f = f.wrapping_add(i ^ 6);
+            g = g.wrapping_add(i ^ 7);
+            h = h.wrapping_add(i ^ 8);
+            // SAFETY: an empty template; it only claims to read and write eight registers.
+            unsafe {
+                std::arch::asm!(
+                    "/* {0} {1} {2} {3} {4} {5} {6} {7} */",
+                    inout(reg) a, inout(reg) b, inout(reg) c, inout(reg) d,
+                    inout(reg) e, inout(reg) f, inout(reg) g, inout(reg) h,
+                    options(nomem, nostack, preserves_flags)
+                )
+            };
+        }
+        std::hint::black_box([a, b, c, d, e, f, g, h]);
         v.push(t.elapsed().as_nanos() as f64);
     }
     Summary::from_samples(&v, 1).map_or(0.0, |s| s.median)
