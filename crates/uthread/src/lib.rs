@@ -36,6 +36,7 @@ compile_error!(
 mod arch;
 mod guard;
 mod preempt;
+mod race;
 mod runtime;
 mod sched;
 mod stack;
@@ -57,6 +58,8 @@ pub use thread::{spawn, Builder, JoinHandle, JoinOutcome, Mode, Priority};
 /// Test and benchmark hooks; not part of the stable API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::race::{set_delay as set_race_delay, RacePoint};
+
     /// Sends the preemption signal to the calling OS thread right now, so the handler runs
     /// synchronously (used to measure the cost of a signal-driven switch). The running thread
     /// is treated as having used its quantum.

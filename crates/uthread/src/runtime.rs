@@ -8,6 +8,7 @@
 use crate::arch;
 use crate::guard::{self, AltStack};
 use crate::preempt::{self, Timer, CARRIER};
+use crate::race::{self, RacePoint};
 use crate::sched::RunQueue;
 use crate::stack::{self, Stack, StackPool};
 use crate::thread::{self, life, Builder, JoinOutcome, Mode, RunState, Thread};
@@ -539,7 +540,7 @@ unsafe fn finish_zombie(l: &mut Local, z: *mut Thread) {
         }
         // Someone elsewhere may be looking: publish DONE, wake, and only then let go, so that
         // `z` is still ours while we wake its waiters.
-        let joiner = (*z).joiner.get();
+        race::pause(RacePoint::FinishBeforePublish);
         let old = if cur & (life::JOINER | life::OS_JOINER) != 0 {
             lw.store(cur | life::DONE, Ordering::Release);
             cur
@@ -547,7 +548,9 @@ unsafe fn finish_zombie(l: &mut Local, z: *mut Thread) {
             lw.fetch_or(life::DONE, Ordering::AcqRel)
         };
         if old & life::JOINER != 0 {
-            wake(joiner);
+            // Read only now: `joiner` is written before the Release RMW that set JOINER, which
+            // `old` (or `cur`) has observed; before that it may be null or being written.
+            wake((*z).joiner.get());
         }
         if old & life::OS_JOINER != 0 {
             futex_wake(lw, i32::MAX);
@@ -714,10 +717,10 @@ pub fn yield_now() {
         let l = c.local();
         let cur = (*l).current;
         // Remote work (inbox) and requests are seen when the countdown runs out; `queue`
-        // cuts it short (see `POLL_EVERY`). The scheduler context keeps it at 1, so a yield
-        // from there always takes the slow path (where it is a no-op).
+        // cuts it short (see `POLL_EVERY`). A yield from the scheduler context (a callback,
+        // or a destructor the runtime runs for a finished thread) is a no-op on the slow path.
         (*l).poll_countdown -= 1;
-        if (*l).poll_countdown == 0 || std::thread::panicking() {
+        if cur == (*l).sched || (*l).poll_countdown == 0 || std::thread::panicking() {
             yield_slow(c);
         } else {
             debug_assert!(cur != (*l).sched);
@@ -767,14 +770,9 @@ unsafe fn yield_slow(c: &Carrier) {
         let l = c.local();
         let cur = (*l).current;
         let poll_due = (*l).poll_countdown == 0 || c.inbox_flag.load(Ordering::Relaxed);
-        if cur == (*l).sched {
-            // The scheduler polls in its own loop; keep every yield from it on this path.
-            (*l).poll_countdown = 1;
-            return;
-        }
-        if std::thread::panicking() {
+        if cur == (*l).sched || std::thread::panicking() {
             if (*l).poll_countdown == 0 {
-                // An unwinding thread polls later.
+                // The scheduler polls in its own loop; an unwinding thread polls later.
                 (*l).poll_countdown = POLL_EVERY;
             }
             return;
@@ -1044,8 +1042,17 @@ pub(crate) fn wait_done(t: *mut Thread) {
                 }
                 v & life::STATE == life::DONE
             } else {
-                lw.fetch_or(life::JOINER, Ordering::AcqRel) & life::STATE == life::DONE
+                let v = lw.fetch_or(life::JOINER, Ordering::AcqRel);
+                race::pause(RacePoint::JoinAfterRegister);
+                v & life::STATE == life::DONE
             };
+            // Registered while `t` was not done: exactly one wake-up is on its way (from
+            // exit_current, finish_zombie or abandon_all), so block at least once to take it,
+            // even if DONE is already visible. Returning without blocking would leave that
+            // wake-up to hit this thread later, while it waits for something else (a mutex
+            // or semaphore would then return without the hand-off). The wake cannot be
+            // consumed before we are Blocked: the carrier takes remote wake-ups only inside
+            // the runtime, and the count is raised until block_current marks us.
             if !done {
                 let l = carrier_ptr();
                 // SAFETY: green thread, so CARRIER is set; carrier-local field, count raised.
@@ -1056,9 +1063,12 @@ pub(crate) fn wait_done(t: *mut Thread) {
                 if !same_carrier {
                     note(1);
                 }
-                while lw.load(Ordering::Acquire) & life::STATE != life::DONE {
+                loop {
                     // SAFETY: registered as joiner; whoever finishes `t` wakes us.
                     unsafe { block_current() };
+                    if lw.load(Ordering::Acquire) & life::STATE == life::DONE {
+                        break;
+                    }
                 }
                 if !same_carrier {
                     note(-1);
@@ -1404,10 +1414,6 @@ impl Runtime {
         // run inside it; preemption never applies to the scheduler context).
         unsafe {
             loop {
-                // While the scheduler context runs (callbacks may yield), every yield must take
-                // the slow path, which returns at once here (see yield_now); `poll` below
-                // re-arms the countdown before a green thread runs again.
-                (*l).poll_countdown = 1;
                 while let Some(req) = (*l).requests.pop_front() {
                     (req.call)(req.data);
                 }
@@ -1424,11 +1430,20 @@ impl Runtime {
                     continue;
                 }
                 // Nothing runnable.
+                if (*l).alive == 0 {
+                    return false;
+                }
                 let main_done = main.is_finished();
-                if main_done && (*l).sleepers.is_empty() && self.cancel_suspended(&mut *l) {
+                let sleeping = !(*l).sleepers.is_empty();
+                if main_done && !sleeping && self.cancel_suspended(&mut *l) {
                     continue;
                 }
-                if (*l).alive == 0 || (main_done && (*l).sleepers.is_empty()) {
+                // Wake-ups that are sure to come: a join of another runtime's thread, or a
+                // resume/cancel made on another OS thread whose wake-up has not arrived yet.
+                // Waiting for them is neither the end nor a deadlock. (The all-list walk runs
+                // only here, with nothing runnable and nothing sleeping.)
+                let expected = (*l).remote_joins > 0 || (!sleeping && Self::wakes_in_flight(&*l));
+                if main_done && !sleeping && !expected {
                     return false;
                 }
                 Carrier::disarm_timer(&mut *l);
@@ -1436,10 +1451,7 @@ impl Runtime {
                     .sleepers
                     .peek()
                     .map(|Reverse((when, _, _))| when.saturating_duration_since(Instant::now()));
-                if timeout.is_none()
-                    && c.handles.load(Ordering::SeqCst) == 0
-                    && (*l).remote_joins == 0
-                {
+                if timeout.is_none() && c.handles.load(Ordering::SeqCst) == 0 && !expected {
                     return true; // blocked forever: deadlock (main is not done here)
                 }
                 c.futex.store(0, Ordering::SeqCst);
@@ -1448,6 +1460,25 @@ impl Runtime {
                 }
             }
         }
+    }
+
+    /// `true` if some thread left SUSPENDED (resumed or cancelled from another OS thread) but
+    /// its wake-up has not been taken from the inbox yet: it is about to become runnable.
+    unsafe fn wakes_in_flight(l: &Local) -> bool {
+        let mut t = l.all_head;
+        // SAFETY: all-list members are live threads of this carrier.
+        unsafe {
+            while !t.is_null() {
+                let th = &*t;
+                if th.state.get() == RunState::Blocked
+                    && th.life.load(Ordering::Acquire) & life::STATE == life::READY
+                {
+                    return true;
+                }
+                t = th.all_next.get();
+            }
+        }
+        false
     }
 
     /// Cancels threads still suspended at shutdown (they run their cancellation path).
@@ -1482,10 +1513,13 @@ impl Runtime {
                 let next = th.all_next.get();
                 l.abandoned_any = true;
                 th.state.set(RunState::Abandoned);
-                let joiner = th.joiner.get();
                 let old = th.life.fetch_or(life::DONE, Ordering::AcqRel);
-                if old & life::JOINER != 0 && !std::ptr::eq((*joiner).carrier, th.carrier) {
-                    wake(joiner);
+                if old & life::JOINER != 0 {
+                    // Read after the RMW that observed JOINER (see finish_zombie).
+                    let joiner = th.joiner.get();
+                    if !std::ptr::eq((*joiner).carrier, th.carrier) {
+                        wake(joiner);
+                    }
                 }
                 if old & life::OS_JOINER != 0 {
                     futex_wake(&th.life, i32::MAX);
@@ -1499,6 +1533,8 @@ impl Runtime {
             l.all_head = null_mut();
             l.runq = RunQueue::new(0x5EED);
             l.sleepers.clear();
+            // Abandoned joiners never get to count themselves out.
+            l.remote_joins = 0;
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Green threads: the thread control block, `Builder`, `JoinHandle` and `JoinOutcome`.
 
 use crate::preempt;
+use crate::race::{self, RacePoint};
 use crate::runtime::{self, Carrier};
 use crate::stack::{self, Stack};
 use std::any::Any;
@@ -416,14 +417,27 @@ impl<T, F: FnOnce() -> T> VTableFor<T, F> {
                     JoinOutcome::Cancelled
                 }
             };
+            if (*t).life.load(Ordering::Acquire) & life::HANDLE_GONE != 0 {
+                // Detached: nobody will read the outcome. Drop it here, in the thread's own
+                // context, where its destructor may yield, block or panic like any user code,
+                // rather than later inside the runtime (finish_zombie frees the block).
+                let _ = catch_unwind(AssertUnwindSafe(move || drop(outcome)));
+                return;
+            }
+            race::pause(RacePoint::ResultBeforeStore);
             core::ptr::write((*s).result.get(), Some(outcome));
         }
     }
 
     unsafe fn drop_block(t: *mut Thread) {
         // SAFETY: `t` heads a live `Spawned<T, F>` whose stack descriptor was moved out (it is
-        // a ManuallyDrop, so dropping the rest leaves it alone); last reference.
-        unsafe { core::ptr::drop_in_place(t as *mut Spawned<T, F>) }
+        // a ManuallyDrop, so dropping the rest leaves it alone); last reference. An outcome
+        // still in the block (a handle dropped on another OS thread just as the thread
+        // finished) may run a user destructor here, inside the runtime: a panic in it must not
+        // unwind through the runtime's frames, so it is caught and discarded.
+        let _ = catch_unwind(AssertUnwindSafe(|| unsafe {
+            core::ptr::drop_in_place(t as *mut Spawned<T, F>)
+        }));
     }
 }
 
@@ -611,6 +625,7 @@ impl<T> JoinHandle<T> {
     /// started it, `false` if it was not suspended (already started, cancelled or done).
     pub fn resume(&self) -> bool {
         if self.thread().leave_suspended(false) {
+            race::pause(RacePoint::WakeAfterLeaveSuspended);
             runtime::wake(self.t);
             true
         } else {
@@ -629,6 +644,7 @@ impl<T> JoinHandle<T> {
     pub fn cancel(&self) -> bool {
         let t = self.thread();
         if t.leave_suspended(true) {
+            race::pause(RacePoint::WakeAfterLeaveSuspended);
             // Let it run its (cheap) cancellation path so the outcome gets published.
             runtime::wake(self.t);
             return true;

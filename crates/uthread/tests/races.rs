@@ -1,0 +1,225 @@
+//! Interleavings of the cross-thread lifecycle protocol that are nanoseconds wide in normal
+//! runs, forced here by the runtime's race-delay hooks (`uthread::__private::set_race_delay`):
+//! each test opens one window with a delay and lets another OS thread act inside it. The delays
+//! are process-wide, so the tests of this file run one at a time. They assert outcomes only.
+
+#[global_allocator]
+static ALLOC: uthread::PreemptSafeAlloc = uthread::PreemptSafeAlloc::system();
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+use uthread::__private::{set_race_delay, RacePoint};
+use uthread::{Builder, JoinHandle, JoinOutcome, Runtime, Semaphore};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Holds the file's lock and a delay at one point; clears the delay when dropped (also when
+/// the test fails), so the next test starts clean.
+struct Window {
+    point: RacePoint,
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+fn open(point: RacePoint, d: Duration) -> Window {
+    let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    set_race_delay(point, d);
+    Window {
+        point,
+        _serial: serial,
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        set_race_delay(self.point, Duration::ZERO);
+    }
+}
+
+/// Runs `f` on a new OS thread inside its own runtime; returns the handle it sends out. The
+/// runtime's main thread then sleeps for `main_sleeps`: the delays are process-wide and hit
+/// every thread that passes their point, so a test whose window must be taken by the spawned
+/// thread keeps the main thread out of the way until then.
+fn owner<T: Send + 'static>(
+    main_sleeps: Duration,
+    f: impl FnOnce() -> JoinHandle<T> + Send + 'static,
+) -> (JoinHandle<T>, std::thread::JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel();
+    let os = std::thread::spawn(move || {
+        uthread::run(move || {
+            tx.send(f()).unwrap();
+            uthread::sleep(main_sleeps);
+        });
+    });
+    (rx.recv().unwrap(), os)
+}
+
+/// A green thread of another runtime registers as joiner while the carrier is finishing the
+/// thread (after it read the `life` word, before it published DONE). The carrier must find the
+/// joiner through the word it then reads, not through what it read before.
+#[test]
+fn joiner_registers_while_the_thread_is_finished() {
+    let _w = open(RacePoint::FinishBeforePublish, Duration::from_millis(150));
+    let (h, os) = owner(Duration::from_millis(400), || {
+        uthread::spawn(|| {
+            uthread::sleep(Duration::from_millis(20));
+            5u32
+        })
+    });
+    let got = uthread::run(move || {
+        uthread::spawn(move || {
+            // The owner is inside its 150 ms window from ~20 ms on.
+            uthread::sleep(Duration::from_millis(60));
+            h.join()
+        })
+        .join()
+        .finished()
+        .unwrap()
+    });
+    assert!(matches!(got, JoinOutcome::Finished(5)));
+    os.join().unwrap();
+}
+
+/// A joiner on another runtime registers, then the thread finishes and sends the wake-up
+/// before the joiner looks at DONE. The joiner must still take that wake-up in `join`; left
+/// over, it would later make a semaphore acquire return without a permit.
+#[test]
+fn cross_runtime_joiner_takes_its_wake_up() {
+    let _w = open(RacePoint::JoinAfterRegister, Duration::from_millis(150));
+    let (h, os) = owner(Duration::ZERO, || {
+        uthread::spawn(|| {
+            uthread::sleep(Duration::from_millis(30));
+            1u32
+        })
+    });
+    let released = Arc::new(AtomicBool::new(false));
+    let (r1, r2) = (released.clone(), released.clone());
+    let (got, acquired_after_release) = uthread::run(move || {
+        let sem = Arc::new(Semaphore::new(0));
+        let s2 = sem.clone();
+        let joiner = uthread::spawn(move || {
+            let got = h.join(); // registers at once, then the 150 ms window
+            sem.acquire();
+            (got, r1.load(Ordering::SeqCst))
+        });
+        let releaser = uthread::spawn(move || {
+            uthread::sleep(Duration::from_millis(400));
+            r2.store(true, Ordering::SeqCst);
+            s2.release();
+        });
+        let out = joiner.join().finished().unwrap();
+        releaser.join();
+        out
+    });
+    assert!(matches!(got, JoinOutcome::Finished(1)));
+    assert!(
+        acquired_after_release,
+        "acquire returned before the permit was released: a stale wake-up"
+    );
+    assert!(released.load(Ordering::SeqCst));
+    os.join().unwrap();
+}
+
+static YIELDING_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+struct YieldsInDrop;
+
+impl Drop for YieldsInDrop {
+    fn drop(&mut self) {
+        uthread::yield_now();
+        YIELDING_DROPS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// The handle is dropped on another OS thread after the thread checked for it and before it
+/// stored its result, so the runtime drops the result itself, from the scheduler context. A
+/// yield in that destructor must be harmless there.
+#[test]
+fn result_dropped_by_the_runtime_may_yield() {
+    let _w = open(RacePoint::ResultBeforeStore, Duration::from_millis(150));
+    let before = YIELDING_DROPS.load(Ordering::SeqCst);
+    let rt = Runtime::new();
+    rt.block_on(|| {
+        let h = uthread::spawn(|| YieldsInDrop);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(40));
+            drop(h);
+        });
+        // The thread runs while main sleeps (main's own end would take the window first):
+        // it checks its handle, waits 150 ms, stores its result and ends with nothing else
+        // runnable, so the scheduler context frees it.
+        uthread::sleep(Duration::from_millis(400));
+    });
+    assert_eq!(YIELDING_DROPS.load(Ordering::SeqCst), before + 1);
+    assert_eq!(
+        rt.block_on(|| uthread::spawn(|| 2).join().finished()),
+        Some(2)
+    );
+}
+
+/// `block_on`'s closure returns while one of its threads waits to join a thread of another
+/// runtime: the runtime waits for that join instead of abandoning the joiner, and afterwards
+/// still reports a real deadlock.
+#[test]
+fn a_pending_cross_runtime_join_is_waited_for() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (h, os) = owner(Duration::ZERO, || {
+        uthread::spawn(|| {
+            uthread::sleep(Duration::from_millis(50));
+            7u32
+        })
+    });
+    let slot = Arc::new(Mutex::new(None));
+    let s2 = slot.clone();
+    let rt = Runtime::new();
+    rt.block_on(move || {
+        drop(uthread::spawn(move || *s2.lock().unwrap() = Some(h.join())));
+    });
+    assert!(matches!(
+        slot.lock().unwrap().take(),
+        Some(JoinOutcome::Finished(7))
+    ));
+    os.join().unwrap();
+
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if done_rx.recv_timeout(Duration::from_secs(20)).is_err() {
+            eprintln!("try_block_on did not report a deadlock within 20 s: it hangs");
+            std::process::exit(3);
+        }
+    });
+    let r = rt.try_block_on(|| Semaphore::new(0).acquire());
+    done_tx.send(()).unwrap();
+    watchdog.join().unwrap();
+    assert!(matches!(r, Err(uthread::RunError::Deadlock)));
+}
+
+/// `cancel` on another OS thread takes a suspended thread out of SUSPENDED, and its carrier
+/// reaches the end of `block_on` before the wake-up arrives. `cancel` said `true`, so `join`
+/// must say `Cancelled`, not `Abandoned`.
+#[test]
+fn cancel_racing_shutdown_is_honoured() {
+    let _w = open(
+        RacePoint::WakeAfterLeaveSuspended,
+        Duration::from_millis(150),
+    );
+    let (to_canceller, inbox) = mpsc::channel::<JoinHandle<u8>>();
+    let (about_to_cancel, ready) = mpsc::channel::<()>();
+    let canceller = std::thread::spawn(move || {
+        let h = inbox.recv().unwrap();
+        about_to_cancel.send(()).unwrap();
+        let cancelled = h.cancel(); // CAS, then a 150 ms window before the wake-up
+        (cancelled, h)
+    });
+    let rt = Runtime::new();
+    rt.block_on(move || {
+        let h = Builder::new().start_suspended(true).spawn(|| 9u8).unwrap();
+        to_canceller.send(h).unwrap();
+        ready.recv().unwrap();
+        // Blocks the carrier on purpose: when it returns, the cancel is inside its window.
+        std::thread::sleep(Duration::from_millis(30));
+    });
+    let (cancelled, h) = canceller.join().unwrap();
+    assert!(cancelled);
+    assert!(matches!(h.join(), JoinOutcome::Cancelled));
+}
