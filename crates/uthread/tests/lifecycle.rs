@@ -247,3 +247,28 @@ fn abandoned_thread_releases_an_os_joiner() {
     assert!(matches!(r, Err(uthread::RunError::Deadlock)));
     assert!(matches!(joiner.join().unwrap(), JoinOutcome::Abandoned));
 }
+
+/// A closure and a result aligned to a page: the control block holding them is placed at that
+/// alignment on top of the stack, and both arrive intact. (The stack is large because every
+/// move of a page-aligned value realigns its frame: a debug build overflows 64 KiB here, as a
+/// `std::thread` would.)
+#[test]
+fn over_aligned_closure_and_result() {
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    #[repr(align(4096))]
+    struct Page([u64; 4]);
+    let input = Page([1, 2, 3, 4]);
+    let got = uthread::run(move || {
+        Builder::new()
+            .stack_size(1024 * 1024)
+            .spawn(move || {
+                assert_eq!(&input as *const Page as usize % 4096, 0);
+                Page(input.0.map(|x| x * 10))
+            })
+            .unwrap()
+            .join()
+            .finished()
+            .unwrap()
+    });
+    assert_eq!(got, Page([10, 20, 30, 40]));
+}

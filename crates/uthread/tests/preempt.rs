@@ -381,3 +381,58 @@ fn runtimes_on_two_os_threads() {
         assert_eq!(got, want);
     }
 }
+
+/// Short-lived preemptive threads spawned, finished and joined while the timer keeps firing:
+/// threads end at arbitrary moments, so a finished thread is often cleaned up by a context
+/// resumed inside the signal handler, and stacks are recycled under preemption. Every
+/// thread's checksum must match its recomputation outside the runtime, and the counts must add
+/// up.
+#[test]
+fn preemptive_threads_come_and_go() {
+    const WAVES: u64 = 40;
+    const PER_WAVE: u64 = 25;
+    let rt = Runtime::builder()
+        .quantum(Duration::from_micros(100))
+        .stack_size(64 * 1024)
+        .build()
+        .unwrap();
+    let got: Vec<u64> = rt.block_on(|| {
+        let mut out = Vec::new();
+        for w in 0..WAVES {
+            let hs: Vec<_> = (0..PER_WAVE)
+                .map(|t| {
+                    let seed = w << 32 | t;
+                    Builder::new()
+                        .mode(Mode::Preemptive)
+                        .spawn(move || {
+                            // A few hundred microseconds of work: a handful of ticks each.
+                            (0..(20 + seed % 40))
+                                .map(|r| round(seed << 8 | r))
+                                .fold(0, u64::wrapping_add)
+                        })
+                        .unwrap()
+                })
+                .collect();
+            // Join in reverse so that joiners also wait for threads that are still running.
+            for h in hs.into_iter().rev() {
+                out.push(h.join().finished().unwrap());
+            }
+        }
+        out
+    });
+    let want: Vec<u64> = (0..WAVES)
+        .flat_map(|w| {
+            (0..PER_WAVE).rev().map(move |t| {
+                let seed = w << 32 | t;
+                (0..(20 + seed % 40))
+                    .map(|r| round(seed << 8 | r))
+                    .fold(0, u64::wrapping_add)
+            })
+        })
+        .collect();
+    assert_eq!(got, want);
+    let s = rt.stats();
+    assert_eq!(s.threads_spawned, s.threads_finished);
+    assert_eq!(s.threads_spawned, WAVES * PER_WAVE + 1);
+    eprintln!("come and go: {s:?}");
+}
