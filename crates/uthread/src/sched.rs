@@ -47,6 +47,31 @@ impl Fifo {
         self.tail = t;
     }
 
+    /// `push(t)` then `pop()` in one step, for a queue known to be non-empty (a yield with
+    /// others waiting): the head is never null, so there is nothing to check but whether it was
+    /// alone. Returns the old head.
+    ///
+    /// # Safety
+    /// The queue is non-empty; `t` is live and in no queue; linked threads are live.
+    #[inline(always)]
+    pub(crate) unsafe fn rotate(&mut self, t: *mut Thread) -> *mut Thread {
+        let head = self.head;
+        // SAFETY: forwarded contract (head non-null and live, t live and unlinked).
+        unsafe {
+            let next = (*head).next.get();
+            (*head).next.set(null_mut());
+            (*t).next.set(null_mut());
+            if next.is_null() {
+                self.head = t;
+            } else {
+                self.head = next;
+                (*self.tail).next.set(t);
+            }
+        }
+        self.tail = t;
+        head
+    }
+
     /// # Safety
     /// All linked threads must be live.
     #[inline(always)]
@@ -281,10 +306,7 @@ impl RunQueue {
             if self.uniform == key {
                 // Same level only: FIFO order is the whole policy. Counts and bits are
                 // unchanged (one in, one out of the same level).
-                let q = &mut self.ts[key as usize & (TS_LEVELS - 1)];
-                let head = q.pop();
-                q.push(cur);
-                return head;
+                return self.ts[key as usize & (TS_LEVELS - 1)].rotate(cur);
             }
             self.rotate_slow(cur)
         }
