@@ -58,6 +58,7 @@ pub use thread::{spawn, Builder, JoinHandle, JoinOutcome, Mode, Priority};
 /// Test and benchmark hooks; not part of the stable API.
 #[doc(hidden)]
 pub mod __private {
+    #[cfg(feature = "race-hooks")]
     pub use crate::race::{set_delay as set_race_delay, RacePoint};
 
     /// Sends the preemption signal to the calling OS thread right now, so the handler runs

@@ -1,9 +1,11 @@
 //! Test hooks that widen the windows of the cross-thread lifecycle protocol, so that tests can
-//! force the interleavings they are about (`tests/races.rs`) instead of hoping for them. Off
-//! unless a test sets a delay; each hook is one relaxed load on a path that is already slow
-//! (a thread's end, a join across runtimes, publishing a result nobody waits for yet).
+//! force the interleavings they are about (`tests/races.rs`) instead of hoping for them. They
+//! exist only with the test-only `race-hooks` feature (the crate's own tests turn it on); in
+//! every other build `pause` is empty, so no measured path carries them.
 
+#[cfg(feature = "race-hooks")]
 use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(feature = "race-hooks")]
 use std::time::Duration;
 
 /// Where a delay can be inserted.
@@ -23,6 +25,7 @@ pub enum RacePoint {
     WakeAfterLeaveSuspended = 3,
 }
 
+#[cfg(feature = "race-hooks")]
 static DELAYS_NS: [AtomicU64; 4] = [
     AtomicU64::new(0),
     AtomicU64::new(0),
@@ -31,22 +34,23 @@ static DELAYS_NS: [AtomicU64; 4] = [
 ];
 
 /// Sets the delay at `point` for the whole process (zero turns it off).
+#[cfg(feature = "race-hooks")]
 pub fn set_delay(point: RacePoint, d: Duration) {
     DELAYS_NS[point as usize].store(d.as_nanos() as u64, Ordering::Relaxed);
 }
 
 /// Sleeps the OS thread for the delay set at `point`, if any. The carrier stops on purpose:
 /// the other party of the race is another OS thread.
+#[cfg(feature = "race-hooks")]
 #[inline(always)]
 pub(crate) fn pause(point: RacePoint) {
     let ns = DELAYS_NS[point as usize].load(Ordering::Relaxed);
     if ns != 0 {
-        pause_slow(ns);
+        std::thread::sleep(Duration::from_nanos(ns));
     }
 }
 
-#[cold]
-#[inline(never)]
-fn pause_slow(ns: u64) {
-    std::thread::sleep(Duration::from_nanos(ns));
-}
+/// Without the `race-hooks` feature the hooks compile to nothing.
+#[cfg(not(feature = "race-hooks"))]
+#[inline(always)]
+pub(crate) fn pause(_point: RacePoint) {}

@@ -1054,14 +1054,12 @@ pub(crate) fn wait_done(t: *mut Thread) {
             // consumed before we are Blocked: the carrier takes remote wake-ups only inside
             // the runtime, and the count is raised until block_current marks us.
             if !done {
-                let l = carrier_ptr();
-                // SAFETY: green thread, so CARRIER is set; carrier-local field, count raised.
-                let note = |d: isize| unsafe {
-                    let l = &mut *(*l).local();
-                    l.remote_joins = l.remote_joins.wrapping_add_signed(d);
-                };
+                // SAFETY: `cur` runs on its carrier (this OS thread, inside block_on), whose
+                // local state only this thread touches, with the count raised.
+                let local = unsafe { (*(*cur).carrier).local() };
                 if !same_carrier {
-                    note(1);
+                    // SAFETY: as above.
+                    unsafe { (*local).remote_joins += 1 };
                 }
                 loop {
                     // SAFETY: registered as joiner; whoever finishes `t` wakes us.
@@ -1071,7 +1069,8 @@ pub(crate) fn wait_done(t: *mut Thread) {
                     }
                 }
                 if !same_carrier {
-                    note(-1);
+                    // SAFETY: as above.
+                    unsafe { (*local).remote_joins -= 1 };
                 }
             }
             preempt::enable();

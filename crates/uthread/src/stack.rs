@@ -175,11 +175,12 @@ impl StackPool {
     /// The flag says whether it was mapped now.
     #[inline(always)]
     pub(crate) fn get(&mut self, usable: usize, guard: bool) -> io::Result<(Stack, bool)> {
-        if let Some(s) = &self.last {
-            if s.usable() == usable && s.has_guard() == guard {
-                self.pooled -= 1;
-                return Ok((self.last.take().unwrap_or_else(|| unreachable!()), false));
-            }
+        if let Some(s) = self
+            .last
+            .take_if(|s| s.usable() == usable && s.has_guard() == guard)
+        {
+            self.pooled -= 1;
+            return Ok((s, false));
         }
         self.get_listed(usable, guard)
     }

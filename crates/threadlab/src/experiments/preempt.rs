@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Mode, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::{mono_ns, thread_cpu_ns};
+use crate::measure::sampler::Sampler;
 use crate::measure::stats::Summary;
 use crate::results::{Metric, Series};
 use crate::seeds;
@@ -229,21 +230,13 @@ fn tgkill_self(pid: libc::pid_t, tid: libc::pid_t) {
     }
 }
 
-fn plain_loop(n: u64) -> Duration {
+/// One LCG chain: bound by the chain's latency. With `POLL`, a relaxed load of `flag` and a
+/// branch at every iteration (the study's "direct path").
+fn chain_loop<const POLL: bool>(n: u64, flag: &AtomicBool) -> Duration {
     let t = Instant::now();
     let mut x = 1u64;
     for i in 0..n {
-        x = work_step(x, i);
-    }
-    std::hint::black_box(x);
-    t.elapsed()
-}
-
-fn polling_loop(n: u64, flag: &AtomicBool) -> Duration {
-    let t = Instant::now();
-    let mut x = 1u64;
-    for i in 0..n {
-        if flag.load(Ordering::Relaxed) {
+        if POLL && flag.load(Ordering::Relaxed) {
             break;
         }
         x = work_step(x, i);
@@ -253,40 +246,39 @@ fn polling_loop(n: u64, flag: &AtomicBool) -> Duration {
 }
 
 /// Four independent LCG chains per iteration: the core's issue width bounds this loop, not one
-/// chain's latency, so an instruction added to each iteration shows up in its time. The
-/// `black_box` per iteration (the same in both loops) keeps the compiler from vectorising one
-/// loop and not the other.
-#[inline(always)]
-fn wide_step(v: &mut [u64; 4], i: u64) {
-    for (k, x) in v.iter_mut().enumerate() {
-        *x = x
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(i ^ k as u64);
-    }
-    *v = std::hint::black_box(*v);
-}
-
-fn plain_wide_loop(n: u64) -> Duration {
+/// chain's latency, so an instruction added to each iteration shows up in its time. With
+/// `POLL`, the same check as `chain_loop`. The `black_box` per iteration (the same with and
+/// without the check) keeps the compiler from vectorising one loop and not the other.
+fn wide_loop<const POLL: bool>(n: u64, flag: &AtomicBool) -> Duration {
     let t = Instant::now();
     let mut v = [1u64, 2, 3, 4];
     for i in 0..n {
-        wide_step(&mut v, i);
-    }
-    std::hint::black_box(v);
-    t.elapsed()
-}
-
-fn polling_wide_loop(n: u64, flag: &AtomicBool) -> Duration {
-    let t = Instant::now();
-    let mut v = [1u64, 2, 3, 4];
-    for i in 0..n {
-        if flag.load(Ordering::Relaxed) {
+        if POLL && flag.load(Ordering::Relaxed) {
             break;
         }
-        wide_step(&mut v, i);
+        for (k, x) in v.iter_mut().enumerate() {
+            *x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(i ^ k as u64);
+        }
+        v = std::hint::black_box(v);
     }
     std::hint::black_box(v);
     t.elapsed()
+}
+
+/// The per-iteration cost of the flag check in `with` against the same loop without it
+/// (`without`): the difference per sample, and the two medians for the note.
+fn check_cost(
+    sampler: &Sampler,
+    without: fn(u64, &AtomicBool) -> Duration,
+    with: fn(u64, &AtomicBool) -> Duration,
+) -> Result<(Summary, f64, f64)> {
+    let flag = AtomicBool::new(false);
+    let base = sampler.per_op_ns(|n| Ok(without(n, &flag)))?;
+    let poll = sampler.per_op_ns(|n| Ok(with(n, &flag)))?;
+    let b = base.median;
+    Ok((poll.map(|x| x - b), b, poll.median))
 }
 
 /// Half the round trip of a flag ping-pong with a partner spinning on another CPU, per batch.
@@ -513,39 +505,32 @@ impl Experiment for Preempt {
         {
             let _pin = PinGuard::pin(cpu)?;
             ctx.step("preempt.poll_flag")?;
-            let flag = AtomicBool::new(false);
             // Where a check costs issue slots: a throughput-bound loop.
-            let base = sampler.per_op_ns(|n| Ok(plain_wide_loop(n)))?;
-            let poll = sampler.per_op_ns(|n| Ok(polling_wide_loop(n, &flag)))?;
-            // Where it hides: a loop bound by one dependency chain.
-            let chain_base = sampler.per_op_ns(|n| Ok(plain_loop(n)))?;
-            let chain_poll = sampler.per_op_ns(|n| Ok(polling_loop(n, &flag)))?;
-            let b = base.median;
+            let (cost, b, with) = check_cost(&sampler, wide_loop::<false>, wide_loop::<true>)?;
             out.metrics.push(Metric::from_summary(
                 "preempt.poll_flag",
                 "ns",
-                &poll.map(|x| x - b),
+                &cost,
                 &placement,
                 &format!(
                     "direct path: a relaxed atomic load + branch at every iteration of a \
                      throughput-bound loop (four independent multiply-add chains), minus the \
-                     same loop without the check ({b:.2} ns per iteration, subtracted; {:.2} ns \
-                     with it): what a poll at each loop back-edge costs when the core is busy",
-                    poll.median
+                     same loop without the check ({b:.2} ns per iteration, subtracted; {with:.2} \
+                     ns with it): what a poll at each loop back-edge costs when the core is busy"
                 ),
             ));
-            let cb = chain_base.median;
+            // Where it hides: a loop bound by one dependency chain.
+            let (cost, b, with) = check_cost(&sampler, chain_loop::<false>, chain_loop::<true>)?;
             out.metrics.push(Metric::from_summary(
                 "preempt.poll_flag.chain",
                 "ns",
-                &chain_poll.map(|x| x - cb),
+                &cost,
                 &placement,
                 &format!(
                     "the same check in a loop bound by one dependency chain (an LCG step per \
-                     iteration), minus that loop without it ({cb:.2} ns per iteration, \
-                     subtracted; {:.2} ns with it): the check runs in the chain's shadow, so \
-                     about 0, and as often slightly negative as positive",
-                    chain_poll.median
+                     iteration), minus that loop without it ({b:.2} ns per iteration, \
+                     subtracted; {with:.2} ns with it): the check runs in the chain's shadow, so \
+                     about 0, and as often slightly negative as positive"
                 ),
             ));
         }
