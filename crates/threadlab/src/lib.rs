@@ -12,4 +12,5 @@ pub mod report;
 pub mod results;
 pub mod runner;
 pub mod seeds;
+pub mod subjects;
 pub mod sys;

@@ -318,7 +318,7 @@ impl Experiment for Create {
             historical: None,
         });
 
-        crate::experiments::peers::create_rows(ctx, &mut out)?;
+        crate::subjects::peers::create_rows(ctx, &mut out)?;
 
         let get = |id: &str| out.metrics.iter().find(|m| m.id == id).map(|m| m.median);
         let thread = get("create.thread").unwrap_or(f64::NAN);

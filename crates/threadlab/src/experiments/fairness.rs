@@ -15,7 +15,7 @@ use hdrhistogram::Histogram;
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
-use crate::experiments::locks::{
+use crate::subjects::locks::{
     BenchLock, FifoHandoffLock, McsLock, ParkingLotFairMutex, ParkingLotMutex, PthreadMutex,
     StdMutex, TicketLock,
 };

@@ -13,15 +13,12 @@ pub mod coop;
 pub mod create;
 pub mod fairness;
 pub mod latency;
-pub mod locks;
 pub mod ordering;
-pub mod peers;
 pub mod preempt;
 pub mod priority;
 pub mod shm;
 pub mod switch;
 pub mod sync;
-pub mod sync_contended;
 pub mod throttle;
 
 /// How much work a run does.

@@ -402,7 +402,7 @@ impl Experiment for Switch {
             }
         }
 
-        crate::experiments::peers::switch_rows(ctx, &mut out)?;
+        crate::subjects::peers::switch_rows(ctx, &mut out)?;
 
         let get = |id: &str| out.metrics.iter().find(|m| m.id == id).map(|m| m.median);
         if let (Some(t), Some(p)) = (get("switch.thread.yield"), get("switch.process.yield")) {

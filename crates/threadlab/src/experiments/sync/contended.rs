@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::experiments::locks::{BenchLock, ParkingLotMutex, PthreadMutex, StdMutex, TicketLock};
+use crate::subjects::locks::{BenchLock, ParkingLotMutex, PthreadMutex, StdMutex, TicketLock};
 use crate::experiments::{Ctx, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::wait_until;

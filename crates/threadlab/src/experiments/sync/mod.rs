@@ -1,6 +1,8 @@
 //! `sync`: uncontended lock and semaphore costs, and the wake-up latency of a blocked thread
 //! (PThreads 1999, section 4.3).
 
+mod contended;
+
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -349,7 +351,7 @@ impl Experiment for Sync {
             None => out.skip("sync.wake.cross_cpu", "this process may use only one CPU"),
         }
 
-        crate::experiments::sync_contended::contended_metrics(ctx, &mut out)?;
+        contended::contended_metrics(ctx, &mut out)?;
 
         let get = |id: &str| out.metrics.iter().find(|m| m.id == id).map(|m| m.median);
         let ratio = get("sync.mutex").zip(get("sync.mutex.single_thread"));

@@ -1,0 +1,5 @@
+//! What the experiments measure that is not an experiment: lock implementations and the peer
+//! runtimes (uthread, Tokio, Go) measured beside the kernel's threads.
+
+pub mod locks;
+pub mod peers;
