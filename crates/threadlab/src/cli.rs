@@ -69,6 +69,17 @@ pub struct RunArgs {
     /// Do not write the default results file (files named with --json/--csv/--markdown still are).
     #[arg(long)]
     pub no_save: bool,
+    /// Run the chosen experiments K times, interleaved (A B C A B C ...), and report each metric
+    /// as the median of the K runs' medians with the spread across runs.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
+    /// Measure an experiment again when the machine's speed (the drift references) moved more
+    /// than PCT percent during it [default: 5].
+    #[arg(long, value_name = "PCT", value_parser = parse_drift_pct)]
+    pub drift_threshold: Option<f64>,
+    /// Never measure an experiment again, whatever the drift references did.
+    #[arg(long, conflicts_with = "drift_threshold")]
+    pub no_remeasure: bool,
     /// Accept a debug build (its figures are marked and worthless as measurements).
     #[arg(long)]
     pub allow_debug: bool,
@@ -154,13 +165,14 @@ fn dispatch(cli: Cli) -> Result<i32> {
 pub fn list_text() -> String {
     let mut out = String::new();
     for e in experiments::registry() {
+        let i = e.info();
         out.push_str(&format!(
             "{:<10} ~{}s quick, ~{}s --full\n           {}\n           study: {}\n",
-            e.name(),
-            e.rough_duration(Mode::Quick).as_secs(),
-            e.rough_duration(Mode::Full).as_secs(),
-            e.measures(),
-            e.study()
+            i.name,
+            i.rough_duration(Mode::Quick).as_secs(),
+            i.rough_duration(Mode::Full).as_secs(),
+            i.measures,
+            i.study.citation
         ));
     }
     out
@@ -174,13 +186,16 @@ pub fn select(names: &[String]) -> Result<Vec<&'static dyn Experiment>> {
     let mut chosen: Vec<&'static dyn Experiment> = Vec::new();
     for n in names {
         let e = experiments::find(n).ok_or_else(|| {
-            let all: Vec<_> = experiments::registry().iter().map(|e| e.name()).collect();
+            let all: Vec<_> = experiments::registry()
+                .iter()
+                .map(|e| e.info().name)
+                .collect();
             Error::Usage(format!(
                 "unknown experiment '{n}'; choose from {} (see 'threadlab list')",
                 all.join(", ")
             ))
         })?;
-        if !chosen.iter().any(|c| c.name() == e.name()) {
+        if !chosen.iter().any(|c| c.info().name == e.info().name) {
             chosen.push(e);
         }
     }
@@ -225,7 +240,17 @@ fn run(args: RunArgs) -> Result<i32> {
     let cancel = Cancel::install()?;
     let progress = make_progress();
     let started = Instant::now();
-    let results = runner::run(&chosen, mode, &cancel, progress.as_ref());
+    let plan = runner::Plan {
+        experiments: &chosen,
+        mode,
+        repeat: args.repeat,
+        drift_threshold_pct: if args.no_remeasure {
+            None
+        } else {
+            Some(args.drift_threshold.unwrap_or(runner::DEFAULT_DRIFT_PCT))
+        },
+    };
+    let results = runner::run(&plan, &cancel, progress.as_ref());
     progress.clear();
 
     let style = table::Style {
@@ -248,6 +273,16 @@ fn run(args: RunArgs) -> Result<i32> {
         .iter()
         .any(|e| e.status == Status::Failed);
     Ok(if failed { 1 } else { 0 })
+}
+
+/// A drift threshold: a percentage above 0 and at most 100.
+fn parse_drift_pct(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 100.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a percentage in (0, 100]; e.g. --drift-threshold 5"
+        )),
+    }
 }
 
 fn terminal_width() -> Option<u16> {
@@ -324,8 +359,8 @@ impl Reporter for LineProgress {
     fn clear(&self) {}
 }
 
-/// `threadlab __probe WHAT`: a measurement that must run in a fresh, single-threaded process.
-/// Prints a JSON summary on stdout.
+/// `threadlab __probe WHAT`: a measurement that must run in a fresh process (the table is
+/// `experiments::PROBES`). Prints its result as one line of JSON on stdout.
 fn probe(what: &str, mode: &str, cpu: usize) -> Result<i32> {
     let mode = match mode {
         "tiny" => Mode::Tiny,
@@ -333,18 +368,8 @@ fn probe(what: &str, mode: &str, cpu: usize) -> Result<i32> {
         "full" => Mode::Full,
         other => return Err(Error::Usage(format!("unknown probe mode '{other}'"))),
     };
-    match what {
-        "mutex-single" => {
-            crate::measure::placement::pin_current_thread(cpu)?;
-            let cancel = Cancel::never();
-            let sampler = crate::measure::sampler::Sampler::new(mode.sampler_config(), &cancel);
-            let s = experiments::sync::measure_pthread_mutex(&sampler)?;
-            println!(
-                "{}",
-                serde_json::to_string(&s).map_err(|e| Error::Fail(e.to_string()))?
-            );
-            Ok(0)
-        }
-        other => Err(Error::Usage(format!("unknown probe '{other}'"))),
-    }
+    let p = experiments::find_probe(what)
+        .ok_or_else(|| Error::Usage(format!("unknown probe '{what}'")))?;
+    println!("{}", (p.run)(mode, cpu)?);
+    Ok(0)
 }

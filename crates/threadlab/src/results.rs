@@ -5,11 +5,15 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Error, Result};
 use crate::measure::env::Environment;
-use crate::measure::stats::Summary;
+use crate::measure::stats::{two_modes, ModeCluster, Summary, NOISY_IQR_FRACTION};
+use crate::measure::units::{Direction, Unit};
 
 /// Bumped whenever a field is renamed or its meaning changes; adding a field does not bump it.
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: every metric keeps its samples (`values`), `cv` is computed from them, `direction`,
+/// `modes`, `ratio_of`, structured `tables`, re-measuring `attempts`, `repeat`.
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RunResults {
@@ -21,9 +25,17 @@ pub struct RunResults {
     pub finished_at: String,
     /// "quick", "full" or "tiny" (the last only for tests).
     pub mode: String,
-    /// Set when the run was cut short by SIGINT or SIGTERM.
+    /// Set when the run was cut short by SIGINT, SIGTERM or SIGHUP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted_by: Option<String>,
+    /// How many times each experiment ran (`--repeat K`); metrics are then the median of the K
+    /// runs' medians, and `values` holds those medians.
+    #[serde(default = "one")]
+    pub repeat: u32,
+    /// An experiment whose drift references moved more than this (percent) during it was
+    /// measured again.
+    #[serde(default)]
+    pub drift_threshold_pct: f64,
     pub environment: Environment,
     pub experiments: Vec<ExperimentResult>,
 }
@@ -39,8 +51,11 @@ pub enum Status {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ExperimentResult {
     pub name: String,
-    /// Short citation of the study the experiment reproduces.
+    /// Citation of the study the experiment reproduces.
     pub study: String,
+    /// The study's machine and year in a few words ("Ultra-1 1999"), for tables.
+    #[serde(default)]
+    pub study_label: String,
     pub status: Status,
     /// Why the experiment was skipped or failed; absent when ok.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -53,9 +68,93 @@ pub struct ExperimentResult {
     /// Metrics this experiment could not take here, each with its reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped_metrics: Vec<SkippedMetric>,
+    /// Tables the experiment reports beside its metrics (today beside the study, per N, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tables: Vec<Table>,
     /// Plain-language conclusion: what the figures mean and what to choose.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conclusion: Option<String>,
+    /// The runs of this experiment with their drift-reference readings; more than one when the
+    /// machine's speed moved during a run and it was measured again. The kept one is marked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+    /// Why the kept attempt is not a steady one, when it is not (every attempt drifted, or the
+    /// re-measuring budget was spent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_note: Option<String>,
+}
+
+impl ExperimentResult {
+    /// Measured again because the host's speed moved during an attempt.
+    pub fn remeasured(&self) -> bool {
+        self.attempts.len() > 1
+    }
+
+    pub fn metric(&self, id: &str) -> Option<&Metric> {
+        self.metrics.iter().find(|m| m.id == id)
+    }
+}
+
+/// One run of an experiment, bracketed by the drift references.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Attempt {
+    pub wall_s: f64,
+    /// The throughput-bound reference loop before and after, ns.
+    pub reference_wide_ns: [f64; 2],
+    /// One getppid system call before and after, ns.
+    pub reference_syscall_ns: [f64; 2],
+    /// The larger of the two references' relative change, percent (absolute value).
+    pub drift_pct: f64,
+    /// This attempt's figures are the ones reported.
+    pub kept: bool,
+}
+
+impl Attempt {
+    /// An attempt cut short by an interruption: no reference was read after it.
+    pub fn unread() -> Attempt {
+        Attempt {
+            wall_s: 0.0,
+            reference_wide_ns: [0.0; 2],
+            reference_syscall_ns: [0.0; 2],
+            drift_pct: 0.0,
+            kept: false,
+        }
+    }
+}
+
+/// A table an experiment reports as data; every reporter renders it its own way.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Table {
+    /// Stable id, e.g. "throttle.per_n".
+    pub id: String,
+    pub title: String,
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    /// How to read it (sources, units), shown under it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+impl Table {
+    pub fn new(id: &str, title: &str, header: &[&str]) -> Table {
+        Table {
+            id: id.to_string(),
+            title: title.to_string(),
+            header: header.iter().map(|h| h.to_string()).collect(),
+            rows: Vec::new(),
+            note: String::new(),
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        debug_assert_eq!(
+            cells.len(),
+            self.header.len(),
+            "table {} row width",
+            self.id
+        );
+        self.rows.push(cells);
+    }
 }
 
 /// A metric an experiment could not take here, and why (too few CPUs, no permission...).
@@ -69,7 +168,7 @@ pub struct SkippedMetric {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Historical {
     pub value: f64,
-    pub unit: String,
+    pub unit: Unit,
     /// Study, machine and year, e.g. "Kothari & Claypool 1999, Sun Ultra-1 / SunOS 5.6".
     pub source: String,
 }
@@ -77,21 +176,21 @@ pub struct Historical {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Metric {
     pub id: String,
-    /// One of the units listed in docs/results-schema.md ("ns", "us", "ms", "s", "GB/s", "%", "count", ...).
-    pub unit: String,
+    pub unit: Unit,
     pub median: f64,
     pub min: f64,
     pub max: f64,
     /// First and third quartile of the samples.
     pub q1: f64,
     pub q3: f64,
-    /// Coefficient of variation of the samples (standard deviation / mean), a fraction.
+    pub mean: f64,
+    /// Coefficient of variation of `values` (sample standard deviation / mean), a fraction.
     pub cv: f64,
     /// Number of samples the statistics are over (each sample is itself a batch mean).
     pub samples: usize,
     /// Operations per sample; the sample is the batch's mean.
     pub batch: u64,
-    /// Set when the spread is wide (see measure::stats::is_noisy).
+    /// Set when the spread is wide (IQR over 10% of the median).
     pub noisy: bool,
     /// Where the threads or processes ran, e.g. "same_cpu(0)", "cross_cpu(0,1)", "unpinned".
     pub placement: String,
@@ -99,6 +198,17 @@ pub struct Metric {
     pub note: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub historical: Option<Historical>,
+    /// Which way is better, for comparisons between runs.
+    pub direction: Direction,
+    /// The samples in this metric's unit, in the order taken (interleaved rows: one per round).
+    pub values: Vec<f64>,
+    /// When the samples fall in two clusters: both, lower first (the median then sits in one
+    /// of them by chance, so read these instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modes: Option<Vec<ModeCluster>>,
+    /// For a ratio row: the two metrics it divides, computed per round of interleaved sampling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio_of: Option<[String; 2]>,
 }
 
 /// A curve: y against x, e.g. creation time against number created.
@@ -106,9 +216,9 @@ pub struct Metric {
 pub struct Series {
     pub id: String,
     pub x_label: String,
-    pub x_unit: String,
+    pub x_unit: Unit,
     pub y_label: String,
-    pub y_unit: String,
+    pub y_unit: Unit,
     pub x: Vec<f64>,
     pub y: Vec<f64>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -122,53 +232,94 @@ pub struct Series {
 pub struct HistoricalSeries {
     pub x: Vec<f64>,
     pub y: Vec<f64>,
-    pub y_unit: String,
+    pub y_unit: Unit,
     pub source: String,
 }
 
 impl Metric {
-    /// A metric from a sampled summary.
-    pub fn from_summary(id: &str, unit: &str, s: &Summary, placement: &str, note: &str) -> Metric {
+    /// A metric over samples already in `unit`. Statistics come from `values`; None if there
+    /// are none or one is not finite.
+    pub fn from_values(
+        id: &str,
+        unit: Unit,
+        values: &[f64],
+        batch: u64,
+        placement: impl ToString,
+        note: impl Into<String>,
+    ) -> Option<Metric> {
+        let s = Summary::from_samples(values, batch)?;
+        Some(Metric::from_summary(id, unit, &s, placement, note))
+    }
+
+    /// A metric from a summary whose samples are in `unit`.
+    pub fn from_summary(
+        id: &str,
+        unit: Unit,
+        s: &Summary,
+        placement: impl ToString,
+        note: impl Into<String>,
+    ) -> Metric {
+        let modes = if s.is_noisy() {
+            two_modes(&s.values).map(|m| m.to_vec())
+        } else {
+            None
+        };
         Metric {
             id: id.to_string(),
-            unit: unit.to_string(),
+            unit,
             median: s.median,
             min: s.min,
             max: s.max,
             q1: s.q1,
             q3: s.q3,
+            mean: s.mean,
             cv: s.cv,
             samples: s.n,
             batch: s.batch,
             noisy: s.is_noisy(),
             placement: placement.to_string(),
-            note: note.to_string(),
+            note: note.into(),
             historical: None,
+            direction: unit.default_direction(),
+            values: s.values.clone(),
+            modes,
+            ratio_of: None,
         }
     }
 
     /// A single derived value (a count, a best N, a percentage) that has no spread of its own.
-    pub fn single(id: &str, unit: &str, value: f64, placement: &str, note: &str) -> Metric {
+    pub fn single(
+        id: &str,
+        unit: Unit,
+        value: f64,
+        placement: impl ToString,
+        note: impl Into<String>,
+    ) -> Metric {
         Metric {
             id: id.to_string(),
-            unit: unit.to_string(),
+            unit,
             median: value,
             min: value,
             max: value,
             q1: value,
             q3: value,
+            mean: value,
             cv: 0.0,
             samples: 1,
             batch: 1,
             noisy: false,
             placement: placement.to_string(),
-            note: note.to_string(),
+            note: note.into(),
             historical: None,
+            direction: unit.default_direction(),
+            values: vec![value],
+            modes: None,
+            ratio_of: None,
         }
     }
 
-    pub fn with_historical(mut self, h: Option<Historical>) -> Metric {
-        self.historical = h;
+    pub fn with_direction(mut self, d: Direction) -> Metric {
+        self.direction = d;
         self
     }
 
@@ -176,37 +327,111 @@ impl Metric {
     /// None when there is no historical figure or the units cannot be compared.
     pub fn ratio_then_now(&self) -> Option<f64> {
         let h = self.historical.as_ref()?;
-        let (then, now) = if h.unit == self.unit {
-            (h.value, self.median)
-        } else {
-            (
-                to_base(h.value, &h.unit)?,
-                to_base(self.median, &self.unit)?,
-            )
-        };
-        if now > 0.0 {
-            Some(then / now)
+        let then = h.unit.convert(h.value, self.unit)?;
+        if self.median > 0.0 {
+            Some(then / self.median)
         } else {
             None
         }
     }
+
+    /// Half the IQR relative to the median, percent: the spread the tables show.
+    pub fn half_iqr_pct(&self) -> Option<f64> {
+        (self.samples > 1 && self.median != 0.0)
+            .then(|| (self.q3 - self.q1) / 2.0 / self.median.abs() * 100.0)
+    }
 }
 
-/// Converts a value to the base unit of its dimension (seconds for time), for ratios.
-/// Units without a conversion compare only with themselves.
-pub fn to_base(value: f64, unit: &str) -> Option<f64> {
-    let f = match unit {
-        "ns" => 1e-9,
-        "us" => 1e-6,
-        "ms" => 1e-3,
-        "s" => 1.0,
-        _ => return None,
-    };
-    Some(value * f)
+/// The noisy threshold the tables and docs name, as a percentage.
+pub const NOISY_IQR_PCT: f64 = NOISY_IQR_FRACTION * 100.0;
+
+fn one() -> u32 {
+    1
 }
 
-/// Every unit a metric or series may carry; the schema test checks against this list.
-pub const KNOWN_UNITS: &[&str] = &[
-    "ns", "us", "ms", "s", "GB/s", "%", "count", "ratio", "per_s", "score", "index", "threads",
-    "bytes",
-];
+/// Reads a results file's text. A file of another schema version, or one that is not a
+/// results file at all, is a usage error that says what to do.
+pub fn parse_results(text: &str, what: &str) -> Result<RunResults> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        Error::Usage(format!(
+            "{what} is not a threadlab results file (not JSON: {e}); give the JSON that \
+             'threadlab run' wrote"
+        ))
+    })?;
+    match value.get("schema_version").and_then(|v| v.as_u64()) {
+        Some(v) if v == u64::from(SCHEMA_VERSION) => {}
+        Some(v) => {
+            return Err(Error::Usage(format!(
+                "{what} has results schema version {v}, this threadlab reads version \
+                 {SCHEMA_VERSION}; run the suite again with this version to compare or report \
+                 it (see docs/results-schema.md for what changed)"
+            )))
+        }
+        None => {
+            return Err(Error::Usage(format!(
+                "{what} is not a threadlab results file (no schema_version); give the JSON that \
+                 'threadlab run' wrote"
+            )))
+        }
+    }
+    serde_json::from_value(value).map_err(|e| {
+        Error::Usage(format!(
+            "{what} is not a complete threadlab results file ({e}); was it edited or cut short?"
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metric(median_us: f64, hist: Option<(f64, Unit)>) -> Metric {
+        let mut m = Metric::single("x", Unit::Us, median_us, "same_cpu(0)", "n");
+        m.historical = hist.map(|(value, unit)| Historical {
+            value,
+            unit,
+            source: "s".into(),
+        });
+        m
+    }
+
+    #[test]
+    fn then_now_ratio_converts_units() {
+        assert_eq!(
+            metric(2.0, Some((20.0, Unit::Us))).ratio_then_now(),
+            Some(10.0)
+        );
+        // 24.42 ms then against 2442 us now: 10x.
+        let r = metric(2442.0, Some((24.42, Unit::Ms)))
+            .ratio_then_now()
+            .unwrap();
+        assert!((r - 10.0).abs() < 1e-9);
+        assert_eq!(metric(2.0, Some((3.0, Unit::Count))).ratio_then_now(), None);
+        assert_eq!(metric(2.0, None).ratio_then_now(), None);
+        assert_eq!(metric(0.0, Some((3.0, Unit::Us))).ratio_then_now(), None);
+    }
+
+    #[test]
+    fn metric_statistics_come_from_its_values() {
+        let m = Metric::from_values("a", Unit::Us, &[1.0, 2.0, 3.0, 4.0], 10, "x", "n").unwrap();
+        assert_eq!(m.values, vec![1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(m.median, 2.5);
+        assert!((m.cv - crate::measure::stats::cv(&m.values)).abs() < 1e-12);
+        assert_eq!(m.direction, Direction::LowerIsBetter);
+        assert!(Metric::from_values("a", Unit::Us, &[], 1, "x", "n").is_none());
+    }
+
+    #[test]
+    fn a_version_1_file_is_a_usage_error() {
+        let e = parse_results(r#"{"schema_version": 1, "experiments": []}"#, "old.json");
+        match e {
+            Err(Error::Usage(m)) => assert!(m.contains("version 1") && !m.contains('\n'), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse_results("not json", "x"),
+            Err(Error::Usage(_))
+        ));
+        assert!(matches!(parse_results("{}", "x"), Err(Error::Usage(_))));
+    }
+}

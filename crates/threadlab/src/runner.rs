@@ -1,16 +1,23 @@
-//! Runs a list of experiments in order and gathers their results; knows nothing of output.
+//! Runs a list of experiments and gathers their results; knows nothing of output.
+//!
+//! Each experiment runs between two readings of the drift references (measure/drift.rs): a
+//! throughput-bound loop and a system call. When either moved more than the threshold during
+//! the experiment, the host's speed changed under it, so it runs again (at most twice more,
+//! within a time budget); every attempt is recorded with its readings and the steadiest one is
+//! kept. With `repeat` > 1 the whole list runs that many times, interleaved (A B C A B C), and
+//! each metric becomes the median of the runs' medians.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::cancel::Cancel;
 use crate::error::{signal_name, Error};
 use crate::experiments::{Ctx, Experiment, Mode};
-use crate::measure::env::{self, Environment};
-use crate::measure::sampler::{
+use crate::measure::drift::{
     clock_cost_ns, reference_loop_ns, reference_syscall_ns, reference_wide_ns,
 };
-use crate::results::{ExperimentResult, RunResults, Status, SCHEMA_VERSION};
+use crate::measure::env::{self, Environment};
+use crate::results::{Attempt, ExperimentResult, Metric, RunResults, Status, SCHEMA_VERSION};
 
 /// Where the runner reports progress (a bar on a terminal, plain lines otherwise).
 pub trait Progress: Sync {
@@ -22,80 +29,99 @@ pub trait Progress: Sync {
     fn finished(&self, name: &str, status: Status, wall_s: f64);
 }
 
-/// Runs `experiments` in order. Never panics: an experiment that panics is marked failed.
-pub fn run(
-    experiments: &[&'static dyn Experiment],
-    mode: Mode,
-    cancel: &Cancel,
-    progress: &dyn Progress,
-) -> RunResults {
+/// What to run and how.
+pub struct Plan<'a> {
+    pub experiments: &'a [&'static dyn Experiment],
+    pub mode: Mode,
+    /// Runs of the whole list (>= 1).
+    pub repeat: u32,
+    /// Re-measure an experiment when a drift reference moved more than this, percent; None
+    /// turns re-measuring off.
+    pub drift_threshold_pct: Option<f64>,
+}
+
+/// Attempts per experiment at most (the first and two more).
+pub const MAX_ATTEMPTS: usize = 3;
+
+/// Default drift threshold, percent.
+pub const DEFAULT_DRIFT_PCT: f64 = 5.0;
+
+impl Mode {
+    /// Total time re-measuring may add to a run: about a quarter of the suite in quick, so the
+    /// quick suite stays within its bar even on a drifting host.
+    pub fn remeasure_budget(self) -> Duration {
+        self.pick(
+            Duration::from_secs(5),
+            Duration::from_secs(20),
+            Duration::from_secs(600),
+        )
+    }
+}
+
+/// The two drift references, read once.
+#[derive(Clone, Copy)]
+struct Reading {
+    wide_ns: f64,
+    syscall_ns: f64,
+}
+
+fn read_references() -> Reading {
+    Reading {
+        wide_ns: reference_wide_ns(),
+        syscall_ns: reference_syscall_ns(),
+    }
+}
+
+fn drift_pct(before: Reading, after: Reading) -> f64 {
+    let rel = |a: f64, b: f64| {
+        if a > 0.0 {
+            ((b - a) / a).abs() * 100.0
+        } else {
+            0.0
+        }
+    };
+    rel(before.wide_ns, after.wide_ns).max(rel(before.syscall_ns, after.syscall_ns))
+}
+
+/// Runs the plan. Never panics: an experiment that panics is marked failed.
+pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults {
     let started_at = rfc3339_now();
     let mut environment: Environment = env::capture();
     environment.clock_read_cost_ns = Some(clock_cost_ns());
     environment.reference_loop_ns_start = Some(reference_loop_ns());
     environment.reference_wide_ns_start = Some(reference_wide_ns());
     environment.reference_syscall_ns_start = Some(reference_syscall_ns());
-    let mut results = Vec::with_capacity(experiments.len());
 
-    for (i, exp) in experiments.iter().enumerate() {
-        if let Some(sig) = cancel.signal() {
-            results.push(not_run(
-                *exp,
-                format!("interrupted by {} before it started", signal_name(sig)),
-            ));
-            continue;
-        }
-        progress.experiment(i, experiments.len(), exp.name());
-        let step = |what: &str| progress.step(what);
-        let ctx = Ctx {
-            mode,
-            cancel,
-            progress: &step,
-        };
-        let t = Instant::now();
-        let outcome = catch_unwind(AssertUnwindSafe(|| exp.run(&ctx)));
-        let wall_s = t.elapsed().as_secs_f64();
-        let mut r = ExperimentResult {
-            name: exp.name().to_string(),
-            study: exp.study().to_string(),
-            status: Status::Ok,
-            reason: None,
-            wall_s,
-            metrics: Vec::new(),
-            series: Vec::new(),
-            skipped_metrics: Vec::new(),
-            conclusion: None,
-        };
-        match outcome {
-            Ok(Ok(o)) => {
-                r.metrics = o.metrics;
-                r.series = o.series;
-                r.skipped_metrics = o.skipped;
-                r.conclusion = o.conclusion;
-            }
-            Ok(Err(Error::Skip(reason))) => {
-                r.status = Status::Skipped;
-                r.reason = Some(reason);
-            }
-            Ok(Err(Error::Cancelled(sig))) => {
-                r.status = Status::Skipped;
-                r.reason = Some(format!(
-                    "interrupted by {} before it finished",
-                    signal_name(sig)
+    let repeat = plan.repeat.max(1) as usize;
+    let n = plan.experiments.len();
+    let mut runs: Vec<Vec<ExperimentResult>> = vec![Vec::with_capacity(repeat); n];
+    let mut budget_left = plan.mode.remeasure_budget();
+    let mut reading = read_references();
+    for round in 0..repeat {
+        for (i, exp) in plan.experiments.iter().enumerate() {
+            let name = exp.info().name;
+            if let Some(sig) = cancel.signal() {
+                runs[i].push(not_run(
+                    *exp,
+                    format!("interrupted by {} before it started", signal_name(sig)),
                 ));
+                continue;
             }
-            Ok(Err(e)) => {
-                r.status = Status::Failed;
-                r.reason = Some(e.to_string());
-            }
-            Err(payload) => {
-                r.status = Status::Failed;
-                r.reason = Some(format!("internal error: {}", panic_message(&payload)));
-            }
+            progress.experiment(round * n + i, repeat * n, name);
+            let r = run_with_drift_control(
+                *exp,
+                plan,
+                cancel,
+                progress,
+                &mut reading,
+                &mut budget_left,
+            );
+            progress.finished(name, r.status, r.wall_s);
+            runs[i].push(r);
         }
-        progress.finished(exp.name(), r.status, wall_s);
-        results.push(r);
     }
+    let experiments = runs.into_iter().map(merge_repeats).collect();
+
     environment.record_end();
     if !cancel.is_cancelled() {
         environment.reference_loop_ns_end = Some(reference_loop_ns());
@@ -107,24 +133,220 @@ pub fn run(
         threadlab_version: env!("CARGO_PKG_VERSION").to_string(),
         started_at,
         finished_at: rfc3339_now(),
-        mode: mode.name().to_string(),
+        mode: plan.mode.name().to_string(),
         interrupted_by: cancel.signal().map(|s| signal_name(s).to_string()),
+        repeat: repeat as u32,
+        drift_threshold_pct: plan.drift_threshold_pct.unwrap_or(0.0),
         environment,
-        experiments: results,
+        experiments,
     }
 }
 
-fn not_run(exp: &dyn Experiment, reason: String) -> ExperimentResult {
+/// Runs one experiment, again while the references moved more than the threshold (at most
+/// `MAX_ATTEMPTS` in all, within the budget), and keeps the steadiest attempt.
+fn run_with_drift_control(
+    exp: &'static dyn Experiment,
+    plan: &Plan,
+    cancel: &Cancel,
+    progress: &dyn Progress,
+    reading: &mut Reading,
+    budget_left: &mut Duration,
+) -> ExperimentResult {
+    let mut attempts: Vec<(ExperimentResult, Attempt)> = Vec::new();
+    let mut drift_note = None;
+    loop {
+        let before = *reading;
+        let r = run_once(exp, plan.mode, cancel, progress);
+        if cancel.is_cancelled() {
+            // The readings would only delay the exit; the figures are what they are.
+            let attempt = Attempt {
+                wall_s: r.wall_s,
+                ..Attempt::unread()
+            };
+            attempts.push((r, attempt));
+            break;
+        }
+        let after = read_references();
+        *reading = after;
+        let drift = drift_pct(before, after);
+        let attempt = Attempt {
+            wall_s: r.wall_s,
+            reference_wide_ns: [before.wide_ns, after.wide_ns],
+            reference_syscall_ns: [before.syscall_ns, after.syscall_ns],
+            drift_pct: drift,
+            kept: false,
+        };
+        let ok = r.status == Status::Ok;
+        let wall = Duration::from_secs_f64(r.wall_s);
+        attempts.push((r, attempt));
+        let Some(threshold) = plan.drift_threshold_pct else {
+            break;
+        };
+        if !ok || drift <= threshold {
+            break;
+        }
+        if attempts.len() >= MAX_ATTEMPTS {
+            drift_note = Some(format!(
+                "the drift references moved more than {threshold}% in each of {MAX_ATTEMPTS} \
+                 attempts; the steadiest is kept"
+            ));
+            break;
+        }
+        if wall > *budget_left {
+            drift_note = Some(format!(
+                "the drift references moved {drift:.1}% (> {threshold}%), but measuring again \
+                 would pass the run's re-measuring budget ({} s); figures kept as they are",
+                plan.mode.remeasure_budget().as_secs()
+            ));
+            break;
+        }
+        *budget_left -= wall;
+    }
+    // Keep the steadiest finished attempt; an unfinished one only if nothing finished.
+    let kept = attempts
+        .iter()
+        .enumerate()
+        .filter(|(_, (r, _))| r.status == Status::Ok)
+        .min_by(|a, b| a.1 .1.drift_pct.total_cmp(&b.1 .1.drift_pct))
+        .map(|(i, _)| i)
+        .unwrap_or(attempts.len() - 1);
+    let mut recorded: Vec<Attempt> = attempts.iter().map(|(_, a)| a.clone()).collect();
+    recorded[kept].kept = true;
+    let mut result = attempts.swap_remove(kept).0;
+    result.wall_s = recorded.iter().map(|a| a.wall_s).sum();
+    result.attempts = recorded;
+    result.drift_note = drift_note;
+    result
+}
+
+fn run_once(
+    exp: &'static dyn Experiment,
+    mode: Mode,
+    cancel: &Cancel,
+    progress: &dyn Progress,
+) -> ExperimentResult {
+    let step = |what: &str| progress.step(what);
+    let ctx = Ctx {
+        mode,
+        cancel,
+        progress: &step,
+    };
+    let t = Instant::now();
+    let outcome = catch_unwind(AssertUnwindSafe(|| exp.run(&ctx)));
+    let mut r = empty_result(exp);
+    r.wall_s = t.elapsed().as_secs_f64();
+    match outcome {
+        Ok(Ok(o)) => {
+            r.metrics = o.metrics;
+            r.series = o.series;
+            r.skipped_metrics = o.skipped;
+            r.tables = o.tables;
+            r.conclusion = o.conclusion;
+        }
+        Ok(Err(Error::Skip(reason))) => {
+            r.status = Status::Skipped;
+            r.reason = Some(reason);
+        }
+        Ok(Err(Error::Cancelled(sig))) => {
+            r.status = Status::Skipped;
+            r.reason = Some(format!(
+                "interrupted by {} before it finished",
+                signal_name(sig)
+            ));
+        }
+        Ok(Err(e)) => {
+            r.status = Status::Failed;
+            r.reason = Some(e.to_string());
+        }
+        Err(payload) => {
+            r.status = Status::Failed;
+            r.reason = Some(format!("internal error: {}", panic_message(&payload)));
+        }
+    }
+    r
+}
+
+fn empty_result(exp: &dyn Experiment) -> ExperimentResult {
+    let info = exp.info();
     ExperimentResult {
-        name: exp.name().to_string(),
-        study: exp.study().to_string(),
-        status: Status::Skipped,
-        reason: Some(reason),
+        name: info.name.to_string(),
+        study: info.study.citation.to_string(),
+        study_label: info.study.label.to_string(),
+        status: Status::Ok,
+        reason: None,
         wall_s: 0.0,
         metrics: Vec::new(),
         series: Vec::new(),
         skipped_metrics: Vec::new(),
+        tables: Vec::new(),
         conclusion: None,
+        attempts: Vec::new(),
+        drift_note: None,
+    }
+}
+
+fn not_run(exp: &dyn Experiment, reason: String) -> ExperimentResult {
+    let mut r = empty_result(exp);
+    r.status = Status::Skipped;
+    r.reason = Some(reason);
+    r
+}
+
+/// One result from the K runs of an experiment: each metric's values are the runs' medians
+/// (the median of medians is its figure, their spread the spread across runs); series, tables
+/// and the conclusion are the last finished run's, as it says.
+fn merge_repeats(mut runs: Vec<ExperimentResult>) -> ExperimentResult {
+    if runs.len() == 1 {
+        return runs.pop().expect("one run");
+    }
+    let k = runs.len();
+    let finished: Vec<&ExperimentResult> = runs.iter().filter(|r| r.status == Status::Ok).collect();
+    let mut merged = match finished.last() {
+        Some(last) => (*last).clone(),
+        None => return runs.pop().expect("at least one run"),
+    };
+    merged.wall_s = runs.iter().map(|r| r.wall_s).sum();
+    merged.attempts = runs.iter().flat_map(|r| r.attempts.clone()).collect();
+    if let Some(failed) = runs.iter().find(|r| r.status == Status::Failed) {
+        merged.status = Status::Failed;
+        merged.reason = failed.reason.clone();
+    }
+    merged.metrics = merged
+        .metrics
+        .iter()
+        .map(|m| merge_metric(m, &finished, k))
+        .collect();
+    if let Some(c) = merged.conclusion.as_mut() {
+        c.push_str(&format!(
+            " (Figures in this text are from run {} of {k}; the tables' medians are over all \
+             {} finished runs.)",
+            runs.iter()
+                .rposition(|r| r.status == Status::Ok)
+                .map_or(k, |i| i + 1),
+            finished.len()
+        ));
+    }
+    merged
+}
+
+fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize) -> Metric {
+    let medians: Vec<f64> = finished
+        .iter()
+        .filter_map(|r| r.metric(&m.id).map(|x| x.median))
+        .collect();
+    let note = format!(
+        "{}; --repeat {k}: the median of {} runs' medians, spread across runs",
+        m.note,
+        medians.len()
+    );
+    match Metric::from_values(&m.id, m.unit, &medians, m.batch, &m.placement, note) {
+        Some(mut merged) => {
+            merged.historical = m.historical.clone();
+            merged.direction = m.direction;
+            merged.ratio_of = m.ratio_of.clone();
+            merged
+        }
+        None => m.clone(),
     }
 }
 
@@ -171,11 +393,68 @@ pub fn rfc3339(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::units::Unit;
 
     #[test]
     fn rfc3339_known_instants() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(1_795_425_667), "2026-11-23T09:21:07Z");
+    }
+
+    #[test]
+    fn drift_is_the_larger_relative_move() {
+        let a = Reading {
+            wide_ns: 100.0,
+            syscall_ns: 200.0,
+        };
+        let b = Reading {
+            wide_ns: 104.0,
+            syscall_ns: 180.0,
+        };
+        assert!((drift_pct(a, b) - 10.0).abs() < 1e-9);
+        assert_eq!(drift_pct(a, a), 0.0);
+    }
+
+    fn result_with(median: f64) -> ExperimentResult {
+        ExperimentResult {
+            name: "x".into(),
+            study: "s".into(),
+            study_label: "l".into(),
+            status: Status::Ok,
+            reason: None,
+            wall_s: 1.0,
+            metrics: vec![Metric::from_values(
+                "x.a",
+                Unit::Ns,
+                &[median - 1.0, median, median + 1.0],
+                10,
+                "same_cpu(0)",
+                "n",
+            )
+            .unwrap()],
+            series: vec![],
+            skipped_metrics: vec![],
+            tables: vec![],
+            conclusion: Some("c".into()),
+            attempts: vec![],
+            drift_note: None,
+        }
+    }
+
+    #[test]
+    fn repeats_merge_into_the_median_of_medians() {
+        let merged = merge_repeats(vec![
+            result_with(10.0),
+            result_with(30.0),
+            result_with(20.0),
+        ]);
+        let m = merged.metric("x.a").unwrap();
+        assert_eq!(m.values, vec![10.0, 30.0, 20.0]);
+        assert_eq!(m.median, 20.0);
+        assert_eq!(m.samples, 3);
+        assert!(m.note.contains("--repeat 3"));
+        assert!((merged.wall_s - 3.0).abs() < 1e-9);
+        assert!(merged.conclusion.unwrap().contains("run 3 of 3"));
     }
 }

@@ -1,46 +1,232 @@
-//! The historical figures of the five source studies, each with its citation.
+//! The five source studies and their historical figures, each with its citation.
 //!
 //! Every value is copied from the study's text (../shared/seeds/); the unit is the study's own.
+//! A figure is keyed by the metric id it is compared with, written once here; the test in
+//! tests/cli.rs checks that the tiny run emits every id listed in `FIGURES`.
 
+use crate::measure::units::Unit;
 use crate::results::{Historical, HistoricalSeries};
 
-pub const PTHREADS_1999: &str =
-    "Kothari & Claypool, PThreads Performance, WPI-CS-TR-99-11 (1999), Sun Ultra-1 / SunOS 5.6";
-pub const MAC_1997: &str =
-    "Oddone, Preempting the Mac, MacTech 13(1) (1997), Mac Thread Manager 2.1.1 / System 7.5.1";
-pub const DELPHI_2010S: &str =
-    "Delphi TThread articles (2010s), Core i3 M380 (2 cores, 4 logical) / Windows 7";
-pub const BEOS_1999: &str =
-    "Queru, The Scheduler Is Your Friend, Be Newsletter 4-45 (1999), BeOS R4.5";
-pub const ERLANGEN_MACH: &str = "Erlangen QuickThreads port on Mach 3.0 (1990s), HP715/33";
-
-fn fig(value: f64, unit: &str, source: &str) -> Option<Historical> {
-    Some(Historical {
-        value,
-        unit: unit.to_string(),
-        source: source.to_string(),
-    })
+/// A source study: its citation, and the machine and year it measured, in a few words.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Study {
+    pub citation: &'static str,
+    /// For tables: "Ultra-1 1999".
+    pub label: &'static str,
 }
+
+pub const PTHREADS_1999: Study = Study {
+    citation:
+        "Kothari & Claypool, PThreads Performance, WPI-CS-TR-99-11 (1999), Sun Ultra-1 / SunOS 5.6",
+    label: "Ultra-1 1999",
+};
+pub const MAC_1997: Study = Study {
+    citation:
+        "Oddone, Preempting the Mac, MacTech 13(1) (1997), Mac Thread Manager 2.1.1 / System 7.5.1",
+    label: "Mac 1997",
+};
+pub const DELPHI_2010S: Study = Study {
+    citation: "Delphi TThread articles (2010s), Core i3 M380 (2 cores, 4 logical) / Windows 7",
+    label: "Core i3 2010s",
+};
+pub const BEOS_1999: Study = Study {
+    citation: "Queru, The Scheduler Is Your Friend, Be Newsletter 4-45 (1999), BeOS R4.5",
+    label: "BeOS 1999",
+};
+pub const ERLANGEN_MACH: Study = Study {
+    citation: "Erlangen QuickThreads port on Mach 3.0 (1990s), HP715/33",
+    label: "HP715 Mach",
+};
+
+/// Every study, for lookups by citation.
+pub const STUDIES: [&Study; 5] = [
+    &PTHREADS_1999,
+    &MAC_1997,
+    &DELPHI_2010S,
+    &BEOS_1999,
+    &ERLANGEN_MACH,
+];
+
+/// The short label of a citation this file wrote; the citation's start for any other.
+pub fn label_of(citation: &str) -> String {
+    STUDIES
+        .iter()
+        .find(|s| citation.starts_with(s.citation))
+        .map(|s| s.label.to_string())
+        .unwrap_or_else(|| citation.chars().take(20).collect())
+}
+
+/// A study's figure, compared with the metric of the same id.
+pub struct Figure {
+    pub id: &'static str,
+    pub value: f64,
+    pub unit: Unit,
+    pub study: &'static Study,
+    /// Which of the study's machines or conditions, when it reports several.
+    pub detail: &'static str,
+}
+
+const fn f(id: &'static str, value: f64, unit: Unit, study: &'static Study) -> Figure {
+    Figure {
+        id,
+        value,
+        unit,
+        study,
+        detail: "",
+    }
+}
+
+const fn fd(
+    id: &'static str,
+    value: f64,
+    unit: Unit,
+    study: &'static Study,
+    detail: &'static str,
+) -> Figure {
+    Figure {
+        id,
+        value,
+        unit,
+        study,
+        detail,
+    }
+}
+
+/// The Mac machine whose scores are attached to coop metrics as the historical figure.
+pub const MAC_REFERENCE: &str = "Quadra 700 32-bit";
+const BEOS_BARE: &str = "bare-bones system, 256 million samples";
+
+/// Every historical figure that has a metric today, by metric id.
+pub const FIGURES: &[Figure] = &[
+    f("create.thread", 67.8961, Unit::Us, &PTHREADS_1999),
+    f("create.process.fork", 11604.4, Unit::Us, &PTHREADS_1999),
+    f("destroy.thread", 49.779, Unit::Us, &PTHREADS_1999),
+    f("destroy.process", 5229.938, Unit::Us, &PTHREADS_1999),
+    f("sync.mutex", 0.699, Unit::Us, &PTHREADS_1999),
+    f("sync.mutex.single_thread", 0.699, Unit::Us, &PTHREADS_1999),
+    f("sync.semaphore", 2.898, Unit::Us, &PTHREADS_1999),
+    f("switch.thread.yield", 17.925, Unit::Us, &PTHREADS_1999),
+    f("switch.green.yield", 23.954, Unit::Us, &PTHREADS_1999),
+    f("switch.process.yield", 21.62, Unit::Us, &PTHREADS_1999),
+    f("preempt.timer_signal", 24.42, Unit::Ms, &ERLANGEN_MACH),
+    // The study's "asynchronous software trap" is today's thread-directed signal; its direct
+    // path ("some processor cycles") has no figure to compare with preempt.poll_flag.
+    f("preempt.signal_roundtrip", 0.19, Unit::Ms, &ERLANGEN_MACH),
+    // The article: N = 2 = physical cores was best; 64 at once took 67.55 s against 55.44 s.
+    fd(
+        "throttle.best_concurrency",
+        2.0,
+        Unit::Threads,
+        &DELPHI_2010S,
+        "2 cores, 4 logical",
+    ),
+    fd(
+        "throttle.penalty_pct",
+        (67.55 - 55.44) / 55.44 * 100.0,
+        Unit::Percent,
+        &DELPHI_2010S,
+        "67.55 s unthrottled vs 55.44 s at N = 2",
+    ),
+    fd(
+        "coop.score.coop_fg_333ms",
+        1.014,
+        Unit::Score,
+        &MAC_1997,
+        MAC_REFERENCE,
+    ),
+    fd(
+        "coop.score.coop_bg_333ms",
+        1.085,
+        Unit::Score,
+        &MAC_1997,
+        MAC_REFERENCE,
+    ),
+    fd(
+        "coop.score.preempt_fg",
+        1.075,
+        Unit::Score,
+        &MAC_1997,
+        MAC_REFERENCE,
+    ),
+    fd(
+        "coop.score.preempt_bg",
+        1.335,
+        Unit::Score,
+        &MAC_1997,
+        MAC_REFERENCE,
+    ),
+    fd(
+        "coop.score.kernel.preempt_fg",
+        1.075,
+        Unit::Score,
+        &MAC_1997,
+        MAC_REFERENCE,
+    ),
+    fd(
+        "coop.score.kernel.preempt_bg",
+        1.335,
+        Unit::Score,
+        &MAC_1997,
+        MAC_REFERENCE,
+    ),
+    fd(
+        "latency.alone.gaps_over_threshold",
+        35.0,
+        Unit::Count,
+        &BEOS_1999,
+        BEOS_BARE,
+    ),
+    fd(
+        "latency.alone.longest_gap",
+        3060.0,
+        Unit::Us,
+        &BEOS_1999,
+        BEOS_BARE,
+    ),
+    fd(
+        "latency.annoying.gaps_over_threshold",
+        136.0,
+        Unit::Count,
+        &BEOS_1999,
+        BEOS_BARE,
+    ),
+    fd(
+        "latency.annoying.longest_gap",
+        3219.0,
+        Unit::Us,
+        &BEOS_1999,
+        BEOS_BARE,
+    ),
+    fd(
+        "latency.annoying_rescheduler.gaps_over_threshold",
+        365.0,
+        Unit::Count,
+        &BEOS_1999,
+        BEOS_BARE,
+    ),
+    fd(
+        "latency.annoying_rescheduler.longest_gap",
+        459.0,
+        Unit::Us,
+        &BEOS_1999,
+        BEOS_BARE,
+    ),
+];
 
 /// The historical figure for a metric id, if the studies give one.
 pub fn historical(metric_id: &str) -> Option<Historical> {
-    let p = PTHREADS_1999;
-    match metric_id {
-        "create.thread" => fig(67.8961, "us", p),
-        "create.process.fork" => fig(11604.4, "us", p),
-        "destroy.thread" => fig(49.779, "us", p),
-        "destroy.process" => fig(5229.938, "us", p),
-        "sync.mutex" | "sync.mutex.single_thread" => fig(0.699, "us", p),
-        "sync.semaphore" => fig(2.898, "us", p),
-        "switch.thread.yield" => fig(17.925, "us", p),
-        "switch.green.yield" => fig(23.954, "us", p),
-        "switch.process.yield" => fig(21.62, "us", p),
-        "preempt.timer_signal" => fig(24.42, "ms", ERLANGEN_MACH),
-        // The study's "asynchronous software trap" is today's thread-directed signal; its direct
-        // path ("some processor cycles") has no figure to compare with preempt.poll_flag.
-        "preempt.signal_roundtrip" => fig(0.19, "ms", ERLANGEN_MACH),
-        _ => None,
-    }
+    FIGURES
+        .iter()
+        .find(|f| f.id == metric_id)
+        .map(|f| Historical {
+            value: f.value,
+            unit: f.unit,
+            source: if f.detail.is_empty() {
+                f.study.citation.to_string()
+            } else {
+                format!("{}, {}", f.study.citation, f.detail)
+            },
+        })
 }
 
 /// Fig. 1 of the PThreads study: creation time is flat from about 1,000 threads on. The text gives
@@ -57,8 +243,8 @@ pub fn throttle_curve() -> HistoricalSeries {
         y: vec![
             109.17, 55.44, 60.14, 67.56, 67.85, 67.42, 67.39, 67.52, 67.56, 67.59, 67.55,
         ],
-        y_unit: "s".into(),
-        source: format!("{DELPHI_2010S}; x = 65 stands for unthrottled"),
+        y_unit: Unit::S,
+        source: format!("{}; x = 65 stands for unthrottled", DELPHI_2010S.citation),
     }
 }
 
@@ -76,23 +262,6 @@ pub const MAC_SCORES: &[(&str, f64, f64, f64, f64)] = &[
     ("PowerBook 540", 1.007, 1.032, 1.078, 1.144),
 ];
 
-/// The Mac machine whose scores are attached to coop metrics as the historical figure.
-pub const MAC_REFERENCE: &str = "Quadra 700 32-bit";
-
-/// The Mac study's score for one column ("coop_fg", "coop_bg", "preempt_fg", "preempt_bg") on
-/// the reference machine.
-pub fn mac_score(column: &str) -> Option<Historical> {
-    let row = MAC_SCORES.iter().find(|r| r.0 == MAC_REFERENCE)?;
-    let v = match column {
-        "coop_fg" => row.1,
-        "coop_bg" => row.2,
-        "preempt_fg" => row.3,
-        "preempt_bg" => row.4,
-        _ => return None,
-    };
-    fig(v, "score", &format!("{MAC_1997}, {MAC_REFERENCE}"))
-}
-
 /// The BeOS latency table: (system, gaps > 256 us, longest gap in us), 256 million samples.
 pub const BEOS_LATENCY: &[(&str, f64, f64)] = &[
     ("bare-bones", 35.0, 3060.0),
@@ -103,31 +272,14 @@ pub const BEOS_LATENCY: &[(&str, f64, f64)] = &[
     ("normal + annoying + rescheduler", 2970.0, 838.0),
 ];
 
-/// The BeOS figure for a latency condition ("alone", "annoying", "annoying_rescheduler") and
-/// quantity ("gaps_over_threshold" or "longest_gap"), from the bare-bones system.
-pub fn beos_latency(condition: &str, quantity: &str) -> Option<Historical> {
-    let row = match condition {
-        "alone" => BEOS_LATENCY[0],
-        "annoying" => BEOS_LATENCY[1],
-        "annoying_rescheduler" => BEOS_LATENCY[2],
-        _ => return None,
-    };
-    let src = format!("{BEOS_1999}, {} system, 256 million samples", row.0);
-    match quantity {
-        "gaps_over_threshold" => fig(row.1, "count", &src),
-        "longest_gap" => fig(row.2, "us", &src),
-        _ => None,
-    }
-}
-
 /// The BeOS frame example: % of 60 fps frames with k = 0, 1, 2, 3 interruptions when a
 /// 100 us scheduler runs 166 times per frame and picks the spinner once in 1025.
 pub fn beos_frame_binomial() -> HistoricalSeries {
     HistoricalSeries {
         x: vec![0.0, 1.0, 2.0, 3.0],
         y: vec![85.0, 13.8, 1.1, 0.06],
-        y_unit: "%".into(),
-        source: format!("{BEOS_1999}; binomial n = 166, p = 1/1025"),
+        y_unit: Unit::Percent,
+        source: format!("{}; binomial n = 166, p = 1/1025", BEOS_1999.citation),
     }
 }
 
@@ -139,8 +291,25 @@ mod tests {
     fn pthreads_figures_match_the_study() {
         assert_eq!(historical("create.thread").unwrap().value, 67.8961);
         assert_eq!(historical("create.process.fork").unwrap().value, 11604.4);
-        assert_eq!(historical("switch.thread.yield").unwrap().unit, "us");
+        assert_eq!(historical("switch.thread.yield").unwrap().unit, Unit::Us);
         assert!(historical("no.such.metric").is_none());
+    }
+
+    #[test]
+    fn every_id_is_listed_once_and_every_study_has_a_label() {
+        for (i, a) in FIGURES.iter().enumerate() {
+            assert!(
+                FIGURES[i + 1..].iter().all(|b| b.id != a.id),
+                "{} twice",
+                a.id
+            );
+        }
+        assert_eq!(label_of(PTHREADS_1999.citation), "Ultra-1 1999");
+        assert_eq!(
+            label_of(&format!("{}, {MAC_REFERENCE}", MAC_1997.citation)),
+            "Mac 1997"
+        );
+        assert_eq!(label_of("Someone else"), "Someone else");
     }
 
     #[test]
@@ -159,22 +328,27 @@ mod tests {
     }
 
     #[test]
-    fn mac_and_beos_tables() {
+    fn mac_and_beos_figures_agree_with_their_tables() {
         assert_eq!(MAC_SCORES.len(), 9);
-        assert_eq!(mac_score("preempt_bg").unwrap().value, 1.335);
-        assert!(mac_score("balance").is_none());
+        let quadra = MAC_SCORES.iter().find(|r| r.0 == MAC_REFERENCE).unwrap();
         assert_eq!(
-            beos_latency("annoying", "gaps_over_threshold")
-                .unwrap()
-                .value,
-            136.0
+            historical("coop.score.coop_fg_333ms").unwrap().value,
+            quadra.1
         );
         assert_eq!(
-            beos_latency("annoying_rescheduler", "longest_gap")
-                .unwrap()
-                .unit,
-            "us"
+            historical("coop.score.coop_bg_333ms").unwrap().value,
+            quadra.2
         );
+        assert_eq!(historical("coop.score.preempt_fg").unwrap().value, quadra.3);
+        assert_eq!(historical("coop.score.preempt_bg").unwrap().value, quadra.4);
+        for (cond, row) in ["alone", "annoying", "annoying_rescheduler"]
+            .iter()
+            .zip(BEOS_LATENCY)
+        {
+            let g = historical(&format!("latency.{cond}.gaps_over_threshold")).unwrap();
+            let l = historical(&format!("latency.{cond}.longest_gap")).unwrap();
+            assert_eq!((g.value, l.value), (row.1, row.2));
+        }
         let f = beos_frame_binomial();
         assert_eq!(f.x.len(), f.y.len());
     }

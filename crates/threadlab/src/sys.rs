@@ -112,8 +112,34 @@ pub fn thread_count() -> usize {
         .unwrap_or(1)
 }
 
+/// Per-CPU time counters from /proc/stat: (cpu number, idle + iowait ticks, all ticks), in
+/// USER_HZ ticks (10 ms on common kernels).
+pub fn cpu_ticks() -> Vec<(usize, u64, u64)> {
+    parse_cpu_ticks(&std::fs::read_to_string("/proc/stat").unwrap_or_default())
+}
+
+pub fn parse_cpu_ticks(stat: &str) -> Vec<(usize, u64, u64)> {
+    stat.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let cpu = f.next()?.strip_prefix("cpu")?.parse::<usize>().ok()?;
+            let v: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
+            // user nice system idle iowait irq softirq steal (guest time is inside user).
+            let all: u64 = v.iter().take(8).sum();
+            let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+            Some((cpu, idle, all))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn cpu_ticks_parse_per_cpu_lines_only() {
+        let stat = "cpu  10 0 5 100 2 0 0 0 0 0\ncpu0 5 0 2 50 1 0 0 0 0 0\ncpu1 5 0 3 50 1 0 0 1 0 0\nintr 1\n";
+        assert_eq!(super::parse_cpu_ticks(stat), vec![(0, 51, 58), (1, 51, 60)]);
+    }
+
     use super::*;
 
     #[test]

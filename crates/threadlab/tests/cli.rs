@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use threadlab::results::{RunResults, Status, KNOWN_UNITS, SCHEMA_VERSION};
+use threadlab::results::{Metric, RunResults, Status, SCHEMA_VERSION};
 
 fn threadlab() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_threadlab"));
@@ -87,7 +87,7 @@ fn list_names_every_experiment() {
     assert!(o.status.success());
     let out = String::from_utf8_lossy(&o.stdout);
     for e in threadlab::experiments::registry() {
-        assert!(out.contains(e.name()), "list lacks {}", e.name());
+        assert!(out.contains(e.info().name), "list lacks {}", e.info().name);
     }
 }
 
@@ -100,14 +100,60 @@ fn env_json_is_an_environment() {
     assert!(e.logical_cpus.unwrap_or(0) >= 1);
 }
 
-/// Metric ids documented in docs/results-schema.md, as patterns where `<x>` is any segment.
-fn documented_patterns() -> Vec<String> {
+/// Metric ids documented in docs/results-schema.md, as patterns where `<x>` is any segment,
+/// with the unit the page gives them.
+fn documented() -> Vec<(String, String)> {
     let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results-schema.md");
     let text = std::fs::read_to_string(&doc).expect("docs/results-schema.md exists");
-    text.lines()
+    let start = text.find("## Metric ids").expect("a metric id section");
+    text[start..]
+        .lines()
         .filter(|l| l.starts_with("| `"))
-        .filter_map(|l| l.split('`').nth(1).map(String::from))
+        .filter_map(|l| {
+            let id = l.split('`').nth(1)?.to_string();
+            let unit = l.split('|').nth(2)?.trim().to_string();
+            Some((id, unit))
+        })
         .collect()
+}
+
+/// Every metric is documented, with the unit it carries: an id never changes unit silently.
+fn assert_documented(m: &Metric, docs: &[(String, String)]) {
+    let doc = docs
+        .iter()
+        .find(|(p, _)| matches_pattern(&m.id, p))
+        .unwrap_or_else(|| panic!("{} is not documented in docs/results-schema.md", m.id));
+    assert_eq!(
+        doc.1,
+        m.unit.as_str(),
+        "{}: unit {} but docs/results-schema.md says {}",
+        m.id,
+        m.unit,
+        doc.1
+    );
+}
+
+/// Every statistic comes from the stored samples, in the metric's unit (schema 2).
+fn assert_statistics_from_values(m: &Metric) {
+    assert_eq!(m.values.len(), m.samples, "{}: values vs samples", m.id);
+    let n = m.values.len() as f64;
+    let mean = m.values.iter().sum::<f64>() / n;
+    let cv = if m.values.len() < 2 || mean == 0.0 {
+        0.0
+    } else {
+        let var = m
+            .values
+            .iter()
+            .map(|x| (x - mean) * (x - mean))
+            .sum::<f64>()
+            / (n - 1.0);
+        var.sqrt() / mean.abs()
+    };
+    assert!((m.cv - cv).abs() < 1e-9, "{}: cv {} vs {}", m.id, m.cv, cv);
+    let mut v = m.values.clone();
+    v.sort_by(f64::total_cmp);
+    assert_eq!(m.min, v[0], "{}", m.id);
+    assert_eq!(m.max, v[v.len() - 1], "{}", m.id);
 }
 
 fn matches_pattern(id: &str, pattern: &str) -> bool {
@@ -172,7 +218,7 @@ fn tiny_end_to_end_run_writes_a_sane_documented_results_file() {
         ["create", "sync"]
     );
 
-    let patterns = documented_patterns();
+    let docs = documented();
     let mut ids = std::collections::HashSet::new();
     for e in &r.experiments {
         assert_eq!(e.status, Status::Ok, "{}: {:?}", e.name, e.reason);
@@ -180,22 +226,13 @@ fn tiny_end_to_end_run_writes_a_sane_documented_results_file() {
         assert!(e.conclusion.is_some());
         for m in &e.metrics {
             assert!(ids.insert(m.id.clone()), "duplicate id {}", m.id);
-            assert!(
-                KNOWN_UNITS.contains(&m.unit.as_str()),
-                "{}: unit {}",
-                m.id,
-                m.unit
-            );
             assert!(m.median > 0.0, "{}: median {}", m.id, m.median);
             assert!(m.min <= m.median && m.median <= m.max, "{}: order", m.id);
             assert!(m.q1 <= m.median && m.median <= m.q3, "{}: quartiles", m.id);
             assert!(m.samples >= 7, "{}: {} samples", m.id, m.samples);
             assert!(!m.placement.is_empty() && !m.note.is_empty());
-            assert!(
-                patterns.iter().any(|p| matches_pattern(&m.id, p)),
-                "{} is not documented in docs/results-schema.md",
-                m.id
-            );
+            assert_documented(m, &docs);
+            assert_statistics_from_values(m);
         }
         for s in &e.series {
             assert_eq!(s.x.len(), s.y.len());
@@ -327,7 +364,8 @@ fn every_experiment_runs_tiny_and_every_metric_is_documented() {
         r.experiments.len(),
         threadlab::experiments::registry().len()
     );
-    let patterns = documented_patterns();
+    let docs = documented();
+    let mut seen = std::collections::HashSet::new();
     for e in &r.experiments {
         // Skipped is acceptable (a machine may lack what it needs); failed is not.
         assert_ne!(e.status, Status::Failed, "{}: {:?}", e.name, e.reason);
@@ -340,21 +378,29 @@ fn every_experiment_runs_tiny_and_every_metric_is_documented() {
                 "{}",
                 m.id
             );
-            assert!(
-                KNOWN_UNITS.contains(&m.unit.as_str()),
-                "{}: unit {}",
-                m.id,
-                m.unit
-            );
-            assert!(
-                patterns.iter().any(|p| matches_pattern(&m.id, p)),
-                "{} is not documented in docs/results-schema.md",
-                m.id
-            );
+            assert_documented(m, &docs);
+            assert_statistics_from_values(m);
+            seen.insert(m.id.clone());
+        }
+        for s in &e.skipped_metrics {
+            assert!(!s.reason.is_empty(), "{} skipped without a reason", s.id);
+            seen.insert(s.id.clone());
         }
         for s in &e.series {
             assert_eq!(s.x.len(), s.y.len(), "{}", s.id);
         }
+        for t in &e.tables {
+            assert!(t.rows.iter().all(|r| r.len() == t.header.len()), "{}", t.id);
+        }
+    }
+    // Every historical figure is keyed by an id the run emits (or skips with its reason): a
+    // typo in seeds.rs would otherwise drop the figure silently.
+    for f in threadlab::seeds::FIGURES {
+        assert!(
+            seen.contains(f.id),
+            "seeds.rs has a figure for {}, which no experiment emits",
+            f.id
+        );
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -17,10 +17,11 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::experiments::priority::pin_and_nice;
-use crate::experiments::{Ctx, Experiment, Mode, Outcome};
+use crate::experiments::{Ctx, Experiment, Info, Outcome};
 use crate::measure::placement::{home_cpu, pin_current_thread, Placement};
 use crate::measure::stats::Summary;
-use crate::results::Metric;
+use crate::measure::units::{Direction, Unit};
+use crate::results::{Metric, Table};
 use crate::seeds;
 use crate::sys;
 
@@ -398,22 +399,16 @@ fn calibrate(target: Duration) -> u64 {
     ((target.as_secs_f64() / per_chunk.max(1e-12)) as u64).max(16)
 }
 
+const INFO: Info = Info {
+    name: "coop",
+    study: &seeds::MAC_1997,
+    measures: "a CPU-bound job's time relative to never yielding: cooperative (1/3 s, 1 ms, every 4096 iterations), preemptive, foreground/background, balance; uthread on one carrier and kernel threads on one CPU",
+    rough_secs: [0.5, 22.0, 260.0],
+};
+
 impl Experiment for Coop {
-    fn name(&self) -> &'static str {
-        "coop"
-    }
-    fn study(&self) -> &'static str {
-        seeds::MAC_1997
-    }
-    fn measures(&self) -> &'static str {
-        "a CPU-bound job's time relative to never yielding: cooperative (1/3 s, 1 ms, every 4096 iterations), preemptive, foreground/background, balance; uthread on one carrier and kernel threads on one CPU"
-    }
-    fn rough_duration(&self, mode: Mode) -> Duration {
-        mode.pick(
-            Duration::from_millis(500),
-            Duration::from_secs(22),
-            Duration::from_secs(260),
-        )
+    fn info(&self) -> &'static Info {
+        &INFO
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Outcome> {
@@ -488,8 +483,21 @@ impl Experiment for Coop {
         let mut out = Outcome::default();
         let base_u = Summary::from_samples(&baselines.0, 1).map_or(f64::NAN, |s| s.median);
         let base_k = Summary::from_samples(&baselines.1, 1).map_or(f64::NAN, |s| s.median);
-        let mut table = String::from(
-            "  mode                  uthread   kernel   Mac (Quadra 700 32-bit)   Mac range (9 models)\n",
+        let mut table = Table::new(
+            "coop.scores",
+            "Scores: time relative to the same job never yielding (1.00)",
+            &[
+                "mode",
+                "uthread",
+                "kernel",
+                "Mac (Quadra 700 32-bit)",
+                "Mac range (9 models)",
+            ],
+        );
+        table.note = format!(
+            "median of {reps} runs; 1.00 = the job never yielding ({base_u:.2} s on uthread); \
+             Mac figures from {}",
+            seeds::MAC_1997.citation
         );
         let mut medians: Vec<(String, f64)> = Vec::new();
         let mac_range = |col: &str| -> String {
@@ -515,19 +523,19 @@ impl Experiment for Coop {
             let id = format!("coop.score.{}", m.id);
             medians.push((id.clone(), s.median));
             let yields_per_s = u_yields[i] as f64 / (base_u * s.median);
-            out.metrics.push(
+            out.add(
                 Metric::from_summary(
                     &id,
-                    "score",
+                    Unit::Score,
                     &s,
-                    &format!("one uthread carrier on CPU {cpu}"),
-                    &format!(
+                    format!("one uthread carrier on CPU {cpu}"),
+                    format!(
                         "{}; time / time of the same job never yielding (mean of runs before and after the modes, {base_u:.3} s, {chunks} x \
                          4096 iterations, checksum verified); {} yields ({yields_per_s:.0}/s)",
                         m.what, u_yields[i]
                     ),
                 )
-                .with_historical(m.mac.and_then(seeds::mac_score)),
+                .with_direction(score_direction(&id)),
             );
         }
         for (i, m) in K_MODES.iter().enumerate() {
@@ -535,19 +543,19 @@ impl Experiment for Coop {
                 .ok_or_else(|| Error::Fail("no coop samples".into()))?;
             let id = format!("coop.score.kernel.{}", m.1);
             medians.push((id.clone(), s.median));
-            out.metrics.push(
+            out.add(
                 Metric::from_summary(
                     &id,
-                    "score",
+                    Unit::Score,
                     &s,
-                    &Placement::SameCpu(cpu).to_string(),
-                    &format!(
+                    Placement::SameCpu(cpu),
+                    format!(
                         "kernel threads pinned to CPU {cpu}: {}; time / time of the job alone \
                          never yielding ({base_k:.3} s); {} yields",
                         m.3, k_yields[i]
                     ),
                 )
-                .with_historical(m.2.and_then(seeds::mac_score)),
+                .with_direction(score_direction(&id)),
             );
         }
         let get = |id: &str| medians.iter().find(|m| m.0 == id).map(|m| m.1);
@@ -555,13 +563,10 @@ impl Experiment for Coop {
         for m in U_MODES {
             let k = get(&format!("coop.score.kernel.{}", m.id));
             let col = m.mac.unwrap_or("");
-            let mac = m
-                .mac
-                .and_then(seeds::mac_score)
+            let mac = seeds::historical(&format!("coop.score.{}", m.id))
                 .map_or("-".to_string(), |h| format!("{:.3}", h.value));
-            table.push_str(&format!(
-                "  {:<20} {:>8} {:>8} {:>25} {:>22}\n",
-                m.id,
+            table.row(vec![
+                m.id.to_string(),
                 fmt(get(&format!("coop.score.{}", m.id))),
                 fmt(k),
                 mac,
@@ -569,8 +574,8 @@ impl Experiment for Coop {
                     "2.0 = even".to_string()
                 } else {
                     mac_range(col)
-                }
-            ));
+                },
+            ]);
         }
         let every4096 = get("coop.score.coop_fg_every4096").unwrap_or(f64::NAN);
         let k4096 = get("coop.score.kernel.coop_fg_every4096").unwrap_or(f64::NAN);
@@ -585,10 +590,9 @@ impl Experiment for Coop {
             .position(|m| m.id == "coop_fg_every4096")
             .unwrap_or(0);
         let rate = u_yields[i4096] as f64 / (base_u * every4096);
+        out.tables.push(table);
         out.conclusion = Some(format!(
-            "Scores (median of {reps}; 1.00 = the job never yielding, {base_u:.2} s; noisy: other \
-             jobs share this machine, so differences of a few percent are within noise):\n{table}\
-             Yielding on a time basis scores {t333:.3} at 1/3 s and {t1ms:.3} at 1 ms: next to \
+            "Yielding on a time basis scores {t333:.3} at 1/3 s and {t1ms:.3} at 1 ms: next to \
              nothing. Yielding every 4096 iterations scores {every4096:.3} on uthread and {k4096:.3} \
              with sched_yield: the count fixes the work between yields, not the time, so this \
              machine yields {rate:.0} times a second and pays an event-loop turn (a poll() system \
@@ -602,6 +606,15 @@ impl Experiment for Coop {
              CPU-bound jobs; if you must yield cooperatively, yield on time, not on a count."
         ));
         Ok(out)
+    }
+}
+
+/// A score is a cost (lower is better) except the balance test's, where 2.0 is the even split.
+fn score_direction(id: &str) -> Direction {
+    if id.ends_with(".balance") {
+        Direction::Neither
+    } else {
+        Direction::LowerIsBetter
     }
 }
 

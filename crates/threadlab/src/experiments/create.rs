@@ -5,11 +5,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::experiments::{Ctx, Experiment, Mode, Outcome};
+use crate::experiments::{Ctx, Experiment, Info, Interleaved, Outcome};
 use crate::measure::placement::{home_cpu, PinGuard, Placement};
 use crate::measure::process::{fork_child, mono_ns, wait_pid, SharedMap};
-use crate::results::{Metric, Series};
+use crate::measure::stats;
+use crate::measure::units::Unit;
+use crate::results::Series;
 use crate::seeds;
+use crate::subjects::peers::go::{GoBench, GoPeer};
+use crate::subjects::peers::{green, tokio_rt};
 use crate::sys;
 
 pub struct Create;
@@ -141,28 +145,25 @@ fn trivial_program() -> Option<CString> {
         .and_then(|p| CString::new(*p).ok())
 }
 
+const INFO: Info = Info {
+    name: "create",
+    study: &seeds::PTHREADS_1999,
+    measures: "thread and process creation and destruction (create+join, fork+exit+wait, posix_spawn), green threads, Tokio tasks and goroutines beside them, and creation time vs number created (Fig. 1)",
+    rough_secs: [1.0, 5.0, 40.0],
+};
+
 impl Experiment for Create {
-    fn name(&self) -> &'static str {
-        "create"
-    }
-    fn study(&self) -> &'static str {
-        seeds::PTHREADS_1999
-    }
-    fn measures(&self) -> &'static str {
-        "thread and process creation and destruction (create+join, fork+exit+wait, posix_spawn), and creation time vs number created (Fig. 1)"
-    }
-    fn rough_duration(&self, mode: Mode) -> Duration {
-        Duration::from_secs(mode.pick(1, 5, 40))
+    fn info(&self) -> &'static Info {
+        &INFO
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Outcome> {
         let cpu = home_cpu();
         // Everything runs on one CPU, as on the study's uniprocessor: the creator is pinned and
-        // new threads and children inherit the mask, so a create+join includes the switch to the
-        // new thread and back.
+        // new threads, children and the Go peer inherit the mask, so a create+join includes the
+        // switch to the new thread and back.
         let _pin = PinGuard::pin(cpu)?;
-        let placement = Placement::SameCpu(cpu).to_string();
-        let sampler = ctx.sampler();
+        let placement = Placement::SameCpu(cpu);
         let mut out = Outcome::default();
         let state = format!(
             "process state: {} thread(s), {:.0} MiB resident",
@@ -170,98 +171,85 @@ impl Experiment for Create {
             sys::rss_bytes() as f64 / (1 << 20) as f64
         );
 
-        ctx.step("create.thread")?;
-        let s = sampler.per_op_ns(create_join_batch)?;
-        out.metrics.push(
-            Metric::from_summary(
+        ctx.step("starting the Go peer")?;
+        let mut go = match GoPeer::start(ctx.cancel) {
+            Ok(peer) => Some(peer),
+            Err(Error::Skip(reason)) => {
+                out.skip("create.go", reason);
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        let green_rt = uthread::Runtime::new();
+        let tokio_rt = tokio_rt::runtime()?;
+        let map = SharedMap::new(4096)?;
+        let program = trivial_program();
+
+        // Every row below is read against the others (thread vs process vs green thread vs
+        // task vs goroutine), so they are sampled interleaved, round by round.
+        let mut group = Interleaved::new();
+        group
+            .row(
                 "create.thread",
-                "us",
-                &s.map(|ns| ns / 1e3),
-                &placement,
+                Unit::Us,
+                placement,
                 "pthread_create + pthread_join of a thread that returns at once, default attributes \
                  (glibc reuses cached stacks), creator and thread on one CPU; nothing subtracted",
+                create_join_batch,
             )
-            .with_historical(seeds::historical("create.thread")),
-        );
-
-        ctx.step("create.thread.std")?;
-        let s = sampler.per_op_ns(|n| {
-            let t = Instant::now();
-            for _ in 0..n {
-                std::thread::spawn(|| {})
-                    .join()
-                    .map_err(|_| Error::Fail("a spawned thread panicked".into()))?;
-            }
-            Ok(t.elapsed())
-        })?;
-        out.metrics.push(Metric::from_summary(
-            "create.thread.std",
-            "us",
-            &s.map(|ns| ns / 1e3),
-            &placement,
-            "std::thread::spawn + join of an empty closure: the pthread pair plus Rust's own \
-             set-up (an Arc'd packet, thread name and handle, stack-guard bookkeeping)",
-        ));
-
-        ctx.step("destroy.thread")?;
-        let s = sampler.per_op_ns(destroy_thread_batch)?;
-        out.metrics.push(
-            Metric::from_summary(
+            .row(
+                "create.thread.std",
+                Unit::Us,
+                placement,
+                "std::thread::spawn + join of an empty closure: the pthread pair plus Rust's own \
+                 set-up (an Arc'd packet, thread name and handle, stack-guard bookkeeping)",
+                |n| {
+                    let t = Instant::now();
+                    for _ in 0..n {
+                        std::thread::spawn(|| {})
+                            .join()
+                            .map_err(|_| Error::Fail("a spawned thread panicked".into()))?;
+                    }
+                    Ok(t.elapsed())
+                },
+            )
+            .row(
                 "destroy.thread",
-                "us",
-                &s.map(|ns| ns / 1e3),
-                &placement,
+                Unit::Us,
+                placement,
                 "from the thread's last clock read just before it returns (= pthread_exit) to the \
                  return of pthread_join in the creator, as the study measured; one CPU, so this \
                  includes the exiting thread's teardown and the switch back to the joiner",
+                destroy_thread_batch,
             )
-            .with_historical(seeds::historical("destroy.thread")),
-        );
-
-        ctx.step("create.process.fork")?;
-        let s = sampler.per_op_ns(fork_batch)?;
-        out.metrics.push(
-            Metric::from_summary(
+            .row(
                 "create.process.fork",
-                "us",
-                &s.map(|ns| ns / 1e3),
-                &placement,
-                &format!(
+                Unit::Us,
+                placement,
+                format!(
                     "fork + child _exit(0) at once + waitpid; fork copies page tables, so the cost \
                      grows with the parent's size ({state}); parent and child on one CPU"
                 ),
+                fork_batch,
             )
-            .with_historical(seeds::historical("create.process.fork")),
-        );
-
-        ctx.step("destroy.process")?;
-        let map = SharedMap::new(4096)?;
-        let s = sampler.per_op_ns(|n| destroy_process_batch(&map, n))?;
-        out.metrics.push(
-            Metric::from_summary(
+            .row(
                 "destroy.process",
-                "us",
-                &s.map(|ns| ns / 1e3),
-                &placement,
-                &format!(
+                Unit::Us,
+                placement,
+                format!(
                     "from the child's clock read just before _exit to the return of waitpid in the \
                      parent, as the study measured exit() to wait(); includes tearing down the \
                      child's copy of the address space ({state})"
                 ),
-            )
-            .with_historical(seeds::historical("destroy.process")),
-        );
-
-        ctx.step("create.process.spawn")?;
-        match trivial_program() {
+                |n| destroy_process_batch(&map, n),
+            );
+        match &program {
             Some(prog) => {
-                let s = sampler.per_op_ns(|n| spawn_batch(&prog, n))?;
-                out.metrics.push(Metric::from_summary(
+                group.row(
                     "create.process.spawn",
-                    "us",
-                    &s.map(|ns| ns / 1e3),
-                    &placement,
-                    &format!(
+                    Unit::Us,
+                    placement,
+                    format!(
                         "posix_spawn of {} (glibc uses clone(CLONE_VM|CLONE_VFORK), so no page \
                          tables are copied) + waitpid; includes exec, the dynamic loader and the \
                          program's own start-up and exit; `hyperfine -N {}` times the same \
@@ -269,13 +257,72 @@ impl Experiment for Create {
                         prog.to_string_lossy(),
                         prog.to_string_lossy()
                     ),
-                ));
+                    |n| spawn_batch(prog, n),
+                );
             }
             None => out.skip(
                 "create.process.spawn",
                 "no /bin/true or /usr/bin/true to spawn on this machine",
             ),
         }
+        group
+            .row(
+                "create.green",
+                Unit::Ns,
+                placement,
+                "uthread::spawn of a closure returning at once + join, one carrier (M:1), default \
+                 runtime: 256 KiB guarded stacks from the runtime's pool (reused after warm-up), the \
+                 thread's control block in a page on top of its stack, no heap allocation; timed \
+                 inside block_on, nothing subtracted",
+                |n| Ok(green::spawn_join_batch(&green_rt, n)),
+            )
+            .row(
+                "create.tokio",
+                Unit::Ns,
+                placement,
+                "tokio current_thread runtime: tokio::spawn of an empty async block, then .await on \
+                 its JoinHandle, one at a time; timed inside block_on, nothing subtracted",
+                |n| Ok(tokio_rt::spawn_join_batch(&tokio_rt, n)),
+            );
+        if let Some(go) = go.as_mut() {
+            group.row(
+                "create.go",
+                Unit::Ns,
+                placement,
+                "Go, GOMAXPROCS=1: `go` of a goroutine that calls wg.Done(), then wg.Wait(), one at \
+                 a time; the Go program (built at run time, inheriting the CPU) times each batch \
+                 and the lab's sampler asks for them, interleaved with the other rows; nothing \
+                 subtracted",
+                |n| go.batch(GoBench::Spawn, n),
+            );
+        }
+        group
+            .ratio(
+                "create.process.fork.vs_thread",
+                "create.process.fork",
+                "create.thread",
+                "how many kernel threads cost what one fork+exit+wait costs (the study: 171x)",
+            )
+            .ratio(
+                "create.green.vs_thread",
+                "create.thread",
+                "create.green",
+                "how many times cheaper a green thread is than a kernel thread",
+            )
+            .ratio(
+                "create.green.vs_tokio",
+                "create.tokio",
+                "create.green",
+                "how many times cheaper a green thread is than a Tokio task",
+            )
+            .ratio(
+                "create.green.vs_go",
+                "create.go",
+                "create.green",
+                "how many times cheaper a green thread is than a goroutine",
+            );
+        group.measure(ctx, &mut out)?;
+        drop(go);
 
         ctx.step("creation time vs number created")?;
         let counts: &[u64] = ctx.mode.pick(
@@ -298,17 +345,16 @@ impl Experiment for Create {
                     remaining -= chunk;
                     ctx.cancel.check()?;
                 }
-                per.push(took.as_nanos() as f64 / n as f64 / 1e3);
+                per.push(took.as_nanos() as f64 / n as f64);
             }
-            per.sort_by(|a, b| a.total_cmp(b));
-            ys.push(per[per.len() / 2]);
+            ys.push(Unit::Us.from_ns(stats::median(&per)));
         }
         out.series.push(Series {
             id: "create.thread.vs_count".into(),
             x_label: "threads created (create+join each)".into(),
-            x_unit: "count".into(),
+            x_unit: Unit::Count,
             y_label: "mean time per create+join".into(),
-            y_unit: "us".into(),
+            y_unit: Unit::Us,
             x: counts.iter().map(|&n| n as f64).collect(),
             y: ys,
             note: format!(
@@ -318,25 +364,40 @@ impl Experiment for Create {
             historical: None,
         });
 
-        crate::subjects::peers::create_rows(ctx, &mut out)?;
-
-        let get = |id: &str| out.metrics.iter().find(|m| m.id == id).map(|m| m.median);
-        let thread = get("create.thread").unwrap_or(f64::NAN);
-        let fork = get("create.process.fork").unwrap_or(f64::NAN);
-        let green = match get("create.green") {
-            Some(g) => format!(
-                " A green thread (uthread, pooled stack) costs {g:.0} ns, {:.0}x less than a kernel \
-                 thread: for many short tasks on few cores, user-level threads or tasks win.",
-                thread * 1e3 / g
-            ),
-            None => String::new(),
-        };
+        let thread = out.median("create.thread").unwrap_or(f64::NAN);
+        let fork = out.median("create.process.fork").unwrap_or(f64::NAN);
+        let fork_ratio = out
+            .median("create.process.fork.vs_thread")
+            .unwrap_or(f64::NAN);
+        let mut green = String::new();
+        if let (Some(g), Some(r)) = (
+            out.median("create.green"),
+            out.median("create.green.vs_thread"),
+        ) {
+            green = format!(
+                " A green thread (uthread, pooled stack) costs {g:.0} ns, {r:.0}x less than a \
+                 kernel thread"
+            );
+            let peers: Vec<String> = [
+                ("create.green.vs_tokio", "a Tokio task"),
+                ("create.green.vs_go", "a goroutine"),
+            ]
+            .iter()
+            .filter_map(|(id, what)| out.median(id).map(|r| format!("{r:.1}x less than {what}")))
+            .collect();
+            if !peers.is_empty() {
+                green.push_str(&format!(" and {}", peers.join(" and ")));
+            }
+            green.push_str(
+                " (ratios taken round by round): for many short tasks on few cores, user-level \
+                 threads or tasks win.",
+            );
+        }
         out.conclusion = Some(format!(
             "A kernel thread costs {thread:.1} us to create and join here, a fork+exit+wait \
-             {fork:.0} us ({:.0}x a thread; the study saw ~170x). A thread per task is affordable \
-             when the task runs for well over {:.0} us; below that, reuse threads from a pool.\
-             {green}",
-            fork / thread,
+             {fork:.0} us ({fork_ratio:.0}x a thread; the study saw ~171x). A thread per task is \
+             affordable when the task runs for well over {:.0} us; below that, reuse threads from a \
+             pool.{green}",
             thread * 10.0
         ));
         Ok(out)

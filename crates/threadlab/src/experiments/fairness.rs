@@ -15,16 +15,17 @@ use hdrhistogram::Histogram;
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
+use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
+use crate::measure::placement::{allowed_cpus, pin_current_thread};
+use crate::measure::process::mono_ns;
+use crate::measure::stats::{jain_index, Summary};
+use crate::measure::units::{Direction, Unit};
+use crate::results::{Metric, Series, Table};
+use crate::seeds;
 use crate::subjects::locks::{
     BenchLock, FifoHandoffLock, McsLock, ParkingLotFairMutex, ParkingLotMutex, PthreadMutex,
     StdMutex, TicketLock,
 };
-use crate::experiments::{Ctx, Experiment, Mode, Outcome};
-use crate::measure::placement::{allowed_cpus, pin_current_thread};
-use crate::measure::process::mono_ns;
-use crate::measure::stats::{jain_index, Summary};
-use crate::results::{Metric, Series};
-use crate::seeds;
 
 pub struct Fairness;
 
@@ -400,23 +401,16 @@ fn conclusion(m: &[Medians], ncpu: usize) -> String {
     s
 }
 
+const INFO: Info = Info {
+    name: "fairness",
+    study: &seeds::DELPHI_2010S,
+    measures: "throughput and fairness of 7 locks with 2, N and 2N threads contending",
+    rough_secs: [0.6, 10.5, 77.0],
+};
+
 impl Experiment for Fairness {
-    fn name(&self) -> &'static str {
-        "fairness"
-    }
-
-    fn study(&self) -> &'static str {
-        seeds::DELPHI_2010S
-    }
-
-    fn measures(&self) -> &'static str {
-        "throughput and fairness of 7 locks with 2, N and 2N threads contending"
-    }
-
-    fn rough_duration(&self, mode: Mode) -> Duration {
-        let (reps, d) = plan(mode);
-        let ts = thread_counts(allowed_cpus().len()).len();
-        (d + Duration::from_millis(5)) * (reps * ts * LOCKS.len()) as u32
+    fn info(&self) -> &'static Info {
+        &INFO
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Outcome> {
@@ -467,47 +461,47 @@ impl Experiment for Fairness {
                 let wait_note = format!(
                     "Wait = from just before lock() to the first instruction inside the critical section, monotonic clock, timed on 1 acquisition in {WAIT_SAMPLE_EVERY} per thread ({timed} timed) so that clock reads do not lengthen every critical section; per-run value from an HDR histogram (3 significant digits)."
                 );
-                out.metrics.push(Metric::from_summary(
+                out.add(Metric::from_summary(
                     &id("throughput"),
-                    "per_s",
+                    Unit::PerS,
                     &tp,
                     &placement,
-                    &format!("Acquisitions/s, all threads together; {base}"),
+                    format!("Acquisitions/s, all threads together; {base}"),
                 ));
-                out.metrics.push(Metric::from_summary(
+                out.add(Metric::from_summary(
                     &id("jain"),
-                    "index",
+                    Unit::Index,
                     &jain,
                     &placement,
-                    &format!("Jain index over acquisitions per thread; 1 = equal shares, 1/{threads} = one thread took all. {base}"),
-                ));
-                out.metrics.push(Metric::from_summary(
+                    format!("Jain index over acquisitions per thread; 1 = equal shares, 1/{threads} = one thread took all. {base}"),
+                ).with_direction(Direction::HigherIsBetter));
+                out.add(Metric::from_summary(
                     &id("max_min"),
-                    "ratio",
+                    Unit::Ratio,
                     &mm,
                     &placement,
-                    &format!("Most acquisitions by one thread / fewest; a thread with none counts as 1. {base}"),
-                ));
-                out.metrics.push(Metric::from_summary(
+                    format!("Most acquisitions by one thread / fewest; a thread with none counts as 1. {base}"),
+                ).with_direction(Direction::LowerIsBetter));
+                out.add(Metric::from_summary(
                     &id("wait_p99"),
-                    "us",
+                    Unit::Us,
                     &p99,
                     &placement,
-                    &format!("p99 wait for the lock, sampled; {wait_note} {base}"),
+                    format!("p99 wait for the lock, sampled; {wait_note} {base}"),
                 ));
-                out.metrics.push(Metric::from_summary(
+                out.add(Metric::from_summary(
                     &id("wait_max"),
-                    "us",
+                    Unit::Us,
                     &wmax,
                     &placement,
-                    &format!("Longest sampled wait for the lock; {wait_note} {base}"),
+                    format!("Longest sampled wait for the lock; {wait_note} {base}"),
                 ));
-                out.metrics.push(Metric::from_summary(
+                out.add(Metric::from_summary(
                     &id("barging"),
-                    "%",
+                    Unit::Percent,
                     &again,
                     &placement,
-                    &format!("Share re-taken by the thread that just released it; it released, paused ~{PAUSE_NS:.0} ns and came back first. Under contention a FIFO lock keeps this near 0; it also counts re-takes when nobody was waiting. {base}"),
+                    format!("Share re-taken by the thread that just released it; it released, paused ~{PAUSE_NS:.0} ns and came back first. Under contention a FIFO lock keeps this near 0; it also counts re-takes when nobody was waiting. {base}"),
                 ));
                 medians.push(Medians {
                     lock,
@@ -521,14 +515,42 @@ impl Experiment for Fairness {
             }
         }
 
+        for &threads in &thread_counts(cpus.len()) {
+            let mut t = Table::new(
+                &format!("fairness.t{threads}"),
+                &format!("{threads} threads on one lock (medians of the runs)"),
+                &[
+                    "lock",
+                    "acquisitions/s",
+                    "Jain",
+                    "p99 wait",
+                    "longest wait",
+                    "re-taken",
+                ],
+            );
+            t.note =
+                "Jain 1 = equal shares; re-taken = share the releaser took again at once (barging)"
+                    .into();
+            for m in medians.iter().filter(|m| m.threads == threads) {
+                t.row(vec![
+                    m.lock.to_string(),
+                    fmt_rate(m.throughput),
+                    format!("{:.3}", m.jain),
+                    format!("{:.1} us", m.wait_p99_us),
+                    format!("{:.0} us", m.wait_max_us),
+                    format!("{:.0}%", m.reacquired_pct),
+                ]);
+            }
+            out.tables.push(t);
+        }
         for lock in LOCKS {
             let pts: Vec<&Medians> = medians.iter().filter(|m| m.lock == *lock).collect();
             out.series.push(Series {
                 id: format!("fairness.{lock}.throughput_vs_threads"),
                 x_label: "contending threads".into(),
-                x_unit: "threads".into(),
+                x_unit: Unit::Threads,
                 y_label: "acquisitions per second (median)".into(),
-                y_unit: "per_s".into(),
+                y_unit: Unit::PerS,
                 x: pts.iter().map(|m| m.threads as f64).collect(),
                 y: pts.iter().map(|m| m.throughput).collect(),
                 note: format!(

@@ -16,11 +16,12 @@ use hdrhistogram::Histogram;
 
 use crate::error::{Error, Result};
 use crate::experiments::priority::{fifo_permitted, max_fifo_priority, pin_and_nice, try_set_fifo};
-use crate::experiments::{Ctx, Experiment, Mode, Outcome};
+use crate::experiments::{Ctx, Experiment, Info, Outcome};
 use crate::measure::placement::{home_cpu, pin_current_thread, Placement};
 use crate::measure::process::mono_ns;
 use crate::measure::stats::Summary;
-use crate::results::Metric;
+use crate::measure::units::{Direction, Unit};
+use crate::results::{Metric, Table};
 use crate::seeds;
 
 pub struct Latency;
@@ -219,22 +220,16 @@ fn with_condition<T: Send>(
     })
 }
 
+const INFO: Info = Info {
+    name: "latency",
+    study: &seeds::BEOS_1999,
+    measures: "gaps in a clock-reading loop over 256 us and the longest, alone / beside a lower-priority spinner / plus a 125 us rescheduler; normal and real-time; cyclictest-style wake-up lateness",
+    rough_secs: [0.4, 6.0, 130.0],
+};
+
 impl Experiment for Latency {
-    fn name(&self) -> &'static str {
-        "latency"
-    }
-    fn study(&self) -> &'static str {
-        seeds::BEOS_1999
-    }
-    fn measures(&self) -> &'static str {
-        "gaps in a clock-reading loop over 256 us and the longest, alone / beside a lower-priority spinner / plus a 125 us rescheduler; normal and real-time; cyclictest-style wake-up lateness"
-    }
-    fn rough_duration(&self, mode: Mode) -> Duration {
-        mode.pick(
-            Duration::from_millis(400),
-            Duration::from_secs(6),
-            Duration::from_secs(130),
-        )
+    fn info(&self) -> &'static Info {
+        &INFO
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Outcome> {
@@ -251,8 +246,25 @@ impl Experiment for Latency {
         let rt = fifo_permitted();
         let rt_ok = rt.is_ok();
         let mut out = Outcome::default();
-        let mut table = format!(
-            "  condition                    samples   gaps>{thr_us}us  per 256M  longest us   p99.99 us | BeOS bare-bones: gaps  longest us\n"
+        let mut table = Table::new(
+            "latency.gaps",
+            &format!("Clock-loop probe: gaps over {thr_us} us, today beside BeOS"),
+            &[
+                "condition",
+                "samples",
+                &format!("gaps > {thr_us} us"),
+                "per 256M samples",
+                "longest (us)",
+                "p99.99 (us)",
+                "BeOS gaps",
+                "BeOS longest (us)",
+            ],
+        );
+        table.note = format!(
+            "BeOS: bare-bones system, 256 million samples ({}); today: {samples} samples at most, \
+             {:.1} s cap per condition",
+            seeds::BEOS_1999.citation,
+            cap.as_secs_f64()
         );
         let mut rows: Vec<(String, u64, f64)> = Vec::new();
 
@@ -313,52 +325,45 @@ impl Experiment for Latency {
                      256 million samples, so compare counts per sample.{rt_note}",
                     r.samples
                 );
-                let hist_for = |q: &str| {
-                    if rt_probe {
-                        None
-                    } else {
-                        seeds::beos_latency(cond.id(), q)
-                    }
-                };
-                out.metrics.push(
-                    Metric::single(
-                        &format!("{prefix}.gaps_over_threshold"),
-                        "count",
-                        r.gaps_over as f64,
-                        &placement,
-                        &format!("gaps over {thr_us} us; {note}"),
+                // The BeOS figures compare with the normal-priority probe only (seeds.rs keys them
+                // by the latency.<condition> ids).
+                let gaps = out
+                    .add(
+                        Metric::single(
+                            &format!("{prefix}.gaps_over_threshold"),
+                            Unit::Count,
+                            r.gaps_over as f64,
+                            &placement,
+                            format!("gaps over {thr_us} us; {note}"),
+                        )
+                        .with_direction(Direction::LowerIsBetter),
                     )
-                    .with_historical(hist_for("gaps_over_threshold")),
-                );
-                out.metrics.push(
-                    Metric::single(
+                    .historical
+                    .clone();
+                let longest = out
+                    .add(Metric::single(
                         &format!("{prefix}.longest_gap"),
-                        "us",
+                        Unit::Us,
                         r.longest_ns as f64 / 1000.0,
                         &placement,
-                        &note,
-                    )
-                    .with_historical(hist_for("longest_gap")),
-                );
-                let beos = if rt_probe {
-                    "-".to_string()
-                } else {
-                    seeds::beos_latency(cond.id(), "gaps_over_threshold")
-                        .zip(seeds::beos_latency(cond.id(), "longest_gap"))
-                        .map_or("-".into(), |(g, l)| {
-                            format!("{:>5.0}  {:>10.0}", g.value, l.value)
-                        })
+                        note.clone(),
+                    ))
+                    .historical
+                    .clone();
+                let beos = |h: Option<crate::results::Historical>| {
+                    h.map_or("-".to_string(), |h| format!("{:.0}", h.value))
                 };
                 let per_256m = r.gaps_over as f64 * 256e6 / r.samples.max(1) as f64;
-                table.push_str(&format!(
-                    "  {:<26} {:>9} {:>10} {:>9.0} {:>11.0} {:>11.1} | {beos:>28}\n",
-                    prefix.trim_start_matches("latency."),
-                    r.samples,
-                    r.gaps_over,
-                    per_256m,
-                    r.longest_ns as f64 / 1000.0,
-                    r.percentile_ns(0.9999) as f64 / 1000.0
-                ));
+                table.row(vec![
+                    prefix.trim_start_matches("latency.").to_string(),
+                    r.samples.to_string(),
+                    r.gaps_over.to_string(),
+                    format!("{per_256m:.0}"),
+                    format!("{:.0}", r.longest_ns as f64 / 1000.0),
+                    format!("{:.1}", r.percentile_ns(0.9999) as f64 / 1000.0),
+                    beos(gaps),
+                    beos(longest),
+                ]);
                 rows.push((prefix.clone(), r.gaps_over, r.longest_ns as f64 / 1000.0));
             }
         }
@@ -366,8 +371,11 @@ impl Experiment for Latency {
         // The wake-up view (cyclictest's method).
         let loops = ctx.mode.pick(50, 600, 10_000);
         let interval = Duration::from_millis(1);
-        let mut wake_table =
-            String::from("  wake-up (1 ms abs. sleeps)   min us   median us   p99 us   max us\n");
+        let mut wake_table = Table::new(
+            "latency.wakeup",
+            "Wake-up lateness of 1 ms absolute sleeps (cyclictest's method)",
+            &["probe", "min (us)", "median (us)", "p99 (us)", "max (us)"],
+        );
         let wake_kinds: Vec<(bool, Condition)> = probe_kinds
             .iter()
             .flat_map(|&r| [(r, Condition::Alone), (r, Condition::Annoying)])
@@ -396,21 +404,21 @@ impl Experiment for Latency {
             let mut sorted = us.clone();
             sorted.sort_by(|a, b| a.total_cmp(b));
             let p99 = crate::measure::stats::quantile_sorted(&sorted, 0.99);
-            wake_table.push_str(&format!(
-                "  {:<28} {:>6.1} {:>11.1} {:>8.1} {:>8.1}\n",
+            wake_table.row(vec![
                 id.trim_start_matches("latency.wakeup.")
-                    .trim_end_matches(".lateness"),
-                s.min,
-                s.median,
-                p99,
-                s.max
-            ));
-            out.metrics.push(Metric::from_summary(
+                    .trim_end_matches(".lateness")
+                    .to_string(),
+                format!("{:.1}", s.min),
+                format!("{:.1}", s.median),
+                format!("{p99:.1}"),
+                format!("{:.1}", s.max),
+            ]);
+            out.add(Metric::from_summary(
                 &id,
-                "us",
+                Unit::Us,
                 &s,
                 &placement,
-                &format!(
+                format!(
                     "{loops} sleeps to absolute 1 ms deadlines (clock_nanosleep TIMER_ABSTIME, as \
                      cyclictest -n -i 1000), lateness = wake time - deadline; p99 {p99:.1} us; thread \
                      {}{}",
@@ -468,16 +476,15 @@ impl Experiment for Latency {
                 resch.0, resch.1
             )
         };
+        out.tables.push(table);
+        out.tables.push(wake_table);
         out.conclusion = Some(format!(
-            "Clock-loop probe ({samples} samples max, {:.1} s cap per condition; noisy: other jobs \
-             share this machine):\n{table}{wake_table}Alone the probe saw {} gaps over {thr_us} us \
-             (longest {:.0} us); a nice-{SPINNER_NICE} spinner on its CPU {spinner_effect}; a 125 us \
-             rescheduler {resched_effect}.{rt_line} For a latency-critical thread use SCHED_FIFO \
-             (and keep it mostly asleep) or keep CPU hogs off its CPU; nice levels alone do not \
-             bound gaps. Compare the wake-up rows with cyclictest -m -n -i 1000 on this machine.",
-            cap.as_secs_f64(),
-            alone.0,
-            alone.1,
+            "Alone the probe saw {} gaps over {thr_us} us (longest {:.0} us); a \
+             nice-{SPINNER_NICE} spinner on its CPU {spinner_effect}; a 125 us rescheduler \
+             {resched_effect}.{rt_line} For a latency-critical thread use SCHED_FIFO (and keep it \
+             mostly asleep) or keep CPU hogs off its CPU; nice levels alone do not bound gaps. \
+             Compare the wake-up rows with cyclictest -m -n -i 1000 on this machine.",
+            alone.0, alone.1,
         ));
         Ok(out)
     }
@@ -511,7 +518,7 @@ mod tests {
         let ids: Vec<_> = Condition::ALL.iter().map(|c| c.id()).collect();
         assert_eq!(ids, ["alone", "annoying", "annoying_rescheduler"]);
         for id in ids {
-            assert!(seeds::beos_latency(id, "longest_gap").is_some());
+            assert!(seeds::historical(&format!("latency.{id}.longest_gap")).is_some());
         }
     }
 

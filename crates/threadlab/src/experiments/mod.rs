@@ -1,13 +1,21 @@
-//! Experiments: one file each, all behind the `Experiment` trait, listed in `registry()`.
+//! Experiments: one file (or folder) each, all behind the `Experiment` trait, listed in
+//! `registry()`.
 //!
-//! Adding an experiment means writing its file and adding one line to `registry()`.
+//! Adding an experiment: write its file (a `const INFO: Info`, and a `run` that records metrics
+//! with `Outcome::sampled` / `Interleaved` / `Outcome::add`, its tables as `Table`s and its
+//! conclusion as prose), add one line to `registry()`, list its metric ids in
+//! docs/results-schema.md (a test checks), and put the study's figures in seeds.rs keyed by
+//! metric id when it cites any (a test checks each is emitted). Nothing else changes.
 
 use std::time::Duration;
 
 use crate::cancel::Cancel;
-use crate::error::Result;
-use crate::measure::sampler::{Sampler, SamplerConfig};
-use crate::results::{Metric, Series, SkippedMetric};
+use crate::error::{Error, Result};
+use crate::measure::sampler::{InterleavedRow, Sampler, SamplerConfig};
+use crate::measure::stats::Summary;
+use crate::measure::units::Unit;
+use crate::results::{Metric, Series, SkippedMetric, Table};
+use crate::seeds::{self, Study};
 
 pub mod coop;
 pub mod create;
@@ -95,12 +103,36 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// What an experiment is, as data: `threadlab list` and the results file read it.
+#[derive(Debug)]
+pub struct Info {
+    /// The name used on the command line.
+    pub name: &'static str,
+    /// The study it reproduces.
+    pub study: &'static Study,
+    /// One line: what it measures.
+    pub measures: &'static str,
+    /// Rough wall time on a 2-core machine in the tiny, quick and full suites, seconds.
+    pub rough_secs: [f64; 3],
+}
+
+impl Info {
+    pub fn rough_duration(&self, mode: Mode) -> Duration {
+        Duration::from_secs_f64(mode.pick(
+            self.rough_secs[0],
+            self.rough_secs[1],
+            self.rough_secs[2],
+        ))
+    }
+}
+
 /// What a successful run of an experiment produced.
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub metrics: Vec<Metric>,
     pub series: Vec<Series>,
     pub skipped: Vec<SkippedMetric>,
+    pub tables: Vec<Table>,
     pub conclusion: Option<String>,
 }
 
@@ -111,17 +143,309 @@ impl Outcome {
             reason: reason.into(),
         });
     }
+
+    /// Records a metric, with the study's figure for its id when there is one (seeds.rs).
+    pub fn add(&mut self, mut m: Metric) -> &mut Metric {
+        if m.historical.is_none() {
+            m.historical = seeds::historical(&m.id);
+        }
+        self.metrics.push(m);
+        self.metrics.last_mut().expect("just pushed")
+    }
+
+    /// Records a metric from samples of nanoseconds per operation, converted to `unit`.
+    pub fn add_ns(
+        &mut self,
+        id: &str,
+        unit: Unit,
+        s: &Summary,
+        placement: impl ToString,
+        note: impl Into<String>,
+    ) -> Result<&mut Metric> {
+        let converted = s
+            .map(|ns| unit.from_ns(ns))
+            .ok_or_else(|| Error::Fail(format!("{id}: the samples were not finite numbers")))?;
+        Ok(self.add(Metric::from_summary(id, unit, &converted, placement, note)))
+    }
+
+    /// Measures one metric: reports the step, samples `batch` (which runs n operations and
+    /// returns the time they took), converts to `unit` and records it with its historical
+    /// figure. The id is written once, here.
+    pub fn sampled(
+        &mut self,
+        ctx: &Ctx,
+        id: &str,
+        unit: Unit,
+        placement: impl ToString,
+        note: impl Into<String>,
+        batch: impl FnMut(u64) -> Result<Duration>,
+    ) -> Result<&mut Metric> {
+        ctx.step(id)?;
+        let s = ctx.sampler().per_op_ns(batch)?;
+        self.add_ns(id, unit, &s, placement, note)
+    }
+
+    /// The median of a recorded metric.
+    pub fn median(&self, id: &str) -> Option<f64> {
+        self.metric(id).map(|m| m.median)
+    }
+
+    pub fn metric(&self, id: &str) -> Option<&Metric> {
+        self.metrics.iter().find(|m| m.id == id)
+    }
+
+    pub fn metric_mut(&mut self, id: &str) -> Option<&mut Metric> {
+        self.metrics.iter_mut().find(|m| m.id == id)
+    }
+}
+
+/// Rows that are read against each other, measured interleaved (see `Sampler::interleaved`),
+/// and rows derived from them round by round (ratios, overhead subtracted).
+#[derive(Default)]
+pub struct Interleaved<'a> {
+    rows: Vec<(RowSpec, InterleavedRow<'a>)>,
+    derived: Vec<DerivedSpec>,
+}
+
+struct RowSpec {
+    id: String,
+    unit: Unit,
+    placement: String,
+    note: String,
+    /// Measured only as an input of derived rows, not recorded itself.
+    hidden: bool,
+}
+
+type DeriveFn = Box<dyn Fn(&[f64]) -> f64>;
+
+struct DerivedSpec {
+    id: String,
+    unit: Unit,
+    placement: Option<String>,
+    note: String,
+    inputs: Vec<String>,
+    /// Takes the inputs' per-op ns of one round, in order; returns the value in `unit` (ns
+    /// for a time unit, converted afterwards).
+    f: DeriveFn,
+    ratio: bool,
+}
+
+impl<'a> Interleaved<'a> {
+    pub fn new() -> Interleaved<'a> {
+        Interleaved::default()
+    }
+
+    /// A row sampled with calibrated batches.
+    pub fn row(
+        &mut self,
+        id: &str,
+        unit: Unit,
+        placement: impl ToString,
+        note: impl Into<String>,
+        batch: impl FnMut(u64) -> Result<Duration> + 'a,
+    ) -> &mut Self {
+        self.push(
+            id,
+            unit,
+            placement.to_string(),
+            note.into(),
+            false,
+            InterleavedRow::new(batch),
+        )
+    }
+
+    /// A row with a fixed batch size (slow or stateful operations).
+    pub fn row_fixed(
+        &mut self,
+        id: &str,
+        unit: Unit,
+        placement: impl ToString,
+        note: impl Into<String>,
+        iters: u64,
+        batch: impl FnMut(u64) -> Result<Duration> + 'a,
+    ) -> &mut Self {
+        self.push(
+            id,
+            unit,
+            placement.to_string(),
+            note.into(),
+            false,
+            InterleavedRow::fixed(iters, batch),
+        )
+    }
+
+    /// A row measured only as the input of derived rows (an overhead, a raw figure), named by
+    /// `key`; it is not recorded.
+    pub fn input(
+        &mut self,
+        key: &str,
+        batch: impl FnMut(u64) -> Result<Duration> + 'a,
+    ) -> &mut Self {
+        self.push(
+            key,
+            Unit::Ns,
+            String::new(),
+            String::new(),
+            true,
+            InterleavedRow::new(batch),
+        )
+    }
+
+    fn push(
+        &mut self,
+        id: &str,
+        unit: Unit,
+        placement: String,
+        note: String,
+        hidden: bool,
+        row: InterleavedRow<'a>,
+    ) -> &mut Self {
+        self.rows.push((
+            RowSpec {
+                id: id.to_string(),
+                unit,
+                placement,
+                note,
+                hidden,
+            },
+            row,
+        ));
+        self
+    }
+
+    /// A time row computed round by round from other rows' per-op ns: `f` gets them in the
+    /// order of `inputs` and returns ns, e.g. a raw figure minus an overhead taken in the same
+    /// round.
+    pub fn derived(
+        &mut self,
+        id: &str,
+        unit: Unit,
+        placement: impl ToString,
+        note: impl Into<String>,
+        inputs: &[&str],
+        f: impl Fn(&[f64]) -> f64 + 'static,
+    ) -> &mut Self {
+        self.derived.push(DerivedSpec {
+            id: id.to_string(),
+            unit,
+            placement: Some(placement.to_string()),
+            note: note.into(),
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            f: Box::new(f),
+            ratio: false,
+        });
+        self
+    }
+
+    /// A ratio row: `numerator` / `denominator` (both time rows of this group), one value per
+    /// round, so each value compares two batches taken seconds apart at most.
+    pub fn ratio(
+        &mut self,
+        id: &str,
+        numerator: &str,
+        denominator: &str,
+        note: impl Into<String>,
+    ) -> &mut Self {
+        self.derived.push(DerivedSpec {
+            id: id.to_string(),
+            unit: Unit::Ratio,
+            placement: None,
+            note: format!(
+                "{numerator} / {denominator}, one value per round of interleaved sampling; {}",
+                note.into()
+            ),
+            inputs: vec![numerator.to_string(), denominator.to_string()],
+            f: Box::new(|v: &[f64]| v[0] / v[1]),
+            ratio: true,
+        });
+        self
+    }
+
+    /// Samples every row interleaved and records the rows and the derived rows in `out`. A row
+    /// that cannot run here is recorded as skipped with its reason, and so are the rows derived
+    /// from it.
+    pub fn measure(self, ctx: &Ctx, out: &mut Outcome) -> Result<Measured> {
+        let names: Vec<&str> = self
+            .rows
+            .iter()
+            .filter(|r| !r.0.hidden)
+            .map(|r| r.0.id.as_str())
+            .collect();
+        ctx.step(&format!("{} (interleaved)", names.join(", ")))?;
+        let (specs, mut rows): (Vec<RowSpec>, Vec<InterleavedRow<'a>>) =
+            self.rows.into_iter().unzip();
+        let results = ctx.sampler().interleaved(&mut rows)?;
+        drop(rows);
+        let mut measured: Vec<(String, Summary)> = Vec::new();
+        for (spec, r) in specs.into_iter().zip(results) {
+            match r {
+                Ok(s) => {
+                    if !spec.hidden {
+                        out.add_ns(&spec.id, spec.unit, &s, spec.placement, spec.note)?;
+                    }
+                    measured.push((spec.id, s));
+                }
+                Err(reason) => out.skip(&spec.id, reason),
+            }
+        }
+        for d in self.derived {
+            let inputs: Option<Vec<&Summary>> = d
+                .inputs
+                .iter()
+                .map(|id| measured.iter().find(|(i, _)| i == id).map(|(_, s)| s))
+                .collect();
+            let Some(inputs) = inputs else {
+                out.skip(
+                    &d.id,
+                    format!("{} could not all be measured here", d.inputs.join(", ")),
+                );
+                continue;
+            };
+            let rounds = inputs.iter().map(|s| s.values.len()).min().unwrap_or(0);
+            let per_round: Vec<f64> = (0..rounds)
+                .map(|i| {
+                    let v: Vec<f64> = inputs.iter().map(|s| s.values[i]).collect();
+                    let x = (d.f)(&v);
+                    if d.unit.is_time() {
+                        d.unit.from_ns(x)
+                    } else {
+                        x
+                    }
+                })
+                .collect();
+            let placement = d.placement.unwrap_or_else(|| {
+                out.metric(&d.inputs[0])
+                    .map(|m| m.placement.clone())
+                    .unwrap_or_default()
+            });
+            let batch = inputs[0].batch;
+            let m = Metric::from_values(&d.id, d.unit, &per_round, batch, placement, d.note)
+                .ok_or_else(|| Error::Fail(format!("{}: no finite values", d.id)))?;
+            let m = out.add(m);
+            if d.ratio {
+                m.ratio_of = Some([d.inputs[0].clone(), d.inputs[1].clone()]);
+                m.batch = 1;
+            }
+        }
+        Ok(Measured(measured))
+    }
+}
+
+/// Every row an interleaved group measured (inputs included), per-op ns, by id.
+pub struct Measured(Vec<(String, Summary)>);
+
+impl Measured {
+    pub fn ns(&self, id: &str) -> Option<&Summary> {
+        self.0.iter().find(|(i, _)| i == id).map(|(_, s)| s)
+    }
+
+    pub fn median_ns(&self, id: &str) -> Option<f64> {
+        self.ns(id).map(|s| s.median)
+    }
 }
 
 pub trait Experiment: Sync {
-    /// The name used on the command line.
-    fn name(&self) -> &'static str;
-    /// The study it reproduces (short citation).
-    fn study(&self) -> &'static str;
-    /// One line: what it measures.
-    fn measures(&self) -> &'static str;
-    /// Rough wall time in this mode on a 2-core machine, for `threadlab list`.
-    fn rough_duration(&self, mode: Mode) -> Duration;
+    fn info(&self) -> &'static Info;
     /// Runs it. Err(Skip) when it cannot run here, Err(Cancelled) when interrupted.
     fn run(&self, ctx: &Ctx) -> Result<Outcome>;
 }
@@ -130,19 +454,33 @@ pub trait Experiment: Sync {
 pub fn registry() -> Vec<&'static dyn Experiment> {
     vec![
         &create::Create,
-        &sync::Sync,
+        &sync::SyncCosts,
         &switch::Switch,
         &shm::Shm,
         &fairness::Fairness,
         &ordering::MemoryOrdering,
         &preempt::Preempt,
-        &throttle::Throttle,
-        &priority::Priority,
+        &throttle::ThrottleExperiment,
+        &priority::PriorityExperiment,
         &latency::Latency,
         &coop::Coop,
     ]
 }
 
 pub fn find(name: &str) -> Option<&'static dyn Experiment> {
-    registry().into_iter().find(|e| e.name() == name)
+    registry().into_iter().find(|e| e.info().name == name)
+}
+
+/// A measurement that must run in a fresh process (`threadlab __probe NAME`): `run` measures
+/// in the process it is called in and returns the line of JSON the parent reads.
+pub struct Probe {
+    pub name: &'static str,
+    pub run: fn(Mode, usize) -> Result<String>,
+}
+
+/// Every out-of-process probe; `cli.rs` dispatches `__probe` through this table.
+pub const PROBES: &[Probe] = &[sync::MUTEX_SINGLE_PROBE];
+
+pub fn find_probe(name: &str) -> Option<&'static Probe> {
+    PROBES.iter().find(|p| p.name == name)
 }

@@ -18,10 +18,11 @@ use std::time::{Duration, Instant};
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
-use crate::experiments::{Ctx, Experiment, Mode, Outcome};
+use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
 use crate::measure::placement::{allowed_cpus, cpu_pair, pin_current_thread};
 use crate::measure::stats::Summary;
-use crate::results::Metric;
+use crate::measure::units::Unit;
+use crate::results::{Metric, Table};
 use crate::seeds;
 
 pub struct MemoryOrdering;
@@ -544,25 +545,16 @@ fn verdict(test: Litmus, order: Order, hw_allows: bool) -> String {
     format!("{lang}; {hw}")
 }
 
+const INFO: Info = Info {
+    name: "ordering",
+    study: &seeds::DELPHI_2010S,
+    measures: "relaxed outcomes of the MP (K/L), SB, LB and IRIW litmus tests under four orderings",
+    rough_secs: [0.3, 2.5, 15.0],
+};
+
 impl Experiment for MemoryOrdering {
-    fn name(&self) -> &'static str {
-        "ordering"
-    }
-
-    fn study(&self) -> &'static str {
-        seeds::DELPHI_2010S
-    }
-
-    fn measures(&self) -> &'static str {
-        "relaxed outcomes of the MP (K/L), SB, LB and IRIW litmus tests under four orderings"
-    }
-
-    fn rough_duration(&self, mode: Mode) -> Duration {
-        // 65-700 ns per iteration with the per-iteration barrier and jitter (2 CPUs of one
-        // socket; ~200 ns typical), 12 test/ordering pairs, capped by the budget.
-        let p = plan(mode);
-        let typical = Duration::from_nanos(p.reps as u64 * p.iterations * 200);
-        typical.min(p.budget) * 12
+    fn info(&self) -> &'static Info {
+        &INFO
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Outcome> {
@@ -646,22 +638,22 @@ impl Experiment for MemoryOrdering {
                     JITTER_UNITS - 1,
                     total.elapsed.as_nanos() as f64 / total.iterations.max(1) as f64,
                 );
-                out.metrics.push(Metric::single(
+                out.add(Metric::single(
                     &format!("{id}.relaxed_outcomes"),
-                    "count",
+                    Unit::Count,
                     total.relaxed() as f64,
                     &placement,
-                    &note,
+                    note.clone(),
                 ));
                 let rates: Vec<f64> = runs.iter().map(|r| r.relaxed_pct()).collect();
                 let s = Summary::from_samples(&rates, iterations)
                     .ok_or_else(|| Error::Fail("no finite rates".into()))?;
-                out.metrics.push(Metric::from_summary(
+                out.add(Metric::from_summary(
                     &format!("{id}.relaxed_rate"),
-                    "%",
+                    Unit::Percent,
                     &s,
                     &placement,
-                    &format!(
+                    format!(
                         "Share of iterations with {} over {reps} runs; {note}",
                         test.relaxed_short()
                     ),
@@ -672,6 +664,36 @@ impl Experiment for MemoryOrdering {
                 lines.push((test, order, total));
             }
         }
+        let mut table = Table::new(
+            "ordering.outcomes",
+            "Relaxed outcomes per test and ordering",
+            &[
+                "test",
+                "ordering",
+                "relaxed outcome",
+                "seen",
+                "iterations",
+                "rate",
+                "allowed?",
+            ],
+        );
+        table.note = format!("hardware model: {model}");
+        for (test, order, r) in &lines {
+            table.row(vec![
+                test.name().to_string(),
+                order.name().to_string(),
+                test.relaxed_short().to_string(),
+                r.relaxed().to_string(),
+                r.iterations.to_string(),
+                format!("{:.3}%", r.relaxed_pct()),
+                if forbids(*test, *order) {
+                    "forbidden".to_string()
+                } else {
+                    "allowed".to_string()
+                },
+            ]);
+        }
+        out.tables.push(table);
         out.conclusion = Some(conclusion(model, &lines, &violations));
         Ok(out)
     }

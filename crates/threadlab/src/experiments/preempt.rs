@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::experiments::{Ctx, Experiment, Mode, Outcome};
+use crate::experiments::{Ctx, Experiment, Info, Interleaved, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::{mono_ns, thread_cpu_ns};
-use crate::measure::sampler::Sampler;
 use crate::measure::stats::Summary;
+use crate::measure::units::{Direction, Unit};
 use crate::results::{Metric, Series};
 use crate::seeds;
 use crate::sys::gettid;
@@ -267,18 +267,43 @@ fn wide_loop<const POLL: bool>(n: u64, flag: &AtomicBool) -> Duration {
     t.elapsed()
 }
 
-/// The per-iteration cost of the flag check in `with` against the same loop without it
-/// (`without`): the difference per sample, and the two medians for the note.
+/// Records `id`: the per-iteration cost of the flag check in `with` against the same loop
+/// without it (`without`), both sampled interleaved and subtracted round by round; `note`
+/// gets the two medians (without, with) in ns per iteration.
 fn check_cost(
-    sampler: &Sampler,
+    ctx: &Ctx,
+    out: &mut Outcome,
+    id: &str,
+    placement: Placement,
     without: fn(u64, &AtomicBool) -> Duration,
     with: fn(u64, &AtomicBool) -> Duration,
-) -> Result<(Summary, f64, f64)> {
+    note: impl Fn(f64, f64) -> String,
+) -> Result<()> {
     let flag = AtomicBool::new(false);
-    let base = sampler.per_op_ns(|n| Ok(without(n, &flag)))?;
-    let poll = sampler.per_op_ns(|n| Ok(with(n, &flag)))?;
-    let b = base.median;
-    Ok((poll.map(|x| x - b), b, poll.median))
+    let (base, poll) = (format!("{id}.without"), format!("{id}.with"));
+    let mut group = Interleaved::new();
+    group
+        .input(&base, |n| Ok(without(n, &flag)))
+        .input(&poll, |n| Ok(with(n, &flag)))
+        .derived(
+            id,
+            Unit::Ns,
+            placement,
+            String::new(),
+            &[&poll, &base],
+            |v| v[0] - v[1],
+        );
+    let measured = group.measure(ctx, out)?;
+    let (b, w) = (
+        measured.median_ns(&base).unwrap_or(f64::NAN),
+        measured.median_ns(&poll).unwrap_or(f64::NAN),
+    );
+    if let Some(m) = out.metric_mut(id) {
+        m.note = note(b, w);
+        // A cost near zero is as often below as above it: neither direction is better.
+        m.direction = Direction::Neither;
+    }
+    Ok(())
 }
 
 /// Half the round trip of a flag ping-pong with a partner spinning on another CPU, per batch.
@@ -412,23 +437,21 @@ fn uintr_unavailable_reason() -> String {
     }
 }
 
+const INFO: Info = Info {
+    name: "preempt",
+    study: &seeds::ERLANGEN_MACH,
+    measures: "cost of interrupting a running thread: timer signal (loss per signal, expiry latency), tgkill round trip, polled flag (per check, cross-CPU latency), uthread's signal-driven switch, throughput loss vs quantum",
+    rough_secs: [1.0, 8.0, 40.0],
+};
+
 impl Experiment for Preempt {
-    fn name(&self) -> &'static str {
-        "preempt"
-    }
-    fn study(&self) -> &'static str {
-        seeds::ERLANGEN_MACH
-    }
-    fn measures(&self) -> &'static str {
-        "cost of interrupting a running thread: timer signal (loss per signal, expiry latency), tgkill round trip, polled flag (per check, cross-CPU latency), uthread's signal-driven switch, throughput loss vs quantum"
-    }
-    fn rough_duration(&self, mode: Mode) -> Duration {
-        Duration::from_secs(mode.pick(1, 8, 40))
+    fn info(&self) -> &'static Info {
+        &INFO
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Outcome> {
         let cpu = home_cpu();
-        let placement = Placement::SameCpu(cpu).to_string();
+        let placement = Placement::SameCpu(cpu);
         let sampler = ctx.sampler();
         let mut out = Outcome::default();
         let window_ns = ctx.mode.pick(2_000_000u64, 20_000_000, 50_000_000);
@@ -439,47 +462,77 @@ impl Experiment for Preempt {
 
             ctx.step("preempt.timer_signal")?;
             let s = sampler.repeat(|| timer_loss_sample(window_ns), 1)?;
-            out.metrics.push(
-                Metric::from_summary(
-                    "preempt.timer_signal",
-                    "us",
-                    &s.map(|ns| ns / 1e3),
-                    &placement,
-                    &format!(
-                        "standard path: a POSIX timer (timer_create CLOCK_MONOTONIC, \
+            out.add_ns(
+                "preempt.timer_signal",
+                Unit::Us,
+                &s,
+                placement,
+                format!(
+                    "standard path: a POSIX timer (timer_create CLOCK_MONOTONIC, \
                          SIGEV_THREAD_ID to this thread) every {} us interrupts a spin loop; \
                          per signal = (thread CPU time used - CPU time the same work takes \
                          without the timer) / signals; reference rate = mean of windows before \
                          and after; {} ms CPU windows; includes timer interrupt, signal \
                          delivery, a counting handler, sigreturn and cache/TLB disturbance",
-                        TIMER_PERIOD.as_micros(),
-                        window_ns / 1_000_000
-                    ),
-                )
-                .with_historical(seeds::historical("preempt.timer_signal")),
-            );
+                    TIMER_PERIOD.as_micros(),
+                    window_ns / 1_000_000
+                ),
+            )?;
+        }
 
-            ctx.step("preempt.signal_roundtrip")?;
+        // The signal round trip and uthread's signal-driven switch are read against each other
+        // (bar: the switch <= 1.5x the bare signal), so they are sampled interleaved.
+        {
+            let _pin = PinGuard::pin(cpu)?;
+            let _handler = HandlerGuard::install(count_handler)?;
             // SAFETY: getpid has no preconditions.
             let (pid, tid) = (unsafe { libc::getpid() }, gettid());
-            let s = sampler.per_op_ns(|n| {
-                let t = Instant::now();
-                for _ in 0..n {
-                    tgkill_self(pid, tid);
-                }
-                Ok(t.elapsed())
-            })?;
-            out.metrics.push(Metric::from_summary(
+            let rt = uthread::Runtime::new();
+            let mut group = Interleaved::new();
+            group.row(
                 "preempt.signal_roundtrip",
-                "ns",
-                &s,
-                &placement,
+                Unit::Ns,
+                placement,
                 "thread-directed signal: tgkill to the calling thread, delivered on the syscall's \
                  return, a handler that increments a counter, sigreturn; per round trip, \
                  calibrated batches; nothing subtracted; the study's figure is its asynchronous \
                  software trap",
-            )
-            .with_historical(seeds::historical("preempt.signal_roundtrip")));
+                |n| {
+                    let t = Instant::now();
+                    for _ in 0..n {
+                        tgkill_self(pid, tid);
+                    }
+                    Ok(t.elapsed())
+                },
+            );
+            if uthread::preempt_safe_alloc_installed() {
+                group
+                    .row(
+                        "preempt.green_switch",
+                        Unit::Ns,
+                        placement,
+                        "uthread's full preemptive switch: two Mode::Preemptive green threads on \
+                         one carrier each raise the runtime's preemption signal (tgkill to self, \
+                         the same path as preempt.signal_roundtrip) and the handler switches to \
+                         the other thread; per switch, nothing subtracted (bar <= 1.5x the bare \
+                         signal round trip, see preempt.green_switch.vs_signal)",
+                        |n| green_switch_batch(&rt, n),
+                    )
+                    .ratio(
+                        "preempt.green_switch.vs_signal",
+                        "preempt.green_switch",
+                        "preempt.signal_roundtrip",
+                        "what a signal-driven green switch costs over the bare signal round trip",
+                    );
+            } else {
+                out.skip(
+                    "preempt.green_switch",
+                    "uthread::PreemptSafeAlloc is not the global allocator of this binary, so \
+                     uthread defers every preemption to a safe point instead of switching in the \
+                     signal handler",
+                );
+            }
+            group.measure(ctx, &mut out)?;
         }
 
         {
@@ -488,105 +541,78 @@ impl Experiment for Preempt {
             ctx.step("preempt.timer_latency")?;
             let shots = ctx.mode.pick(5, 20, 50);
             let s = sampler.repeat(|| timer_latency_sample(shots), shots as u64)?;
-            out.metrics.push(Metric::from_summary(
+            out.add_ns(
                 "preempt.timer_latency",
-                "us",
-                &s.map(|ns| ns / 1e3),
-                &placement,
-                &format!(
+                Unit::Us,
+                &s,
+                placement,
+                format!(
                     "one-shot absolute timer (CLOCK_MONOTONIC, SIGEV_THREAD_ID) armed 300 us \
                      ahead while the thread spins; from the programmed expiry to the handler's \
                      first clock read; mean of {shots} shots per sample; on a VM this includes \
                      the hypervisor's timer emulation"
                 ),
-            ));
+            )?;
         }
 
         {
             let _pin = PinGuard::pin(cpu)?;
             ctx.step("preempt.poll_flag")?;
             // Where a check costs issue slots: a throughput-bound loop.
-            let (cost, b, with) = check_cost(&sampler, wide_loop::<false>, wide_loop::<true>)?;
-            out.metrics.push(Metric::from_summary(
+            check_cost(
+                ctx,
+                &mut out,
                 "preempt.poll_flag",
-                "ns",
-                &cost,
-                &placement,
-                &format!(
-                    "direct path: a relaxed atomic load + branch at every iteration of a \
-                     throughput-bound loop (four independent multiply-add chains), minus the \
-                     same loop without the check ({b:.2} ns per iteration, subtracted; {with:.2} \
-                     ns with it): what a poll at each loop back-edge costs when the core is busy"
-                ),
-            ));
+                placement,
+                wide_loop::<false>,
+                wide_loop::<true>,
+                |b, with| {
+                    format!(
+                        "direct path: a relaxed atomic load + branch at every iteration of a \
+                         throughput-bound loop (four independent multiply-add chains), minus the \
+                         same loop without the check, both sampled interleaved and subtracted \
+                         round by round ({b:.2} ns per iteration without, {with:.2} ns with): \
+                         what a poll at each loop back-edge costs when the core is busy"
+                    )
+                },
+            )?;
             // Where it hides: a loop bound by one dependency chain.
-            let (cost, b, with) = check_cost(&sampler, chain_loop::<false>, chain_loop::<true>)?;
-            out.metrics.push(Metric::from_summary(
+            check_cost(
+                ctx,
+                &mut out,
                 "preempt.poll_flag.chain",
-                "ns",
-                &cost,
-                &placement,
-                &format!(
-                    "the same check in a loop bound by one dependency chain (an LCG step per \
-                     iteration), minus that loop without it ({b:.2} ns per iteration, \
-                     subtracted; {with:.2} ns with it): the check runs in the chain's shadow, so \
-                     about 0, and as often slightly negative as positive"
-                ),
-            ));
+                placement,
+                chain_loop::<false>,
+                chain_loop::<true>,
+                |b, with| {
+                    format!(
+                        "the same check in a loop bound by one dependency chain (an LCG step per \
+                         iteration), minus that loop without it, interleaved ({b:.2} ns per \
+                         iteration without, {with:.2} ns with): the check runs in the chain's \
+                         shadow, so about 0, and as often slightly negative as positive"
+                    )
+                },
+            )?;
         }
 
         ctx.step("preempt.poll_flag.latency")?;
         match cpu_pair() {
             Some(pair) => {
                 let s = flag_latency(ctx, pair)?;
-                out.metrics.push(Metric::from_summary(
+                out.add_ns(
                     "preempt.poll_flag.latency",
-                    "ns",
+                    Unit::Ns,
                     &s,
-                    &Placement::CrossCpu(pair.0, pair.1).to_string(),
+                    Placement::CrossCpu(pair.0, pair.1),
                     "time from a store to a flag on one CPU until code polling it on another \
                      CPU sees it: half the round trip of a flag ping-pong (both spin; cache-line \
                      transfer each way); nothing subtracted",
-                ));
+                )?;
             }
             None => out.skip(
                 "preempt.poll_flag.latency",
                 "this process may use only one CPU",
             ),
-        }
-
-        ctx.step("preempt.green_switch")?;
-        if uthread::preempt_safe_alloc_installed() {
-            let _pin = PinGuard::pin(cpu)?;
-            let rt = uthread::Runtime::new();
-            let s = sampler.per_op_ns(|n| green_switch_batch(&rt, n))?;
-            let ratio = out
-                .metrics
-                .iter()
-                .find(|m| m.id == "preempt.signal_roundtrip")
-                .map(|m| s.median / m.median);
-            out.metrics.push(Metric::from_summary(
-                "preempt.green_switch",
-                "ns",
-                &s,
-                &placement,
-                &format!(
-                    "uthread's full preemptive switch: two Mode::Preemptive green threads on \
-                     one carrier each raise the runtime's preemption signal (tgkill to self, \
-                     the same source as preempt.signal_roundtrip) and the handler switches to \
-                     the other thread; per switch, nothing subtracted; {} (bar <= 1.5x)",
-                    ratio.map_or("no signal round trip to compare".to_string(), |r| format!(
-                        "{r:.2}x the bare signal round trip"
-                    ))
-                ),
-            ));
-        } else {
-            out.skip(
-                "preempt.green_switch",
-                "uthread::PreemptSafeAlloc is not the global allocator of this binary, so \
-                 uthread defers every preemption to a safe point instead of switching in the \
-                 signal handler",
-            );
         }
 
         // Throughput loss: a fixed job in a Preemptive thread alone, against the same job in a
@@ -628,22 +654,25 @@ impl Experiment for Preempt {
             out.series.push(Series {
                 id: "preempt.throughput_loss".into(),
                 x_label: "quantum".into(),
-                x_unit: "us".into(),
+                x_unit: Unit::Us,
                 y_label: "throughput loss".into(),
-                y_unit: "%".into(),
+                y_unit: Unit::Percent,
                 x: QUANTA_US.iter().map(|&q| q as f64).collect(),
                 y: ys,
                 note: method.clone(),
                 historical: None,
             });
             if let Some(s) = at_10ms {
-                out.metrics.push(Metric::from_summary(
-                    "preempt.loss_at_10ms",
-                    "%",
-                    &s,
-                    &placement,
-                    &format!("{method}; q = 10 ms (bar <= 2%)"),
-                ));
+                out.add(
+                    Metric::from_summary(
+                        "preempt.loss_at_10ms",
+                        Unit::Percent,
+                        &s,
+                        placement,
+                        format!("{method}; q = 10 ms (bar <= 2%)"),
+                    )
+                    .with_direction(Direction::LowerIsBetter),
+                );
             }
         }
 
@@ -654,7 +683,7 @@ impl Experiment for Preempt {
 }
 
 fn conclusion(out: &Outcome) -> Option<String> {
-    let get = |id: &str| out.metrics.iter().find(|m| m.id == id).map(|m| m.median);
+    let get = |id: &str| out.median(id);
     let timer_us = get("preempt.timer_signal")?;
     let rt_ns = get("preempt.signal_roundtrip")?;
     let poll_ns = get("preempt.poll_flag").unwrap_or(0.0);
@@ -671,8 +700,9 @@ fn conclusion(out: &Outcome) -> Option<String> {
     let green = get("preempt.green_switch")
         .map(|g| {
             format!(
-                " A full preemptive green switch costs {g:.0} ns ({:.2}x a bare signal).",
-                g / rt_ns
+                " A full preemptive green switch costs {g:.0} ns ({:.2}x a bare signal, taken \
+                 round by round).",
+                get("preempt.green_switch.vs_signal").unwrap_or(g / rt_ns)
             )
         })
         .unwrap_or_default();

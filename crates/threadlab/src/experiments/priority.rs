@@ -14,14 +14,15 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::experiments::{Ctx, Experiment, Mode, Outcome};
+use crate::experiments::{Ctx, Experiment, Info, Outcome};
 use crate::measure::placement::{home_cpu, pin_current_thread, Placement};
 use crate::measure::process::thread_cpu_ns;
 use crate::measure::stats::Summary;
-use crate::results::{Metric, Series};
+use crate::measure::units::Unit;
+use crate::results::{Metric, Series, Table};
 use crate::seeds;
 
-pub struct Priority;
+pub struct PriorityExperiment;
 
 /// `sched_prio_to_weight[]` for nice 0..=19 (kernel/sched/core.c).
 pub const KERNEL_NICE_WEIGHT: [u32; 20] = [
@@ -283,22 +284,16 @@ fn frame_interruptions(
     })
 }
 
-impl Experiment for Priority {
-    fn name(&self) -> &'static str {
-        "priority"
-    }
-    fn study(&self) -> &'static str {
-        seeds::BEOS_1999
-    }
-    fn measures(&self) -> &'static str {
-        "CPU share at nice 0/1, 0/5, 0/10, 0/19, 0/0/5/10 on one CPU vs the kernel's weight model and BeOS's 2x-per-unit; uthread's lottery; 60 fps frame interruptions vs binomial"
-    }
-    fn rough_duration(&self, mode: Mode) -> Duration {
-        mode.pick(
-            Duration::from_millis(800),
-            Duration::from_secs(8),
-            Duration::from_secs(40),
-        )
+const INFO: Info = Info {
+    name: "priority",
+    study: &seeds::BEOS_1999,
+    measures: "CPU share at nice 0/1, 0/5, 0/10, 0/19, 0/0/5/10 on one CPU vs the kernel's weight model and BeOS's 2x-per-unit; uthread's lottery; 60 fps frame interruptions vs binomial",
+    rough_secs: [0.8, 8.0, 40.0],
+};
+
+impl Experiment for PriorityExperiment {
+    fn info(&self) -> &'static Info {
+        &INFO
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Outcome> {
@@ -311,8 +306,17 @@ impl Experiment for Priority {
         );
         let reps = ctx.mode.pick(1, 3, 7);
         let mut out = Outcome::default();
-        let mut table =
-            String::from("  mix (nice)      measured   kernel model   BeOS model (2x/unit)\n");
+        let mut table = Table::new(
+            "priority.nice_shares",
+            "CPU share of the first thread of each nice mix on one CPU",
+            &[
+                "mix (nice)",
+                "measured",
+                "kernel model",
+                "BeOS model (2x/unit)",
+            ],
+        );
+        table.note = format!("median of {reps} windows of {} ms", window.as_millis());
         let mut worst_dev: f64 = 0.0;
 
         for nices in NICE_MIXES {
@@ -331,16 +335,18 @@ impl Experiment for Priority {
             let kernel = kernel_model_shares(nices)[0];
             let beos = beos_model_shares(nices)[0];
             worst_dev = worst_dev.max((s.median - kernel).abs());
-            table.push_str(&format!(
-                "  {name:<14} {:>8.1}%  {kernel:>12.1}%  {beos:>12.1}%\n",
-                s.median
-            ));
-            out.metrics.push(Metric::from_summary(
+            table.row(vec![
+                name.clone(),
+                format!("{:.1}%", s.median),
+                format!("{kernel:.1}%"),
+                format!("{beos:.1}%"),
+            ]);
+            out.add(Metric::from_summary(
                 &id,
-                "%",
+                Unit::Percent,
                 &s,
                 &placement,
-                &format!(
+                format!(
                     "CPU share of the first of {} spinning threads at nice {:?}, all pinned to one CPU, \
                      per-thread CPU time (CLOCK_THREAD_CPUTIME_ID) over {} ms windows; kernel weight \
                      model (sched_prio_to_weight, kernel/sched/core.c: 1024 at nice 0, ~1.25x per step) \
@@ -354,7 +360,11 @@ impl Experiment for Priority {
         }
 
         // uthread's lottery scheduler against its own model.
-        let mut ut_table = String::from("  uthread prio    measured   model (2^p)\n");
+        let mut ut_table = Table::new(
+            "priority.uthread_shares",
+            "uthread's lottery: share of the first of two preemptive green threads",
+            &["priorities", "measured", "model (2^p)"],
+        );
         for &(a, b) in UTHREAD_PAIRS {
             let id = format!("priority.uthread.share.{a}_vs_{b}");
             ctx.step(&id)?;
@@ -368,16 +378,17 @@ impl Experiment for Priority {
             let s = Summary::from_samples(&firsts, 1)
                 .ok_or_else(|| Error::Fail("no share samples".into()))?;
             let model = uthread_model_shares(&[a, b])[0];
-            ut_table.push_str(&format!(
-                "  {a}_vs_{b:<10} {:>8.1}%  {model:>10.1}%\n",
-                s.median
-            ));
-            out.metrics.push(Metric::from_summary(
+            ut_table.row(vec![
+                format!("{a}_vs_{b}"),
+                format!("{:.1}%", s.median),
+                format!("{model:.1}%"),
+            ]);
+            out.add(Metric::from_summary(
                 &id,
-                "%",
+                Unit::Percent,
                 &s,
                 "one uthread carrier, unpinned",
-                &format!(
+                format!(
                     "share of loop iterations of the first of two preemptive green threads at \
                      TimeSharing({a}) vs ({b}), 1 ms quantum, {} ms windows; uthread's lottery \
                      model (weight 2^p) {model:.1}%",
@@ -411,8 +422,15 @@ impl Experiment for Priority {
         let p = (mean_k / n as f64).min(1.0);
         let predicted: Vec<f64> = (0..6u64).map(|k| 100.0 * binomial_pmf(n, p, k)).collect();
         let beos = seeds::beos_frame_binomial();
-        let mut frame_table = String::from(
-            "  interruptions/frame   measured   binomial(same mean)   study (n=166, p=1/1025)\n",
+        let mut frame_table = Table::new(
+            "priority.frames",
+            &format!("60 fps frames beside a nice-{spinner_nice} spinner ({frames} frames)"),
+            &[
+                "interruptions/frame",
+                "measured",
+                "binomial (same mean)",
+                "study (n=166, p=1/1025)",
+            ],
         );
         for k in 0..6 {
             let label = if k == 5 {
@@ -424,16 +442,18 @@ impl Experiment for Priority {
                 .y
                 .get(k)
                 .map_or("-".to_string(), |v| format!("{v:.2}%"));
-            frame_table.push_str(&format!(
-                "  {label:<21} {:>7.1}%  {:>18.2}%  {study:>21}\n",
-                pct[k], predicted[k]
-            ));
-            out.metrics.push(Metric::single(
+            frame_table.row(vec![
+                label.clone(),
+                format!("{:.1}%", pct[k]),
+                format!("{:.2}%", predicted[k]),
+                study,
+            ]);
+            out.add(Metric::single(
                 &format!("priority.frames.interrupted_{label}_pct"),
-                "%",
+                Unit::Percent,
                 pct[k],
                 &placement,
-                &format!(
+                format!(
                     "share of {frames} frames of 16.7 ms (probe at nice 0 reading the clock) that saw \
                      {label} gaps > {} us, beside a spinner at nice {spinner_nice} on the same CPU; \
                      binomial with the same mean (n = {n} slices of {:.2} ms, p = {p:.4}) predicts \
@@ -447,9 +467,9 @@ impl Experiment for Priority {
         out.series.push(Series {
             id: "priority.frames.interruptions".into(),
             x_label: "interruptions per 60 fps frame".into(),
-            x_unit: "count".into(),
+            x_unit: Unit::Count,
             y_label: "frames".into(),
-            y_unit: "%".into(),
+            y_unit: Unit::Percent,
             x: (0..6).map(|k| k as f64).collect(),
             y: pct.clone(),
             note: format!(
@@ -460,17 +480,16 @@ impl Experiment for Priority {
             historical: Some(beos),
         });
 
-        let print = format!(
-            "Nice shares on one CPU (median of {reps}):\n{table}{ut_table}\
-             Frames beside a nice-{spinner_nice} spinner ({frames} frames):\n{frame_table}"
-        );
+        out.tables.push(table);
+        out.tables.push(ut_table);
+        out.tables.push(frame_table);
         let verdict = if worst_dev <= 3.0 {
             "agree with the kernel's weight model within 3 points"
         } else {
             "deviate from the kernel's weight model by more than 3 points (other load on the CPU?)"
         };
         out.conclusion = Some(format!(
-            "{print}Measured nice shares {verdict} (worst {worst_dev:.1} points); Linux's nice steps \
+            "Measured nice shares {verdict} (worst {worst_dev:.1} points); Linux's nice steps \
              are ~1.25x, far gentler than BeOS's 2x per unit: nice 10 leaves the lower thread ~10% \
              of the CPU, where BeOS gave priority 10 below only 0.1%. Frames beside the spinner: {:.0}% see no \
              interruption (the study's lottery at 100 us: 85%); compare the measured spread with the \

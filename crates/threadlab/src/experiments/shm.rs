@@ -2,14 +2,15 @@
 //! (PThreads 1999, Fig. 2), for 1 KiB .. 64 MiB.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::experiments::{Ctx, Experiment, Mode, Outcome};
+use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::{fork_child, wait_until, SharedMap};
 use crate::measure::stats::Summary;
-use crate::results::{Metric, Series};
+use crate::measure::units::Unit;
+use crate::results::Series;
 use crate::seeds;
 
 pub struct Shm;
@@ -197,18 +198,16 @@ fn process_sweep(ctx: &Ctx, cpus: (usize, usize)) -> Result<Vec<(usize, Summary)
     result
 }
 
+const INFO: Info = Info {
+    name: "shm",
+    study: &seeds::PTHREADS_1999,
+    measures: "time for a thread or a process to read 1 KiB..64 MiB another has just written (Fig. 2), with bandwidth",
+    rough_secs: [1.0, 4.0, 20.0],
+};
+
 impl Experiment for Shm {
-    fn name(&self) -> &'static str {
-        "shm"
-    }
-    fn study(&self) -> &'static str {
-        seeds::PTHREADS_1999
-    }
-    fn measures(&self) -> &'static str {
-        "time for a thread or a process to read 1 KiB..64 MiB another has just written (Fig. 2), with bandwidth"
-    }
-    fn rough_duration(&self, mode: Mode) -> Duration {
-        Duration::from_secs(mode.pick(1, 4, 20))
+    fn info(&self) -> &'static Info {
+        &INFO
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Outcome> {
@@ -246,20 +245,23 @@ impl Experiment for Shm {
             out.series.push(Series {
                 id: format!("shm.{label}.read_time"),
                 x_label: "data size".into(),
-                x_unit: "bytes".into(),
+                x_unit: Unit::Bytes,
                 y_label: "time to read it once".into(),
-                y_unit: "us".into(),
+                y_unit: Unit::Us,
                 x: results.iter().map(|(s, _)| *s as f64).collect(),
-                y: results.iter().map(|(_, m)| m.median / 1e3).collect(),
+                y: results
+                    .iter()
+                    .map(|(_, m)| Unit::Us.from_ns(m.median))
+                    .collect(),
                 note: note.clone(),
                 historical: None,
             });
             out.series.push(Series {
                 id: format!("shm.{label}.bandwidth"),
                 x_label: "data size".into(),
-                x_unit: "bytes".into(),
+                x_unit: Unit::Bytes,
                 y_label: "read bandwidth".into(),
-                y_unit: "GB/s".into(),
+                y_unit: Unit::GbPerS,
                 x: results.iter().map(|(s, _)| *s as f64).collect(),
                 y: results.iter().map(|(s, m)| *s as f64 / m.median).collect(),
                 note: note.clone(),
@@ -267,13 +269,13 @@ impl Experiment for Shm {
             });
             for (size, s) in results.iter() {
                 if [4 * KIB, MIB, 64 * MIB].contains(size) {
-                    out.metrics.push(Metric::from_summary(
+                    out.add_ns(
                         &format!("shm.{label}.read.{}", size_name(*size)),
-                        "us",
-                        &s.map(|ns| ns / 1e3),
-                        &placement.to_string(),
-                        &note,
-                    ));
+                        Unit::Us,
+                        s,
+                        placement,
+                        note.clone(),
+                    )?;
                 }
             }
         }

@@ -4,14 +4,16 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use std::cell::Cell;
+
 use crate::error::{Error, Result};
-use crate::experiments::{Ctx, Experiment, Mode, Outcome};
+use crate::experiments::{Ctx, Experiment, Info, Interleaved, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::{fork_child, mono_ns, wait_until, SharedMap};
-use crate::measure::sampler::Sampler;
-use crate::measure::stats::Summary;
-use crate::results::Metric;
+use crate::measure::units::Unit;
 use crate::seeds;
+use crate::subjects::peers::go::{GoBench, GoPeer};
+use crate::subjects::peers::{green, tokio_rt};
 use crate::sys::{futex_wait_for, futex_wake, sched_yield};
 
 pub struct Switch;
@@ -146,38 +148,15 @@ fn handoff_batch(
     }
 }
 
-/// Samples the per-hand-off time; also returns the mean number of waits per hand-off.
-fn measure_handoff(
-    sampler: &Sampler,
-    party: Party,
-    wait: Wait,
-    cpus: (usize, usize),
-) -> Result<(Summary, f64)> {
-    let _pin = PinGuard::pin(cpus.0)?;
-    let mut waits = 0u64;
-    let mut handoffs = 0u64;
-    let s = sampler.per_op_ns(|n| {
-        // A game needs at least two hand-offs; scale back to the n the sampler divides by.
-        let run = n.max(2);
-        let (took, w) = handoff_batch(party, wait, cpus, run)?;
-        waits += w;
-        handoffs += run;
-        Ok(took.mul_f64(n as f64 / run as f64))
-    })?;
-    Ok((s, waits as f64 / handoffs.max(1) as f64))
-}
-
-/// Cost of a 1-byte write + read on one pipe within one process: lmbench's lat_ctx overhead.
-fn pipe_overhead(sampler: &Sampler) -> Result<Summary> {
-    let p = Pipe::new()?;
-    sampler.per_op_ns(|n| {
-        let t = Instant::now();
-        for _ in 0..n {
-            p.put()?;
-            p.get()?;
-        }
-        Ok(t.elapsed())
-    })
+/// Cost of `n` 1-byte writes + reads on one pipe within one process: lmbench's lat_ctx
+/// overhead, subtracted from the pipe rows round by round.
+fn pipe_overhead_batch(p: &Pipe, n: u64) -> Result<Duration> {
+    let t = Instant::now();
+    for _ in 0..n {
+        p.put()?;
+        p.get()?;
+    }
+    Ok(t.elapsed())
 }
 
 struct Pipe {
@@ -259,53 +238,93 @@ fn pipe_batch(cpus: (usize, usize), n: u64) -> Result<Duration> {
     Ok(took.mul_f64(n as f64 / (2 * round_trips) as f64))
 }
 
+const INFO: Info = Info {
+    name: "switch",
+    study: &seeds::PTHREADS_1999,
+    measures: "one context switch between kernel threads and between processes: sched_yield, futex hand-off, pipes (lmbench lat_ctx style), same CPU and across CPUs, with green threads, Tokio tasks and goroutines beside them",
+    rough_secs: [2.0, 8.0, 60.0],
+};
+
+/// A kernel hand-off row: who the partner is and how it waits.
+struct Row {
+    id: &'static str,
+    party: Party,
+    wait: Wait,
+}
+
+const ROWS: [Row; 4] = [
+    Row {
+        id: "switch.thread.yield",
+        party: Party::Thread,
+        wait: Wait::Yield,
+    },
+    Row {
+        id: "switch.thread.futex",
+        party: Party::Thread,
+        wait: Wait::Futex { shared: false },
+    },
+    Row {
+        id: "switch.process.yield",
+        party: Party::Process,
+        wait: Wait::Yield,
+    },
+    Row {
+        id: "switch.process.futex",
+        party: Party::Process,
+        wait: Wait::Futex { shared: true },
+    },
+];
+
+fn handoff_note(row: &Row, cross: bool, waits: f64) -> String {
+    let who = match row.party {
+        Party::Thread => "two threads of one process",
+        Party::Process => "two processes (fork; turn word in a MAP_SHARED page)",
+    };
+    match (row.wait, cross) {
+        (Wait::Yield, false) => format!(
+            "{who} pass a turn: each calls sched_yield until the other has taken it; time per \
+             hand-off = per switch, includes the syscall; {waits:.2} yield calls per hand-off \
+             (1.00 = every yield switched)"
+        ),
+        (Wait::Yield, true) => format!(
+            "{who} on different CPUs pass a turn, polling with sched_yield: no context switch \
+             happens (each is alone on its CPU), so this is the cross-CPU hand-off latency \
+             (cache-line transfer + a yield syscall); {waits:.2} yields per hand-off"
+        ),
+        (Wait::Futex { .. }, false) => format!(
+            "{who} hand off with FUTEX_WAKE then FUTEX_WAIT: per switch = round trip / 2, \
+             including both syscalls (nothing subtracted); {waits:.2} waits per hand-off"
+        ),
+        (Wait::Futex { .. }, true) => format!(
+            "{who} on different CPUs hand off by futex: half a round trip, each half a wake-up \
+             of a sleeping thread on the other CPU (IPI + idle exit); {waits:.2} waits per \
+             hand-off"
+        ),
+    }
+}
+
+/// Waits and hand-offs counted across a row's batches, for its note.
+#[derive(Default)]
+struct WaitCount {
+    waits: Cell<u64>,
+    handoffs: Cell<u64>,
+}
+
+impl WaitCount {
+    fn per_handoff(&self) -> f64 {
+        self.waits.get() as f64 / self.handoffs.get().max(1) as f64
+    }
+}
+
 impl Experiment for Switch {
-    fn name(&self) -> &'static str {
-        "switch"
-    }
-    fn study(&self) -> &'static str {
-        seeds::PTHREADS_1999
-    }
-    fn measures(&self) -> &'static str {
-        "one context switch between kernel threads and between processes: sched_yield, futex hand-off, pipes (lmbench lat_ctx style), same CPU and across CPUs"
-    }
-    fn rough_duration(&self, mode: Mode) -> Duration {
-        Duration::from_secs(mode.pick(2, 8, 60))
+    fn info(&self) -> &'static Info {
+        &INFO
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Outcome> {
-        let sampler = ctx.sampler();
         let mut out = Outcome::default();
         let home = home_cpu();
         let pair = cpu_pair();
-
-        struct Row {
-            id: &'static str,
-            party: Party,
-            wait: Wait,
-        }
-        let rows = [
-            Row {
-                id: "switch.thread.yield",
-                party: Party::Thread,
-                wait: Wait::Yield,
-            },
-            Row {
-                id: "switch.thread.futex",
-                party: Party::Thread,
-                wait: Wait::Futex { shared: false },
-            },
-            Row {
-                id: "switch.process.yield",
-                party: Party::Process,
-                wait: Wait::Yield,
-            },
-            Row {
-                id: "switch.process.futex",
-                party: Party::Process,
-                wait: Wait::Futex { shared: true },
-            },
-        ];
         let mut placements = vec![(String::new(), (home, home))];
         if let Some(p) = pair {
             placements.push((".cross_cpu".to_string(), p));
@@ -317,78 +336,136 @@ impl Experiment for Switch {
                 Placement::CrossCpu(cpus.0, cpus.1)
             } else {
                 Placement::SameCpu(cpus.0)
-            }
-            .to_string();
-            for row in &rows {
-                let id = format!("{}{suffix}", row.id);
-                ctx.step(&id)?;
-                let (s, waits) = measure_handoff(&sampler, row.party, row.wait, *cpus)?;
-                let who = match row.party {
-                    Party::Thread => "two threads of one process",
-                    Party::Process => "two processes (fork; turn word in a MAP_SHARED page)",
-                };
-                let note = match (row.wait, cross) {
-                    (Wait::Yield, false) => format!(
-                        "{who} pass a turn: each calls sched_yield until the other has taken it; \
-                         time per hand-off = per switch, includes the syscall; {waits:.2} yield \
-                         calls per hand-off (1.00 = every yield switched)"
-                    ),
-                    (Wait::Yield, true) => format!(
-                        "{who} on different CPUs pass a turn, polling with sched_yield: no context \
-                         switch happens (each is alone on its CPU), so this is the cross-CPU \
-                         hand-off latency (cache-line transfer + a yield syscall); {waits:.2} \
-                         yields per hand-off"
-                    ),
-                    (Wait::Futex { .. }, false) => format!(
-                        "{who} hand off with FUTEX_WAKE then FUTEX_WAIT: per switch = round trip / \
-                         2, including both syscalls (nothing subtracted); {waits:.2} waits per \
-                         hand-off"
-                    ),
-                    (Wait::Futex { .. }, true) => format!(
-                        "{who} on different CPUs hand off by futex: half a round trip, each half a \
-                         wake-up of a sleeping thread on the other CPU (IPI + idle exit); \
-                         {waits:.2} waits per hand-off"
-                    ),
-                };
-                out.metrics.push(
-                    Metric::from_summary(&id, "ns", &s, &placement, &note)
-                        .with_historical(seeds::historical(&id)),
-                );
-            }
-
-            let id = format!("switch.process.pipe{suffix}");
-            ctx.step(&id)?;
-            let overhead = {
-                let _pin = PinGuard::pin(cpus.0)?;
-                pipe_overhead(&sampler)?
             };
-            let s = {
-                let _pin = PinGuard::pin(cpus.0)?;
-                sampler.per_op_ns(|n| {
+            // The measuring side stays on cpus.0 for the whole group; partners pin themselves.
+            let _pin = PinGuard::pin(cpus.0)?;
+            let counts: Vec<WaitCount> = ROWS.iter().map(|_| WaitCount::default()).collect();
+            let overhead_pipe = Pipe::new()?;
+            let green_rt = uthread::Runtime::new();
+            let tokio_rt = tokio_rt::runtime()?;
+            let mut go = None;
+            if !cross {
+                ctx.step("starting the Go peer")?;
+                match GoPeer::start(ctx.cancel) {
+                    Ok(peer) => go = Some(peer),
+                    Err(Error::Skip(reason)) => out.skip("switch.go.yield", reason),
+                    Err(e) => return Err(e),
+                }
+            }
+            let pipe_id = format!("switch.process.pipe{suffix}");
+            let pipe_raw = format!("{pipe_id}.raw");
+            let pipe_overhead = format!("{pipe_id}.overhead");
+
+            let mut group = Interleaved::new();
+            for (row, count) in ROWS.iter().zip(&counts) {
+                let id = format!("{}{suffix}", row.id);
+                group.row(&id, Unit::Ns, placement, String::new(), move |n| {
+                    // A game needs at least two hand-offs; scale back to the n the sampler
+                    // divides by.
+                    let run = n.max(2);
+                    let (took, w) = handoff_batch(row.party, row.wait, *cpus, run)?;
+                    count.waits.set(count.waits.get() + w);
+                    count.handoffs.set(count.handoffs.get() + run);
+                    Ok(took.mul_f64(n as f64 / run as f64))
+                });
+            }
+            group
+                .input(&pipe_raw, |n| {
                     let run = n.max(2);
                     Ok(pipe_batch(*cpus, run)?.mul_f64(n as f64 / run as f64))
-                })?
-            };
-            let o = overhead.median;
-            let s = s.map(|x| (x - o).max(0.0));
-            out.metrics.push(Metric::from_summary(
-                &id,
-                "ns",
-                &s,
-                &placement,
-                &format!(
-                    "lmbench lat_ctx method: a byte passed back and forth through two pipes between \
-                     two processes; per switch = round trip / 2 minus one in-process pipe \
-                     write+read ({o:.0} ns, measured here and subtracted); to compare with `perf \
-                     bench sched pipe` (pinned with taskset for the same placement), whose \
-                     usecs/op is a whole round trip with the pipe work: 2 x (this + {o:.0} ns){}",
+                })
+                .input(&pipe_overhead, |n| pipe_overhead_batch(&overhead_pipe, n))
+                .derived(
+                    &pipe_id,
+                    Unit::Ns,
+                    placement,
+                    String::new(),
+                    &[&pipe_raw, &pipe_overhead],
+                    |v| (v[0] - v[1]).max(0.0),
+                );
+            if !cross {
+                group
+                    .row(
+                        "switch.green.yield",
+                        Unit::Ns,
+                        placement,
+                        "two uthread green threads on one carrier alternate uthread::yield_now \
+                         (no system call); per switch = batch time / number of yields; the \
+                         spawner is blocked in join meanwhile; nothing subtracted",
+                        |n| Ok(green::yield_batch(&green_rt, n)),
+                    )
+                    .row(
+                        "switch.tokio.yield",
+                        Unit::Ns,
+                        placement,
+                        "two tasks on a tokio current_thread runtime alternate \
+                         tokio::task::yield_now().await; per switch = batch time / number of \
+                         yields (includes the waker and run-queue work, nothing subtracted)",
+                        |n| Ok(tokio_rt::yield_batch(&tokio_rt, n)),
+                    );
+                if let Some(go) = go.as_mut() {
+                    group.row(
+                        "switch.go.yield",
+                        Unit::Ns,
+                        placement,
+                        "Go, GOMAXPROCS=1: two goroutines alternate runtime.Gosched(); per switch \
+                         = batch time / number of Gosched calls; the Go program (built at run \
+                         time, on the same CPU) times each batch and the lab's sampler asks for \
+                         them, interleaved with the other rows; nothing subtracted",
+                        |n| go.batch(GoBench::Yield, n),
+                    );
+                }
+                group
+                    .ratio(
+                        "switch.green.vs_thread",
+                        "switch.thread.yield",
+                        "switch.green.yield",
+                        "how many times cheaper a green switch is than a kernel thread switch",
+                    )
+                    .ratio(
+                        "switch.process.vs_thread",
+                        "switch.process.yield",
+                        "switch.thread.yield",
+                        "a process switch over a thread switch (the study: 21.62 / 17.93 = 1.21)",
+                    )
+                    .ratio(
+                        "switch.green.vs_tokio",
+                        "switch.tokio.yield",
+                        "switch.green.yield",
+                        "how many times cheaper a green switch is than a Tokio task switch",
+                    )
+                    .ratio(
+                        "switch.green.vs_go",
+                        "switch.go.yield",
+                        "switch.green.yield",
+                        "how many times cheaper a green switch is than a goroutine switch",
+                    );
+            }
+            let measured = group.measure(ctx, &mut out)?;
+            drop(go);
+
+            for (row, count) in ROWS.iter().zip(&counts) {
+                let id = format!("{}{suffix}", row.id);
+                if let Some(m) = out.metric_mut(&id) {
+                    m.note = handoff_note(row, cross, count.per_handoff());
+                }
+            }
+            let overhead = measured.median_ns(&pipe_overhead).unwrap_or(f64::NAN);
+            if let Some(m) = out.metric_mut(&pipe_id) {
+                m.note = format!(
+                    "lmbench lat_ctx method: a byte passed back and forth through two pipes \
+                     between two processes; per switch = round trip / 2 minus one in-process pipe \
+                     write+read measured in the same round and subtracted round by round (median \
+                     {overhead:.0} ns); to compare with `perf bench sched pipe` (pinned with \
+                     taskset for the same placement), whose usecs/op is a whole round trip with \
+                     the pipe work: 2 x (this + {overhead:.0} ns){}",
                     if cross {
                         "; on different CPUs no switch happens: this is the cross-CPU hand-off"
                     } else {
                         ""
                     }
-                ),
-            ));
+                );
+            }
         }
         if pair.is_none() {
             for id in [
@@ -402,23 +479,26 @@ impl Experiment for Switch {
             }
         }
 
-        crate::subjects::peers::switch_rows(ctx, &mut out)?;
-
-        let get = |id: &str| out.metrics.iter().find(|m| m.id == id).map(|m| m.median);
-        if let (Some(t), Some(p)) = (get("switch.thread.yield"), get("switch.process.yield")) {
+        if let (Some(t), Some(p)) = (
+            out.median("switch.thread.yield"),
+            out.median("switch.process.yield"),
+        ) {
             out.conclusion = Some(format!(
                 "A kernel switch costs {t:.0} ns between threads and {p:.0} ns between processes \
-                 ({:.1}x) on one CPU: the gap the 1999 study saw (17.9 vs 21.6 us) is now mostly \
-                 the TLB and cache refill of a different address space. Hand-offs across CPUs are \
-                 wake-up latencies, not switches: keep partners that talk often on one CPU.{}",
-                p / t,
-                match get("switch.green.yield") {
-                    Some(g) => format!(
-                        " A user-level switch (uthread) costs {g:.1} ns, {:.0}x less than a \
-                         kernel one: where tasks hand off constantly, switch in user space.",
-                        t / g
+                 ({:.2}x, taken round by round) on one CPU: the gap the 1999 study saw (17.9 vs \
+                 21.6 us) is now mostly the TLB and cache refill of a different address space. \
+                 Hand-offs across CPUs are wake-up latencies, not switches: keep partners that \
+                 talk often on one CPU.{}",
+                out.median("switch.process.vs_thread").unwrap_or(p / t),
+                match (
+                    out.median("switch.green.yield"),
+                    out.median("switch.green.vs_thread")
+                ) {
+                    (Some(g), Some(r)) => format!(
+                        " A user-level switch (uthread) costs {g:.1} ns, {r:.0}x less than a \
+                         kernel one: where tasks hand off constantly, switch in user space."
                     ),
-                    None => String::new(),
+                    _ => String::new(),
                 }
             ));
         }

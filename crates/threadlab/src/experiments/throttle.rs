@@ -7,28 +7,33 @@
 //! `uthread::Throttle`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
-use crate::experiments::{Ctx, Experiment, Mode, Outcome};
-use crate::measure::env;
+use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
 use crate::measure::placement::{allowed_cpus, smt_siblings, Placement};
-use crate::results::{Metric, Series};
+use crate::measure::significance::mann_whitney_p;
+use crate::measure::stats::median;
+use crate::measure::units::{Direction, Unit};
+use crate::results::{Metric, Series, Table};
 use crate::seeds;
 use crate::sys;
 
-pub struct Throttle;
+pub struct ThrottleExperiment;
 
 pub const WORKERS: u64 = 64;
 
 /// N = this value stands for "unthrottled" in series (as in the study's curve: 65).
 pub const UNTHROTTLED_X: usize = 65;
 
-/// A best N within this fraction of the fastest time counts as reaching it: the smallest such N
-/// is the answer (times for N >= cores are equal within noise on a busy machine).
-pub const BEST_TOLERANCE: f64 = 0.03;
+/// Two N whose medians differ by less than this fraction are the same for a pool size: a
+/// difference this small is not worth a thread.
+pub const PRACTICAL_MARGIN: f64 = 0.03;
+
+/// Significance level of the test that tells an N from the fastest one.
+pub const ALPHA: f64 = 0.05;
 
 /// 1 + 2 + ... + n, the closed form the workers' total is checked against.
 pub fn closed_form_sum(n: u64) -> u64 {
@@ -49,14 +54,63 @@ pub fn sum_slice(lo: u64, hi: u64) -> u64 {
     acc
 }
 
-/// The smallest N whose time is within BEST_TOLERANCE of the fastest, from (N, seconds) pairs.
-pub fn best_concurrency(points: &[(usize, f64)]) -> Option<(usize, f64)> {
-    let fastest = points.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
-    let mut sorted = points.to_vec();
-    sorted.sort_by_key(|p| p.0);
-    sorted
-        .into_iter()
-        .find(|p| p.1 <= fastest * (1.0 + BEST_TOLERANCE))
+/// The rule that picks the best N from repeated runs: `fastest` is the N with the lowest median
+/// time; an N reaches it unless its times are slower with significance (two-sided Mann-Whitney
+/// U, p < `ALPHA`) *and* its median is more than `PRACTICAL_MARGIN` above the fastest's. The
+/// answer is the smallest N that reaches it. Noise alone rarely passes both tests, so repeated
+/// runs give the same N; a real penalty (N = 1 on two cores, or an N that loses to bad
+/// placement) passes both.
+pub fn best_concurrency(points: &[(usize, Vec<f64>)]) -> Option<Best> {
+    let medians: Vec<(usize, f64)> = points.iter().map(|(n, v)| (*n, median(v))).collect();
+    let (fi, _) = medians
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.1.is_finite())
+        .min_by(|a, b| a.1 .1.total_cmp(&b.1 .1))?;
+    let fastest = &points[fi];
+    let fastest_median = medians[fi].1;
+    let mut order: Vec<usize> = (0..points.len()).collect();
+    order.sort_by_key(|&i| points[i].0);
+    let verdicts: Vec<(usize, f64, f64, bool)> = order
+        .iter()
+        .map(|&i| {
+            let p = mann_whitney_p(&points[i].1, &fastest.1);
+            let excess = medians[i].1 / fastest_median - 1.0;
+            let reaches = i == fi || !(p < ALPHA && excess > PRACTICAL_MARGIN);
+            (points[i].0, p, excess, reaches)
+        })
+        .collect();
+    let n = verdicts.iter().find(|v| v.3)?.0;
+    Some(Best {
+        n,
+        fastest_n: fastest.0,
+        verdicts,
+    })
+}
+
+/// What `best_concurrency` found: the answer, the fastest N, and per N (ascending) the p-value
+/// against the fastest, the excess of its median over the fastest's, and whether it reaches it.
+#[derive(Debug)]
+pub struct Best {
+    pub n: usize,
+    pub fastest_n: usize,
+    pub verdicts: Vec<(usize, f64, f64, bool)>,
+}
+
+impl Best {
+    fn verdict(&self, n: usize) -> Option<&(usize, f64, f64, bool)> {
+        self.verdicts.iter().find(|v| v.0 == n)
+    }
+}
+
+/// The rule in words, for notes and the conclusion.
+pub fn rule_text() -> String {
+    format!(
+        "the smallest N that cannot be told apart from the fastest N: an N is slower only if a \
+         two-sided Mann-Whitney U test on the repeated runs gives p < {ALPHA} and its median \
+         time is more than {:.0}% above the fastest's",
+        PRACTICAL_MARGIN * 100.0
+    )
 }
 
 /// Pool size to recommend for CPU-bound work: physical cores among the CPUs we may use, capped
@@ -103,6 +157,27 @@ struct RunResult {
     total: u64,
     voluntary: u64,
     involuntary: u64,
+    /// Share of the run the allowed CPUs spent idle, percent, one per CPU (from /proc/stat).
+    idle_pct: Vec<f64>,
+}
+
+/// Runs `f` and measures how idle each allowed CPU was meanwhile.
+fn with_idle<T>(cpus: &[usize], f: impl FnOnce() -> Result<T>) -> Result<(T, Vec<f64>)> {
+    let before = sys::cpu_ticks();
+    let r = f()?;
+    let after = sys::cpu_ticks();
+    let idle = cpus
+        .iter()
+        .map(|c| {
+            let b = before.iter().find(|x| x.0 == *c);
+            let a = after.iter().find(|x| x.0 == *c);
+            match (b, a) {
+                (Some(b), Some(a)) if a.2 > b.2 => (a.1 - b.1) as f64 / (a.2 - b.2) as f64 * 100.0,
+                _ => f64::NAN,
+            }
+        })
+        .collect();
+    Ok((r, idle))
 }
 
 /// 64 kernel threads, at most `limit` summing at once (None: unthrottled).
@@ -144,6 +219,7 @@ fn run_kernel(limit: Option<usize>, per_worker: u64) -> Result<RunResult> {
         total: parts.iter().fold(0u64, |a, p| a.wrapping_add(p.0)),
         voluntary: parts.iter().map(|p| p.1).sum(),
         involuntary: parts.iter().map(|p| p.2).sum(),
+        idle_pct: Vec::new(),
     })
 }
 
@@ -211,6 +287,7 @@ fn run_uthread(limit: Option<usize>, per_worker: u64, carriers: usize) -> Result
         total: parts.iter().fold(0u64, |a, p| a.wrapping_add(p.0)),
         voluntary: parts.iter().map(|p| p.1).sum(),
         involuntary: parts.iter().map(|p| p.2).sum(),
+        idle_pct: Vec::new(),
     })
 }
 
@@ -222,26 +299,33 @@ fn label(limit: Option<usize>) -> String {
     limit.map_or("unthrottled".to_string(), |n| n.to_string())
 }
 
-/// Fastest time and median switch counts over `reps` runs, checking every total. The fastest
-/// run is the one least disturbed by other jobs (lmbench's choice); it estimates what N itself
-/// costs. The reps are
-/// the outer loop, so a burst of load from other jobs hits one run of every N, not every run of
-/// a few N.
+/// Per N: every run's time, and the median switch counts and per-CPU idle share.
+struct PerN {
+    n: usize,
+    seconds: Vec<f64>,
+    voluntary: f64,
+    involuntary: f64,
+    idle_pct: Vec<f64>,
+}
+
+/// Runs every N `reps` times, checking every total. The reps are the outer loop, so a burst of
+/// load from other jobs hits one run of every N, not every run of a few N.
 fn sweep(
     ctx: &Ctx,
     what: &str,
     limits: &[Option<usize>],
     reps: usize,
     per_worker: u64,
+    cpus: &[usize],
     run: &dyn Fn(Option<usize>) -> Result<RunResult>,
-) -> Result<Vec<(usize, f64, f64, f64)>> {
+) -> Result<Vec<PerN>> {
     let expect = closed_form_sum(WORKERS * per_worker);
     let mut runs: Vec<Vec<RunResult>> = limits.iter().map(|_| Vec::new()).collect();
     for rep in 0..reps {
         ctx.step(&format!("throttle.{what} rep {}/{reps}", rep + 1))?;
         for (i, &limit) in limits.iter().enumerate() {
             ctx.cancel.check()?;
-            let r = run(limit)?;
+            let (mut r, idle) = with_idle(cpus, || run(limit))?;
             if r.total != expect {
                 return Err(Error::Fail(format!(
                     "{what} N={}: total {} differs from the closed form {expect}",
@@ -249,52 +333,41 @@ fn sweep(
                     r.total
                 )));
             }
+            r.idle_pct = idle;
             runs[i].push(r);
         }
     }
     Ok(limits
         .iter()
         .zip(runs)
-        .map(|(&limit, rs)| {
-            let secs: Vec<f64> = rs.iter().map(|r| r.seconds).collect();
-            let mut vol: Vec<f64> = rs.iter().map(|r| r.voluntary as f64).collect();
-            let mut invol: Vec<f64> = rs.iter().map(|r| r.involuntary as f64).collect();
-            (
-                x_of(limit),
-                secs.iter().copied().fold(f64::INFINITY, f64::min),
-                median(&mut vol),
-                median(&mut invol),
-            )
+        .map(|(&limit, rs)| PerN {
+            n: x_of(limit),
+            seconds: rs.iter().map(|r| r.seconds).collect(),
+            voluntary: median(&rs.iter().map(|r| r.voluntary as f64).collect::<Vec<_>>()),
+            involuntary: median(&rs.iter().map(|r| r.involuntary as f64).collect::<Vec<_>>()),
+            idle_pct: (0..cpus.len())
+                .map(|c| median(&rs.iter().map(|r| r.idle_pct[c]).collect::<Vec<_>>()))
+                .collect(),
         })
         .collect())
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    crate::measure::stats::quantile_sorted(v, 0.5)
-}
+const INFO: Info = Info {
+    name: "throttle",
+    study: &seeds::DELPHI_2010S,
+    measures: "64 CPU-bound workers admitted N at a time: time and context switches per N, best N, pool size to use",
+    rough_secs: [0.3, 6.0, 120.0],
+};
 
-impl Experiment for Throttle {
-    fn name(&self) -> &'static str {
-        "throttle"
-    }
-    fn study(&self) -> &'static str {
-        seeds::DELPHI_2010S
-    }
-    fn measures(&self) -> &'static str {
-        "64 CPU-bound workers admitted N at a time: time and context switches per N, best N, pool size to use"
-    }
-    fn rough_duration(&self, mode: Mode) -> Duration {
-        mode.pick(
-            Duration::from_millis(300),
-            Duration::from_secs(6),
-            Duration::from_secs(120),
-        )
+impl Experiment for ThrottleExperiment {
+    fn info(&self) -> &'static Info {
+        &INFO
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Outcome> {
         let per_worker: u64 = ctx.mode.pick(20_000, 4_000_000, 30_000_000);
-        let reps = ctx.mode.pick(1, 5, 3);
+        // Mann-Whitney needs at least 4 runs a side to reach p < 0.05 at all.
+        let reps = ctx.mode.pick(4, 5, 5);
         let kernel_limits: Vec<Option<usize>> = match ctx.mode {
             Mode::Tiny => vec![Some(1), Some(2), None],
             Mode::Quick => vec![Some(1), Some(2), Some(3), Some(4), Some(8), Some(64), None],
@@ -306,37 +379,51 @@ impl Experiment for Throttle {
         };
         let uthread_limits: Vec<Option<usize>> = match ctx.mode {
             Mode::Tiny => vec![Some(1), None],
-            Mode::Quick => vec![Some(1), Some(2), Some(4), None],
+            Mode::Quick => vec![Some(1), Some(2), Some(3), Some(4), None],
             Mode::Full => kernel_limits.clone(),
         };
-        let carriers = allowed_cpus().len().max(1);
+        let cpus = allowed_cpus();
+        let carriers = cpus.len().max(1);
         let mut out = Outcome::default();
 
-        let kernel = sweep(ctx, "kernel", &kernel_limits, reps, per_worker, &|l| {
-            run_kernel(l, per_worker)
-        })?;
-        let green = sweep(ctx, "uthread", &uthread_limits, reps, per_worker, &|l| {
-            run_uthread(l, per_worker, carriers)
-        })?;
+        let kernel = sweep(
+            ctx,
+            "kernel",
+            &kernel_limits,
+            reps,
+            per_worker,
+            &cpus,
+            &|l| run_kernel(l, per_worker),
+        )?;
+        let green = sweep(
+            ctx,
+            "uthread",
+            &uthread_limits,
+            reps,
+            per_worker,
+            &cpus,
+            &|l| run_uthread(l, per_worker, carriers),
+        )?;
 
         let work = format!(
-            "64 workers sum 1..{} ({} additions each), total checked against n(n+1)/2; time = fastest of {reps} interleaved runs, switches = median",
+            "64 workers sum 1..{} ({} additions each), total checked against n(n+1)/2; time = \
+             median of {reps} runs taken round-robin over N, switches = median",
             WORKERS * per_worker,
             per_worker
         );
         let series = |id: &str,
-                      rows: &[(usize, f64, f64, f64)],
-                      pick: fn(&(usize, f64, f64, f64)) -> f64,
+                      rows: &[PerN],
+                      pick: &dyn Fn(&PerN) -> f64,
                       y_label: &str,
-                      y_unit: &str,
+                      y_unit: Unit,
                       note: String,
                       hist| Series {
             id: id.into(),
             x_label: "N admitted at once (65 = unthrottled)".into(),
-            x_unit: "threads".into(),
+            x_unit: Unit::Threads,
             y_label: y_label.into(),
-            y_unit: y_unit.into(),
-            x: rows.iter().map(|r| r.0 as f64).collect(),
+            y_unit,
+            x: rows.iter().map(|r| r.n as f64).collect(),
             y: rows.iter().map(pick).collect(),
             note,
             historical: hist,
@@ -344,202 +431,300 @@ impl Experiment for Throttle {
         out.series.push(series(
             "throttle.kernel.time_vs_n",
             &kernel,
-            |r| r.1,
+            &|r| median(&r.seconds),
             "wall time",
-            "s",
+            Unit::S,
             format!("kernel threads, unpinned; {work}; the study's curve is for 64 x 30,000,000"),
             Some(seeds::throttle_curve()),
         ));
         out.series.push(series(
             "throttle.kernel.voluntary_switches_vs_n",
             &kernel,
-            |r| r.2,
+            &|r| r.voluntary,
             "voluntary context switches (all workers)",
-            "count",
+            Unit::Count,
             "getrusage(RUSAGE_THREAD) of each worker at its end, summed".into(),
             None,
         ));
         out.series.push(series(
             "throttle.kernel.involuntary_switches_vs_n",
             &kernel,
-            |r| r.3,
+            &|r| r.involuntary,
             "involuntary context switches (all workers)",
-            "count",
+            Unit::Count,
             "getrusage(RUSAGE_THREAD) of each worker at its end, summed".into(),
+            None,
+        ));
+        out.series.push(series(
+            "throttle.kernel.idle_vs_n",
+            &kernel,
+            &|r| r.idle_pct.iter().copied().fold(0.0, f64::max),
+            "idle share of the idlest allowed CPU during the run",
+            Unit::Percent,
+            "from /proc/stat (idle + iowait ticks of 10 ms) before and after each run; median \
+             over the runs"
+                .into(),
             None,
         ));
         out.series.push(series(
             "throttle.uthread.time_vs_n",
             &green,
-            |r| r.1,
+            &|r| median(&r.seconds),
             "wall time",
-            "s",
-            format!("{carriers} uthread carriers (one per allowed CPU) sharing one uthread::Throttle; {work}"),
+            Unit::S,
+            format!(
+                "{carriers} uthread carriers (one per allowed CPU, pinned) sharing one \
+                 uthread::Throttle; {work}"
+            ),
             Some(seeds::throttle_curve()),
         ));
         out.series.push(series(
             "throttle.uthread.switches_vs_n",
             &green,
-            |r| r.2 + r.3,
+            &|r| r.voluntary + r.involuntary,
             "green switches + carriers' kernel switches",
-            "count",
+            Unit::Count,
             "uthread Stats::context_switches plus getrusage of the carriers".into(),
             None,
         ));
 
-        let points: Vec<(usize, f64)> = kernel.iter().map(|r| (r.0, r.1)).collect();
-        let points_invol: Vec<(usize, f64)> = kernel.iter().map(|r| (r.0, r.3)).collect();
-        let (best_n, best_s) =
+        let points: Vec<(usize, Vec<f64>)> =
+            kernel.iter().map(|r| (r.n, r.seconds.clone())).collect();
+        let best =
             best_concurrency(&points).ok_or_else(|| Error::Fail("no throttle points".into()))?;
-        let unthrottled_s = points
-            .iter()
-            .find(|p| p.0 == UNTHROTTLED_X)
-            .map_or(f64::NAN, |p| p.1);
+        let green_points: Vec<(usize, Vec<f64>)> =
+            green.iter().map(|r| (r.n, r.seconds.clone())).collect();
+        let green_best = best_concurrency(&green_points)
+            .ok_or_else(|| Error::Fail("no uthread throttle points".into()))?;
+        let at = |n: usize| kernel.iter().find(|r| r.n == n);
+        let med = |n: usize| at(n).map_or(f64::NAN, |r| median(&r.seconds));
+        let best_s = med(best.n);
+        let unthrottled_s = med(UNTHROTTLED_X);
         let penalty = (unthrottled_s - best_s) / best_s * 100.0;
-        let green_points: Vec<(usize, f64)> = green.iter().map(|r| (r.0, r.1)).collect();
-        let green_best = best_concurrency(&green_points).map_or(0, |p| p.0);
 
-        let environment = env::capture();
         let physical = physical_allowed();
-        let pool = recommended_pool(physical, environment.cgroup_cpu_limit);
-        let logical = allowed_cpus().len();
-        let cg = environment
-            .cgroup_cpu_limit
-            .map_or("no cgroup CPU quota".to_string(), |c| {
-                format!("cgroup quota {c:.2} CPUs")
-            });
+        let logical = cpus.len();
+        let cgroup = ctx_cgroup_limit();
+        let pool = recommended_pool(physical, cgroup);
+        let cg = cgroup.map_or("no cgroup CPU quota".to_string(), |c| {
+            format!("cgroup quota {c:.2} CPUs")
+        });
+        let rule = rule_text();
+        let unpinned = Placement::Unpinned;
 
-        // With P CPUs free, N = 1 should take ~P times as long as the best; much less means
-        // other jobs held the CPUs and the best N found here says little about the machine.
-        let n1_s = points.iter().find(|p| p.0 == 1).map_or(f64::NAN, |p| p.1);
-        let speedup = n1_s / best_s;
-        let expected_speedup = physical.min(logical) as f64;
-        let disturbed = expected_speedup >= 2.0 && speedup < 0.75 * expected_speedup;
-        let mut best_metric = Metric::single(
+        out.add(Metric::single(
             "throttle.best_concurrency",
-            "threads",
-            best_n as f64,
-            &Placement::Unpinned.to_string(),
-            &format!(
-                "smallest N (65 = unthrottled) within {:.0}% of the fastest kernel-thread time; \
+            Unit::Threads,
+            best.n as f64,
+            unpinned,
+            format!(
+                "{rule}; kernel threads, {reps} runs per N; fastest N = {} ({:.3} s median); \
                  {logical} allowed logical CPUs, {physical} physical cores, {cg}; the study found \
                  N = 2 = physical cores on a 2-core/4-thread i3",
-                BEST_TOLERANCE * 100.0
+                best.fastest_n,
+                med(best.fastest_n)
             ),
-        )
-        .with_historical(Some(crate::results::Historical {
-            value: 2.0,
-            unit: "threads".into(),
-            source: seeds::DELPHI_2010S.into(),
-        }));
-        let disturbed_text = format!(
-            "DISTURBED: N = 1 took only {speedup:.2}x the best time where ~{expected_speedup:.0}x \
-             was expected, so other jobs held the CPUs and the best N is not this machine's"
-        );
-        if disturbed {
-            best_metric.noisy = true;
-            best_metric.note.push_str(&format!("; {disturbed_text}"));
-        }
-        out.metrics.push(best_metric);
-        out.metrics.push(Metric::single(
-            "throttle.penalty_pct",
-            "%",
-            penalty,
-            &Placement::Unpinned.to_string(),
-            &format!(
-                "(unthrottled - best N) / best N, kernel threads: {unthrottled_s:.3} s vs {best_s:.3} s; \
-                 the study: 67.55 s vs 55.44 s = +21.8%"
-            ),
-        ).with_historical(Some(crate::results::Historical {
-            value: (67.55 - 55.44) / 55.44 * 100.0,
-            unit: "%".into(),
-            source: seeds::DELPHI_2010S.into(),
-        })));
-        out.metrics.push(Metric::single(
-            "throttle.uthread.best_concurrency",
-            "threads",
-            green_best as f64,
-            &format!("{carriers} uthread carriers"),
-            "smallest N within 3% of the fastest, uthread carriers sharing one Throttle",
         ));
-        out.metrics.push(Metric::single(
+        out.add(
+            Metric::from_values(
+                "throttle.penalty_pct",
+                Unit::Percent,
+                &[penalty],
+                1,
+                unpinned,
+                format!(
+                    "(unthrottled - best N) / best N, medians of kernel-thread runs: \
+                     {unthrottled_s:.3} s vs {best_s:.3} s; the study: 67.55 s vs 55.44 s = +21.8%"
+                ),
+            )
+            .ok_or_else(|| Error::Fail("no throttle penalty".into()))?
+            .with_direction(Direction::LowerIsBetter),
+        );
+        out.add(Metric::single(
+            "throttle.uthread.best_concurrency",
+            Unit::Threads,
+            green_best.n as f64,
+            format!("{carriers} uthread carriers, pinned"),
+            format!("{rule}; uthread carriers (one per allowed CPU, pinned) sharing one Throttle"),
+        ));
+        out.add(Metric::single(
             "throttle.recommended_pool",
-            "threads",
+            Unit::Threads,
             pool as f64,
-            &Placement::Unpinned.to_string(),
-            &format!(
+            unpinned,
+            format!(
                 "physical cores among the allowed CPUs ({physical}), capped by the cgroup quota \
                  ({cg}); {logical} logical CPUs allowed"
             ),
         ));
 
-        // The table: today beside the study.
+        // The table: today beside the study, with the evidence behind the best N.
         let study = seeds::throttle_curve();
-        let mut table = String::from(
-            "  N            kernel s   vol.sw   invol.sw   uthread s   study s (i3, 64x30M)\n",
+        let mut table = Table::new(
+            "throttle.per_n",
+            "Semaphore throttle: time per N admitted at once",
+            &[
+                "N",
+                "kernel s (median)",
+                "spread",
+                "vs fastest",
+                "invol. switches",
+                "idlest CPU idle",
+                "uthread s",
+                "study s (i3, 64x30M)",
+            ],
+        );
+        table.note = format!(
+            "{work}; vs fastest = median excess and Mann-Whitney p against N = {}",
+            best.fastest_n
         );
         for r in &kernel {
             let g = green
                 .iter()
-                .find(|g| g.0 == r.0)
-                .map_or("-".to_string(), |g| format!("{:.3}", g.1));
+                .find(|g| g.n == r.n)
+                .map_or("-".to_string(), |g| format!("{:.3}", median(&g.seconds)));
             let h = study
                 .x
                 .iter()
-                .position(|&x| x as usize == r.0)
+                .position(|&x| x as usize == r.n)
                 .map_or("-".to_string(), |i| format!("{:.2}", study.y[i]));
-            let n = if r.0 == UNTHROTTLED_X {
-                "unthrottled".to_string()
-            } else {
-                r.0.to_string()
-            };
-            table.push_str(&format!(
-                "  {n:<12} {:>8.3} {:>8.0} {:>10.0}   {g:>9}   {h:>9}\n",
-                r.1, r.2, r.3
-            ));
+            let v = best.verdict(r.n);
+            table.row(vec![
+                label(if r.n == UNTHROTTLED_X {
+                    None
+                } else {
+                    Some(r.n)
+                }),
+                format!("{:.3}", median(&r.seconds)),
+                spread_text(&r.seconds),
+                v.map_or("-".to_string(), |v| {
+                    if v.0 == best.fastest_n {
+                        "fastest".to_string()
+                    } else {
+                        format!("{:+.1}%, p {:.3}", v.2 * 100.0, v.1)
+                    }
+                }),
+                format!("{:.0}", r.involuntary),
+                format!("{:.0}%", r.idle_pct.iter().copied().fold(0.0, f64::max)),
+                g,
+                h,
+            ]);
         }
-        let verdict = if penalty.abs() <= 5.0 {
-            "Linux's fair scheduler shares the CPUs among 64 runnable threads with little loss, so \
-             the throttle's value is fewer runnable threads (memory, latency for others), not speed."
-        } else {
-            "A loss this large was not expected from the fair scheduler: check the load warnings \
-             (another job competing for the CPUs during some runs inflates single points)."
-        };
-        // At N = cores, an unpinned admitted worker is sometimes woken onto a CPU that already
-        // runs one while the other CPU idles until the load balancer moves it: that shows as
-        // involuntary switches well above N = 1's, and uthread's pinned carriers avoid it.
-        let invol_at = |n: usize| points_invol.iter().find(|p| p.0 == n).map(|p| p.1);
-        let placement = match (invol_at(pool), invol_at(1)) {
-            (Some(at_cores), Some(at_one)) if best_n > pool && at_cores > 1.5 * at_one => format!(
-                " Kernel threads need one more than the cores here: at N = {pool} the workers saw \
-                 {at_cores:.0} involuntary switches against {at_one:.0} at N = 1, i.e. an admitted \
-                 worker was often placed on a CPU that was already busy while the other CPU \
-                 waited for the load balancer; uthread's carriers, pinned one per CPU, reach \
-                 their best at N = {green_best}."
-            ),
-            _ => String::new(),
-        };
-        out.conclusion = Some(format!(
-            "Semaphore throttle ({work}):\n{table}{}The time stops falling at N = {best_n} here ({logical} logical CPUs, {physical} \
-             physical cores, {cg}); running all 64 at once costs {penalty:+.1}% against that (the \
-             study: +21.8% on Windows 7). {verdict}{placement} For CPU-bound work use a pool of \
-             {pool} thread(s){}.",
-            if disturbed {
-                format!("{disturbed_text}. ")
-            } else {
-                String::new()
-            },
-            if best_n > pool && !disturbed {
-                format!(
-                    "; unpinned kernel threads did best with {best_n} admitted here, so admit one \
-                     more than cores when the pool's threads are not pinned"
-                )
-            } else {
-                String::new()
-            }
-        ));
+        out.tables.push(table);
+
+        out.conclusion = Some(conclusion(&ConclusionInput {
+            best: &best,
+            green_best: &green_best,
+            kernel: &kernel,
+            pool,
+            physical,
+            logical,
+            cg: &cg,
+            penalty,
+        }));
         Ok(out)
     }
+}
+
+/// The cgroup CPU quota in CPUs, if any.
+fn ctx_cgroup_limit() -> Option<f64> {
+    crate::measure::env::capture().cgroup_cpu_limit
+}
+
+/// "±4.1%": half the IQR over the median.
+fn spread_text(v: &[f64]) -> String {
+    match crate::measure::stats::Summary::from_samples(v, 1) {
+        Some(s) if s.median > 0.0 => format!("±{:.1}%", s.iqr() / 2.0 / s.median * 100.0),
+        _ => "-".to_string(),
+    }
+}
+
+struct ConclusionInput<'a> {
+    best: &'a Best,
+    green_best: &'a Best,
+    kernel: &'a [PerN],
+    pool: usize,
+    physical: usize,
+    logical: usize,
+    cg: &'a str,
+    penalty: f64,
+}
+
+/// What the run shows about N, and the pool size that follows from it.
+fn conclusion(c: &ConclusionInput) -> String {
+    let at = |n: usize| c.kernel.iter().find(|r| r.n == n);
+    let best = c.best.n;
+    let mut s = format!(
+        "The best N here is {best} by a stated rule ({}). {} logical CPUs, {} physical cores, {}. \
+         Running all 64 at once costs {:+.1}% against N = {best} (the study: +21.8% on Windows 7). ",
+        rule_text(),
+        c.logical,
+        c.physical,
+        c.cg,
+        c.penalty
+    );
+    s.push_str(if c.penalty.abs() <= 5.0 {
+        "Linux's fair scheduler shares the CPUs among 64 runnable threads with little loss, so the \
+         throttle's value is fewer runnable threads (memory, latency for others), not speed. "
+    } else {
+        "A loss this large is not the fair scheduler's usual cost: check the load warnings. "
+    });
+    if best == c.pool {
+        s.push_str(&format!(
+            "As the study predicted, the time stops falling at N = cores: use a pool of {} \
+             thread(s) for CPU-bound work.",
+            c.pool
+        ));
+        return s;
+    }
+    let evidence = |n: usize| -> String {
+        match (at(n), c.best.verdict(n)) {
+            (Some(r), Some(v)) => format!(
+                "at N = {n} the median was {:.3} s ({}, {:+.1}% against the fastest, p = {:.3}), \
+                 {:.0} involuntary switches, the idlest CPU idle {:.0}% of the run",
+                median(&r.seconds),
+                spread_text(&r.seconds),
+                v.2 * 100.0,
+                v.1,
+                r.involuntary,
+                r.idle_pct.iter().copied().fold(0.0, f64::max)
+            ),
+            _ => format!("N = {n} was not measured"),
+        }
+    };
+    if best > c.pool {
+        let one_invol = at(1).map_or(f64::NAN, |r| r.involuntary);
+        s.push_str(&format!(
+            "N = cores ({}) is measurably slower than N = {best}: {}; at N = 1, {one_invol:.0} \
+             involuntary switches. Unpinned, an admitted worker is sometimes woken onto a CPU \
+             that already runs one while another CPU idles until the load balancer moves it, so \
+             one extra admitted thread keeps every CPU busy; uthread's carriers, pinned one per \
+             CPU, reach their best at N = {} ({}). So: a pool of {} thread(s) pinned one per \
+             CPU, or {} if the pool's threads are not pinned.",
+            c.pool,
+            evidence(c.pool),
+            c.green_best.n,
+            if c.green_best.n <= c.pool {
+                "no extra thread needed when placement is fixed"
+            } else {
+                "even pinned carriers needed more here, so other load shares the CPUs"
+            },
+            c.pool,
+            best
+        ));
+    } else {
+        s.push_str(&format!(
+            "N = {best} is already as fast as N = cores ({}): {}. Fewer threads than cores \
+             reaching the best means the CPUs were not all available to this run (another job, a \
+             quota, or a host that shares the cores); the idle column shows how much each CPU \
+             could give. Use a pool of {} thread(s) on a machine where the cores are yours, and \
+             check the load warnings before trusting a smaller N.",
+            c.pool,
+            evidence(c.pool),
+            c.pool
+        ));
+    }
+    s
 }
 
 #[cfg(test)]
@@ -564,19 +749,46 @@ mod tests {
         assert_eq!(closed_form_sum(n), 1_843_200_000_960_000_000);
     }
 
-    #[test]
-    fn best_is_smallest_within_tolerance() {
-        let pts = [(1, 2.0), (2, 1.01), (3, 1.0), (65, 1.05)];
-        assert_eq!(best_concurrency(&pts).unwrap().0, 2);
-        assert_eq!(best_concurrency(&seeds_points()).unwrap().0, 2);
+    fn runs(center: f64, spread: f64) -> Vec<f64> {
+        [-2.0, -1.0, 0.0, 1.0, 2.0]
+            .iter()
+            .map(|k| center * (1.0 + k * spread))
+            .collect()
     }
 
-    fn seeds_points() -> Vec<(usize, f64)> {
+    #[test]
+    fn best_is_the_smallest_n_not_told_apart_from_the_fastest() {
+        // N = 1 twice as slow; N = 2 within noise of N = 3 (the fastest): the answer is 2.
+        let pts = vec![
+            (1, runs(2.0, 0.01)),
+            (2, runs(1.01, 0.02)),
+            (3, runs(1.0, 0.02)),
+            (65, runs(1.05, 0.02)),
+        ];
+        let b = best_concurrency(&pts).unwrap();
+        assert_eq!((b.n, b.fastest_n), (2, 3));
+        // A clear 8% penalty at N = 2 with tight runs is told apart: the answer is 3.
+        let pts = vec![
+            (1, runs(2.0, 0.01)),
+            (2, runs(1.08, 0.005)),
+            (3, runs(1.0, 0.005)),
+        ];
+        assert_eq!(best_concurrency(&pts).unwrap().n, 3);
+        // A significant but tiny difference (1%) is not worth a thread: the answer is 2.
+        let pts = vec![(2, runs(1.01, 0.001)), (3, runs(1.0, 0.001))];
+        assert_eq!(best_concurrency(&pts).unwrap().n, 2);
+        assert!(best_concurrency(&[]).is_none());
+    }
+
+    #[test]
+    fn the_studys_curve_gives_the_studys_answer() {
         let c = seeds::throttle_curve();
-        c.x.iter()
-            .zip(&c.y)
-            .map(|(&x, &y)| (x as usize, y))
-            .collect()
+        let pts: Vec<(usize, Vec<f64>)> =
+            c.x.iter()
+                .zip(&c.y)
+                .map(|(&x, &y)| (x as usize, runs(y, 0.005)))
+                .collect();
+        assert_eq!(best_concurrency(&pts).unwrap().n, 2);
     }
 
     #[test]

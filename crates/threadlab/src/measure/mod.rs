@@ -1,7 +1,11 @@
 //! How figures are taken: clock and sampler, statistics, placement, child processes, environment.
 
+pub mod drift;
 pub mod env;
 pub mod placement;
+pub mod probe;
 pub mod process;
 pub mod sampler;
+pub mod significance;
 pub mod stats;
+pub mod units;

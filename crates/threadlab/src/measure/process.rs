@@ -176,6 +176,114 @@ pub unsafe fn fork_child(pin_cpu: Option<usize>, body: impl FnOnce()) -> Result<
     Ok(Child { pid, reaped: false })
 }
 
+/// Every descendant of `pid` (children, grandchildren, ...), found through /proc: the Go
+/// toolchain's compiler and linker are grandchildren of the lab, which a signal to `go` alone
+/// would leave running.
+pub fn descendants(pid: libc::pid_t) -> Vec<libc::pid_t> {
+    let mut parent_of: Vec<(libc::pid_t, libc::pid_t)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(p) = e
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<libc::pid_t>().ok())
+            else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            // The parent pid is the second field after the command name's closing parenthesis.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<libc::pid_t>().ok());
+            if let Some(ppid) = ppid {
+                parent_of.push((p, ppid));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for &(child, ppid) in &parent_of {
+            if ppid == p && !found.contains(&child) {
+                found.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    found
+}
+
+/// A program run by the lab (the Go toolchain, the Go peer, a probe: `std::process::Child`)
+/// that is ended with all its descendants, and reaped, when this guard is dropped: an error, an
+/// interruption or a panic never leaves it running.
+pub struct Supervised {
+    pub child: std::process::Child,
+    what: String,
+}
+
+impl Supervised {
+    pub fn spawn(cmd: &mut std::process::Command, what: &str) -> std::io::Result<Supervised> {
+        Ok(Supervised {
+            child: cmd.spawn()?,
+            what: what.to_string(),
+        })
+    }
+
+    /// Waits for the program to end, checking `cancel` every 10 ms and giving up after
+    /// `limit`; on either it is killed (with its descendants) and reaped.
+    pub fn wait(
+        &mut self,
+        cancel: &crate::cancel::Cancel,
+        limit: std::time::Duration,
+    ) -> Result<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            if cancel.is_cancelled() {
+                self.kill();
+                cancel.check()?;
+            }
+            if std::time::Instant::now() > deadline {
+                self.kill();
+                return Err(Error::Fail(format!(
+                    "{} ran for over {} s and was stopped",
+                    self.what,
+                    limit.as_secs()
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// Ends the program and its descendants at once (SIGKILL) and reaps it.
+    pub fn kill(&mut self) {
+        let pid = self.child.id() as libc::pid_t;
+        let below = descendants(pid);
+        let _ = self.child.kill();
+        for p in below {
+            // SAFETY: kill has no memory preconditions. A descendant that already exited and
+            // whose pid was reused within this instant would be hit; the window is the time
+            // between the /proc scan and here, microseconds, and only our own processes' pids
+            // are named.
+            unsafe {
+                libc::kill(p, libc::SIGKILL);
+            }
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Supervised {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.kill();
+        }
+    }
+}
+
 /// A clock read with a raw clock_gettime, in ns (async-signal-safe; usable in a forked child).
 #[inline]
 pub fn clock_ns(clock: libc::clockid_t) -> u64 {

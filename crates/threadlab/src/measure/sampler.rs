@@ -28,6 +28,35 @@ pub struct SamplerConfig {
     pub budget: Duration,
 }
 
+/// One operation of an interleaved group: its batch closure (runs `n` operations, returns the
+/// time they took) and, for slow or stateful operations, a fixed batch size.
+pub struct InterleavedRow<'a> {
+    pub batch: Box<dyn FnMut(u64) -> Result<Duration> + 'a>,
+    pub fixed_iters: Option<u64>,
+    skipped: Option<String>,
+}
+
+impl<'a> InterleavedRow<'a> {
+    pub fn new(batch: impl FnMut(u64) -> Result<Duration> + 'a) -> InterleavedRow<'a> {
+        InterleavedRow {
+            batch: Box::new(batch),
+            fixed_iters: None,
+            skipped: None,
+        }
+    }
+
+    pub fn fixed(
+        iters: u64,
+        batch: impl FnMut(u64) -> Result<Duration> + 'a,
+    ) -> InterleavedRow<'a> {
+        InterleavedRow {
+            batch: Box::new(batch),
+            fixed_iters: Some(iters.max(1)),
+            skipped: None,
+        }
+    }
+}
+
 pub struct Sampler<'a> {
     pub cfg: SamplerConfig,
     cancel: &'a Cancel,
@@ -41,8 +70,17 @@ impl<'a> Sampler<'a> {
     /// Time per operation, in nanoseconds, over samples of calibrated batches.
     pub fn per_op_ns(&self, mut batch: impl FnMut(u64) -> Result<Duration>) -> Result<Summary> {
         let start = Instant::now();
-        // Calibration doubles as warm-up: run growing batches until one is long enough and the
-        // warm-up time has passed.
+        let iters = self.calibrate(&mut batch, start)?;
+        self.collect(iters, batch, start)
+    }
+
+    /// Runs growing batches until one lasts at least `min_batch` and the warm-up time since
+    /// `start` has passed (calibration doubles as warm-up); returns that batch size.
+    fn calibrate(
+        &self,
+        batch: &mut impl FnMut(u64) -> Result<Duration>,
+        start: Instant,
+    ) -> Result<u64> {
         let mut iters: u64 = 1;
         loop {
             self.cancel.check()?;
@@ -50,7 +88,7 @@ impl<'a> Sampler<'a> {
             let warm = start.elapsed() >= self.cfg.warmup;
             if took >= self.cfg.min_batch {
                 if warm {
-                    break;
+                    return Ok(iters);
                 }
             } else if iters < (1 << 40) {
                 // Jump straight to the size the last batch suggests, with a margin.
@@ -68,7 +106,94 @@ impl<'a> Sampler<'a> {
                 ));
             }
         }
-        self.collect(iters, batch, start)
+    }
+
+    /// Samples several operations interleaved: each is calibrated (and warmed up) on its own,
+    /// then one warm-up round runs every row once, then round k runs batch k of every row in
+    /// turn. A phase of the host (seconds of a co-tenant, a frequency change) then touches one
+    /// round of every row alike instead of all the samples of one row, so rows stay comparable
+    /// and a ratio taken per round is steadier than the ratio of two medians taken apart.
+    ///
+    /// A row whose batch fails with `Error::Skip` leaves the group (its reason is returned in
+    /// its slot) and the others go on; any other error ends the measurement. Per-op ns,
+    /// aligned by round across the rows that finished.
+    pub fn interleaved(
+        &self,
+        rows: &mut [InterleavedRow<'_>],
+    ) -> Result<Vec<std::result::Result<Summary, String>>> {
+        let mut state: Vec<std::result::Result<(u64, Vec<f64>), String>> =
+            Vec::with_capacity(rows.len());
+        let per_row =
+            |row: &mut InterleavedRow<'_>, r: Result<Duration>| -> Result<Option<Duration>> {
+                match r {
+                    Ok(d) => Ok(Some(d)),
+                    Err(Error::Skip(reason)) => {
+                        row.skipped = Some(reason);
+                        Ok(None)
+                    }
+                    Err(e) => Err(e),
+                }
+            };
+        for row in rows.iter_mut() {
+            let start = Instant::now();
+            let iters = match row.fixed_iters {
+                Some(n) => {
+                    while start.elapsed() < self.cfg.warmup && row.skipped.is_none() {
+                        self.cancel.check()?;
+                        let r = (row.batch)(n);
+                        per_row(row, r)?;
+                    }
+                    Ok(n)
+                }
+                None => match self.calibrate(&mut row.batch, start) {
+                    Ok(n) => Ok(n),
+                    Err(Error::Skip(reason)) => Err(reason),
+                    Err(e) => return Err(e),
+                },
+            };
+            state.push(match (iters, row.skipped.take()) {
+                (Ok(n), None) => Ok((n, Vec::with_capacity(self.cfg.samples))),
+                (_, Some(reason)) | (Err(reason), None) => Err(reason),
+            });
+        }
+        let rounds = self.cfg.samples.max(MIN_SAMPLES);
+        let budget = self.cfg.budget * rows.len().max(1) as u32;
+        let start = Instant::now();
+        // Round 0 is a warm-up: every row has cooled while the others calibrated.
+        for round in 0..=rounds {
+            for (row, st) in rows.iter_mut().zip(state.iter_mut()) {
+                let Ok((iters, samples)) = st else { continue };
+                self.cancel.check()?;
+                let r = (row.batch)(*iters);
+                let Some(took) = per_row(row, r)? else {
+                    *st = Err(row.skipped.take().unwrap_or_default());
+                    continue;
+                };
+                if round > 0 {
+                    samples.push(took.as_nanos() as f64 / *iters as f64);
+                }
+                if took > self.cfg.min_batch * RESIZE_FACTOR
+                    && *iters > 1
+                    && row.fixed_iters.is_none()
+                {
+                    let per_op = took.as_secs_f64() / *iters as f64;
+                    *iters =
+                        ((self.cfg.min_batch.as_secs_f64() * 1.2 / per_op).ceil() as u64).max(1);
+                }
+            }
+            if round >= MIN_SAMPLES && start.elapsed() > budget {
+                break;
+            }
+        }
+        Ok(state
+            .into_iter()
+            .map(|st| {
+                st.and_then(|(iters, samples)| {
+                    Summary::from_samples(&samples, iters)
+                        .ok_or_else(|| "the samples were not finite numbers".to_string())
+                })
+            })
+            .collect())
     }
 
     /// Like per_op_ns but with a fixed batch size (operations that are slow or stateful).
@@ -129,98 +254,6 @@ impl<'a> Sampler<'a> {
         Summary::from_samples(&samples, batch)
             .ok_or_else(|| Error::Fail("the samples were not finite numbers".into()))
     }
-}
-
-/// The median of 15 runs of `run`, which returns its own figure; `batch` is how many operations
-/// each run averaged over (recorded with the summary). The drift references and the clock cost
-/// are measured this way: fixed, short, no calibration.
-fn median_of_15(batch: u64, mut run: impl FnMut() -> f64) -> f64 {
-    let v: Vec<f64> = (0..15).map(|_| run()).collect();
-    Summary::from_samples(&v, batch).map_or(0.0, |s| s.median)
-}
-
-/// Time of a fixed chain of 250,000 dependent multiply-adds in one register, in ns (median of 15
-/// runs). No memory traffic and no system call, so its change between two moments is the CPU's
-/// own clock changing (frequency, the host preempting the vCPU), not the kernel's. Bound by the
-/// chain's latency, it hardly notices a co-tenant sharing the core's issue slots (see
-/// `reference_wide_ns`). The empty `asm!` per step makes the value opaque to the compiler, which
-/// otherwise rewrites the chain into far fewer instructions (it did: 0.14 ns per step, below
-/// one multiply's latency).
-pub fn reference_loop_ns() -> f64 {
-    median_of_15(1, || {
-        let t = Instant::now();
-        let mut x = std::hint::black_box(1u64);
-        for i in 0..250_000u64 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
-            // SAFETY: an empty template; it only claims to read and write `x` in a register.
-            unsafe {
-                std::arch::asm!("/* {0} */", inout(reg) x, options(nomem, nostack, preserves_flags))
-            };
-        }
-        std::hint::black_box(x);
-        t.elapsed().as_nanos() as f64
-    })
-}
-
-/// Time of 250,000 iterations of eight independent xor-add chains in registers, in ns (median
-/// of 15 runs). Bound by how many instructions the core issues per cycle rather than by a
-/// chain's latency, so it slows when something else takes the core's issue slots (an SMT
-/// sibling on the host, unseen from a guest) while `reference_loop_ns` stays put.
-/// Throughput-bound figures such as a user-level switch move with this one. The empty `asm!`
-/// per iteration keeps the eight chains in registers and stops the compiler from vectorising
-/// them into fewer instructions.
-pub fn reference_wide_ns() -> f64 {
-    median_of_15(1, || {
-        let t = Instant::now();
-        let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut h] =
-            std::hint::black_box([1u64, 2, 3, 4, 5, 6, 7, 8]);
-        for i in 0..250_000u64 {
-            a = a.wrapping_add(i ^ 1);
-            b = b.wrapping_add(i ^ 2);
-            c = c.wrapping_add(i ^ 3);
-            d = d.wrapping_add(i ^ 4);
-            e = e.wrapping_add(i ^ 5);
-            f = f.wrapping_add(i ^ 6);
-            g = g.wrapping_add(i ^ 7);
-            h = h.wrapping_add(i ^ 8);
-            // SAFETY: an empty template; it only claims to read and write eight registers.
-            unsafe {
-                std::arch::asm!(
-                    "/* {0} {1} {2} {3} {4} {5} {6} {7} */",
-                    inout(reg) a, inout(reg) b, inout(reg) c, inout(reg) d,
-                    inout(reg) e, inout(reg) f, inout(reg) g, inout(reg) h,
-                    options(nomem, nostack, preserves_flags)
-                )
-            };
-        }
-        std::hint::black_box([a, b, c, d, e, f, g, h]);
-        t.elapsed().as_nanos() as f64
-    })
-}
-
-/// Time of one getppid system call in ns (median of 15 runs of 20,000): the kernel's entry and
-/// exit path, which changes with the host's state on a VM.
-pub fn reference_syscall_ns() -> f64 {
-    median_of_15(20_000, || {
-        let t = Instant::now();
-        for _ in 0..20_000 {
-            // SAFETY: getppid has no preconditions and cannot fail.
-            std::hint::black_box(unsafe { libc::syscall(libc::SYS_getppid) });
-        }
-        t.elapsed().as_nanos() as f64 / 20_000.0
-    })
-}
-
-/// Cost of one read of the monotonic clock, in ns (median of 15 runs of 10,000 reads).
-pub fn clock_cost_ns() -> f64 {
-    median_of_15(10_000, || {
-        let t = Instant::now();
-        let mut last = t;
-        for _ in 0..10_000 {
-            last = std::hint::black_box(Instant::now());
-        }
-        last.duration_since(t).as_nanos() as f64 / 10_000.0
-    })
 }
 
 #[cfg(test)]
@@ -297,6 +330,58 @@ mod tests {
         // After the first dear batch of 1000 ops (1 s), the batch shrinks to ~240 us of work.
         assert!(*sizes.last().unwrap() <= 1, "{sizes:?}");
         assert_eq!(sum.median, 1_000_000.0);
+    }
+
+    #[test]
+    fn interleaved_rows_take_their_samples_round_by_round() {
+        let cancel = Cancel::never();
+        let s = Sampler::new(cfg(), &cancel);
+        let log = std::cell::RefCell::new(Vec::new());
+        let mut rows = vec![
+            InterleavedRow::new(|n| {
+                log.borrow_mut().push('a');
+                Ok(Duration::from_nanos(n * 100))
+            }),
+            InterleavedRow::new(|n| {
+                log.borrow_mut().push('b');
+                Ok(Duration::from_nanos(n * 300))
+            }),
+        ];
+        let out = s.interleaved(&mut rows).unwrap();
+        drop(rows);
+        let a = out[0].as_ref().unwrap();
+        let b = out[1].as_ref().unwrap();
+        assert_eq!(a.n, 9);
+        assert_eq!(b.n, 9);
+        assert_eq!(a.median, 100.0);
+        assert_eq!(b.median, 300.0);
+        // After both calibrations, the batches alternate a, b, a, b, ...
+        let log = log.into_inner();
+        let tail: String = log[log.len() - 20..].iter().collect();
+        assert_eq!(tail, "ab".repeat(10));
+    }
+
+    #[test]
+    fn a_row_that_cannot_run_leaves_the_group_with_its_reason() {
+        let cancel = Cancel::never();
+        let s = Sampler::new(cfg(), &cancel);
+        let mut calls = 0;
+        let mut rows = vec![
+            InterleavedRow::new(|n| Ok(Duration::from_nanos(n * 100))),
+            InterleavedRow::fixed(10, |_| {
+                calls += 1;
+                if calls > 3 {
+                    Err(Error::Skip("gone".into()))
+                } else {
+                    Ok(Duration::from_millis(1))
+                }
+            }),
+        ];
+        let out = s.interleaved(&mut rows).unwrap();
+        assert!(out[0].is_ok());
+        assert_eq!(out[1].as_ref().unwrap_err(), "gone");
+        let mut rows = vec![InterleavedRow::new(|_| Err(Error::Fail("broken".into())))];
+        assert!(matches!(s.interleaved(&mut rows), Err(Error::Fail(_))));
     }
 
     #[test]

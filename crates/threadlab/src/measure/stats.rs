@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 /// A metric whose IQR exceeds this fraction of its median is flagged noisy.
 pub const NOISY_IQR_FRACTION: f64 = 0.10;
 
+/// Statistics over a metric's samples, and the samples themselves in the order they were taken
+/// (interleaved rows are aligned by that order: sample i of each row comes from round i).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub n: usize,
@@ -16,8 +18,10 @@ pub struct Summary {
     pub q1: f64,
     pub q3: f64,
     pub mean: f64,
-    /// Standard deviation / mean (sample standard deviation, n - 1).
+    /// Standard deviation / mean (sample standard deviation, n - 1), of `values`.
     pub cv: f64,
+    /// The samples, in the order taken.
+    pub values: Vec<f64>,
 }
 
 impl Summary {
@@ -27,19 +31,9 @@ impl Summary {
             return None;
         }
         let mut v = samples.to_vec();
-        v.sort_by(|a, b| a.partial_cmp(b).expect("finite values compare"));
+        v.sort_by(f64::total_cmp);
         let n = v.len();
         let mean = v.iter().sum::<f64>() / n as f64;
-        let var = if n > 1 {
-            v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1) as f64
-        } else {
-            0.0
-        };
-        let cv = if mean != 0.0 {
-            var.sqrt() / mean.abs()
-        } else {
-            0.0
-        };
         Some(Summary {
             n,
             batch,
@@ -49,7 +43,8 @@ impl Summary {
             q1: quantile_sorted(&v, 0.25),
             q3: quantile_sorted(&v, 0.75),
             mean,
-            cv,
+            cv: cv(samples),
+            values: samples.to_vec(),
         })
     }
 
@@ -62,28 +57,82 @@ impl Summary {
         self.median != 0.0 && self.iqr() / self.median.abs() > NOISY_IQR_FRACTION
     }
 
-    /// Same summary with every statistic passed through `f` (e.g. subtracting an overhead,
-    /// or converting per-round-trip to per-switch). `f` must be monotonic non-decreasing.
-    pub fn map(&self, f: impl Fn(f64) -> f64) -> Summary {
-        let mean = f(self.mean);
-        let scale = if self.mean != 0.0 && mean != 0.0 {
-            // cv is relative: keep the absolute spread, re-express it relative to the new mean.
-            self.mean.abs() / mean.abs()
-        } else {
-            1.0
-        };
-        Summary {
-            n: self.n,
-            batch: self.batch,
-            median: f(self.median),
-            min: f(self.min),
-            max: f(self.max),
-            q1: f(self.q1),
-            q3: f(self.q3),
-            mean,
-            cv: self.cv * scale,
-        }
+    /// The same samples passed one by one through `f` (subtracting an overhead, converting a
+    /// unit), with every statistic computed again from the results. None if `f` gave a value
+    /// that is not finite.
+    pub fn map(&self, f: impl Fn(f64) -> f64) -> Option<Summary> {
+        let v: Vec<f64> = self.values.iter().map(|&x| f(x)).collect();
+        Summary::from_samples(&v, self.batch)
     }
+}
+
+/// Sample standard deviation (n - 1) over the absolute mean; 0 for one sample or a zero mean.
+pub fn cv(values: &[f64]) -> f64 {
+    let n = values.len();
+    if n < 2 {
+        return 0.0;
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    if mean == 0.0 {
+        return 0.0;
+    }
+    let var = values.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1) as f64;
+    var.sqrt() / mean.abs()
+}
+
+/// The median of values in any order (NaN for none).
+pub fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    quantile_sorted(&v, 0.5)
+}
+
+/// One cluster of a metric whose samples fall in two.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModeCluster {
+    /// Median of the samples in this cluster.
+    pub median: f64,
+    /// Fraction of all samples in this cluster (0..1).
+    pub share: f64,
+    pub n: usize,
+}
+
+/// A gap between two clusters must be at least this ratio (upper / lower).
+pub const BIMODAL_MIN_GAP_RATIO: f64 = 1.5;
+
+/// Two clusters of positive samples, if the samples fall in two; lower cluster first.
+///
+/// The rule: sort the samples and take the widest gap between neighbours on a log scale whose
+/// both sides hold at least max(2, 15%) of the samples. It separates two modes when the upper
+/// side starts at least `BIMODAL_MIN_GAP_RATIO` times above the lower side's end, and the gap
+/// is wider (on the log scale) than either side's own range: two tight clusters far apart, not
+/// one long tail. Needs at least 7 samples.
+pub fn two_modes(values: &[f64]) -> Option<[ModeCluster; 2]> {
+    let n = values.len();
+    if n < 7 || values.iter().any(|&x| !(x > 0.0 && x.is_finite())) {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let min_side = ((n as f64 * 0.15).ceil() as usize).max(2);
+    let (split, gap) = (min_side..=n - min_side)
+        .map(|i| (i, (v[i] / v[i - 1]).ln()))
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let lower = &v[..split];
+    let upper = &v[split..];
+    let range = |c: &[f64]| (c[c.len() - 1] / c[0]).ln();
+    if gap < BIMODAL_MIN_GAP_RATIO.ln() || gap <= range(lower) || gap <= range(upper) {
+        return None;
+    }
+    let cluster = |c: &[f64]| ModeCluster {
+        median: quantile_sorted(c, 0.5),
+        share: c.len() as f64 / n as f64,
+        n: c.len(),
+    };
+    Some([cluster(lower), cluster(upper)])
 }
 
 /// Linear-interpolated quantile (type 7, as R and numpy default) of sorted data.
@@ -168,14 +217,60 @@ mod tests {
     }
 
     #[test]
-    fn map_subtracts_and_keeps_order() {
+    fn map_recomputes_every_statistic_from_the_mapped_samples() {
         let s = Summary::from_samples(&[10.0, 12.0, 14.0], 1).unwrap();
-        let t = s.map(|x| x - 2.0);
+        let t = s.map(|x| x - 2.0).unwrap();
         assert_eq!(t.median, 10.0);
         assert_eq!(t.min, 8.0);
         assert_eq!(t.max, 12.0);
         // Absolute spread kept: sd 2 over mean 10 instead of over mean 12.
         assert!((t.cv - 0.2).abs() < 1e-12);
+        assert_eq!(t.values, vec![8.0, 10.0, 12.0]);
+    }
+
+    #[test]
+    fn a_unit_conversion_leaves_cv_unchanged() {
+        // The schema-1 bug: ns -> us rescaled cv by old mean / new mean (x1000).
+        let s = Summary::from_samples(&[1000.0, 1300.0, 900.0, 1100.0], 1).unwrap();
+        let us = s.map(|ns| ns / 1e3).unwrap();
+        assert!((us.cv - s.cv).abs() < 1e-12);
+        assert!((us.cv - cv(&us.values)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn values_keep_the_order_they_were_taken_in() {
+        let s = Summary::from_samples(&[3.0, 1.0, 2.0], 1).unwrap();
+        assert_eq!(s.values, vec![3.0, 1.0, 2.0]);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+    }
+
+    #[test]
+    fn two_tight_clusters_far_apart_are_two_modes() {
+        let v = [
+            270.0, 17_600.0, 280.0, 265.0, 17_900.0, 275.0, 17_200.0, 290.0, 272.0,
+        ];
+        let [lo, hi] = two_modes(&v).expect("bimodal");
+        assert_eq!(lo.n, 6);
+        assert_eq!(hi.n, 3);
+        assert!((lo.share - 6.0 / 9.0).abs() < 1e-12);
+        assert_eq!(lo.median, 273.5);
+        assert_eq!(hi.median, 17_600.0);
+    }
+
+    #[test]
+    fn one_cluster_or_a_long_tail_is_not_bimodal() {
+        let tight = [100.0, 101.0, 99.0, 100.5, 98.0, 102.0, 100.2];
+        assert!(two_modes(&tight).is_none());
+        // A geometric tail: every gap is as wide as the ranges around it.
+        let tail = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0];
+        assert!(two_modes(&tail).is_none());
+        // A single outlier is not a mode (each side needs >= 2 and >= 15% of the samples).
+        let outlier = [10.0, 10.1, 9.9, 10.0, 10.2, 9.8, 10.0, 10.1, 500.0];
+        assert!(two_modes(&outlier).is_none());
+        assert!(
+            two_modes(&[1.0, 100.0, 1.0, 100.0]).is_none(),
+            "too few samples"
+        );
     }
 
     #[test]

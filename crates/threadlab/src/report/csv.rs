@@ -2,7 +2,7 @@
 
 use crate::results::RunResults;
 
-pub const HEADER: &str = "experiment,status,metric,unit,median,min,max,q1,q3,cv,samples,batch,noisy,placement,historical_value,historical_unit,historical_source,note";
+pub const HEADER: &str = "experiment,status,metric,unit,median,min,max,q1,q3,cv,samples,batch,noisy,placement,historical_value,historical_unit,historical_source,note,direction,values";
 
 pub fn render(r: &RunResults) -> String {
     let mut out = String::from(HEADER);
@@ -14,14 +14,14 @@ pub fn render(r: &RunResults) -> String {
             .unwrap_or_default();
         for m in &e.metrics {
             let (hv, hu, hs) = match &m.historical {
-                Some(h) => (h.value.to_string(), h.unit.clone(), h.source.clone()),
+                Some(h) => (h.value.to_string(), h.unit.to_string(), h.source.clone()),
                 None => (String::new(), String::new(), String::new()),
             };
             let fields = [
                 e.name.clone(),
                 status.clone(),
                 m.id.clone(),
-                m.unit.clone(),
+                m.unit.to_string(),
                 m.median.to_string(),
                 m.min.to_string(),
                 m.max.to_string(),
@@ -36,6 +36,15 @@ pub fn render(r: &RunResults) -> String {
                 hu,
                 hs,
                 m.note.clone(),
+                serde_json::to_value(m.direction)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default(),
+                m.values
+                    .iter()
+                    .map(|v| v.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" "),
             ];
             out.push_str(
                 &fields

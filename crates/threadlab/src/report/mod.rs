@@ -9,7 +9,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::results::{Metric, RunResults};
+use crate::measure::units::Unit;
+use crate::results::{ExperimentResult, Metric, RunResults};
 
 /// An output format of `threadlab run`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,41 +101,94 @@ pub fn fmt_value(v: f64) -> String {
     }
 }
 
-/// "12.3 ns" etc.; percentages and counts without a space.
-pub fn fmt_with_unit(v: f64, unit: &str) -> String {
+/// "12.3 ns" etc.; percentages without a space, counts and ratios bare, "x" after a ratio.
+pub fn fmt_with_unit(v: f64, unit: Unit) -> String {
     match unit {
-        "%" => format!("{}%", fmt_value(v)),
-        "count" | "ratio" | "score" | "index" | "threads" => fmt_value(v),
+        Unit::Percent => format!("{}%", fmt_value(v)),
+        Unit::Ratio => format!("{}x", fmt_value(v)),
+        Unit::Count | Unit::Score | Unit::Index | Unit::Threads => fmt_value(v),
+        Unit::PerS => format!("{}/s", fmt_value(v)),
         u => format!("{} {u}", fmt_value(v)),
     }
 }
 
-/// The spread shown beside a median: half the IQR relative to the median.
+/// The figure shown as "now": the median, or both modes with their shares when the samples
+/// fall in two clusters.
+pub fn fmt_now(m: &Metric) -> String {
+    match &m.modes {
+        Some(modes) if modes.len() == 2 => format!(
+            "{} ({:.0}%) | {} ({:.0}%)",
+            fmt_with_unit(modes[0].median, m.unit),
+            modes[0].share * 100.0,
+            fmt_with_unit(modes[1].median, m.unit),
+            modes[1].share * 100.0
+        ),
+        _ => fmt_with_unit(m.median, m.unit),
+    }
+}
+
+/// The spread shown beside a median: half the IQR relative to the median, "noisy" past 10%,
+/// "bimodal" when the samples fall in two clusters.
 pub fn fmt_spread(m: &Metric) -> String {
     if m.samples <= 1 {
         return "-".into();
     }
-    if m.median == 0.0 {
-        return format!("iqr {}", fmt_value(m.q3 - m.q1));
+    if m.modes.is_some() {
+        // The IQR of two clusters is the distance between them, not a spread: say what it is.
+        return "bimodal".into();
     }
-    let half_iqr_pct = (m.q3 - m.q1) / 2.0 / m.median.abs() * 100.0;
-    format!("±{half_iqr_pct:.1}%")
+    let base = match m.half_iqr_pct() {
+        Some(p) => format!("±{p:.1}%"),
+        None => format!("iqr {}", fmt_value(m.q3 - m.q1)),
+    };
+    if m.noisy {
+        format!("{base} noisy")
+    } else {
+        base
+    }
 }
 
-/// "Sun Ultra-1, 1999" from a full citation.
-pub fn short_source(source: &str) -> String {
-    let known = [
-        ("Kothari & Claypool", "Ultra-1 1999"),
-        ("Oddone", "Mac 1997"),
-        ("Delphi", "Core i3 2010s"),
-        ("Queru", "BeOS 1999"),
-        ("Erlangen", "HP715 Mach"),
-    ];
-    known
+/// The historical figure and the then/now ratio as the tables show them ("-" when none).
+pub fn fmt_then(m: &Metric) -> (String, String) {
+    match &m.historical {
+        Some(h) => (
+            format!(
+                "{} ({})",
+                fmt_with_unit(h.value, h.unit),
+                crate::seeds::label_of(&h.source)
+            ),
+            m.ratio_then_now()
+                .map(|r| format!("{}x", fmt_value(r)))
+                .unwrap_or_else(|| "-".into()),
+        ),
+        None => ("-".into(), "-".into()),
+    }
+}
+
+/// How an experiment's attempts went, for its heading: None when it ran once.
+pub fn fmt_attempts(e: &ExperimentResult) -> Option<String> {
+    if !e.remeasured() && e.drift_note.is_none() {
+        return None;
+    }
+    let kept = e.attempts.iter().position(|a| a.kept).map_or(0, |i| i + 1);
+    let drifts: Vec<String> = e
+        .attempts
         .iter()
-        .find(|(k, _)| source.contains(k))
-        .map(|(_, s)| s.to_string())
-        .unwrap_or_else(|| source.chars().take(20).collect())
+        .map(|a| format!("{:.1}%", a.drift_pct))
+        .collect();
+    let mut s = if e.remeasured() {
+        format!(
+            "re-measured: {} attempts (drift {}), kept #{kept}",
+            e.attempts.len(),
+            drifts.join(", ")
+        )
+    } else {
+        format!("drift {}", drifts.join(", "))
+    };
+    if let Some(n) = &e.drift_note {
+        s.push_str(&format!("; {n}"));
+    }
+    Some(s)
 }
 
 /// The first clause of a note, for the table; the whole note is in the files.
@@ -165,8 +219,9 @@ mod tests {
         assert_eq!(fmt_value(1.23456), "1.23");
         assert_eq!(fmt_value(0.123456), "0.123");
         assert_eq!(fmt_value(0.0), "0");
-        assert_eq!(fmt_with_unit(3.0, "%"), "3.00%");
-        assert_eq!(fmt_with_unit(3.0, "ns"), "3.00 ns");
+        assert_eq!(fmt_with_unit(3.0, Unit::Percent), "3.00%");
+        assert_eq!(fmt_with_unit(3.0, Unit::Ns), "3.00 ns");
+        assert_eq!(fmt_with_unit(104.0, Unit::Ratio), "104.0x");
     }
 
     #[test]

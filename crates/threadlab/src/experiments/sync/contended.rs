@@ -9,13 +9,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::subjects::locks::{BenchLock, ParkingLotMutex, PthreadMutex, StdMutex, TicketLock};
 use crate::experiments::{Ctx, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::wait_until;
 use crate::measure::sampler::Sampler;
 use crate::measure::stats::Summary;
+use crate::measure::units::Unit;
 use crate::results::Metric;
+use crate::subjects::locks::{BenchLock, ParkingLotMutex, PthreadMutex, StdMutex, TicketLock};
 
 /// What the two threads share.
 #[derive(Default)]
@@ -173,16 +174,18 @@ pub fn contended_metrics(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
                 "Threads pinned to two different CPUs: every hand-off moves the lock's cache line (and, for blocking locks, may sleep and wake a thread)."
             };
             match measure(lock, &ctx.sampler(), cpus) {
-                Ok(s) => out.metrics.push(Metric::from_summary(
+                Ok(s) => {
+                    out.add(Metric::from_summary(
                     &id,
-                    "ns",
+                    Unit::Ns,
                     &s,
-                    &placement.to_string(),
-                    &format!(
+                    placement,
+                    format!(
                         "Per lock+unlock pair, 2 threads contending; {what}: two threads each run a batch of lock, load+store of a shared counter, unlock. Figure = batch wall time / pairs completed by both threads (aggregate cost per lock+unlock pair under contention, including the critical section and all waiting); the batch start handshake (one cache-line transfer) is included and is under 0.1% of a batch. {situation} Spread over batches of >= {} ms; compare with the uncontended single-thread rows of sync.",
                         ctx.mode.sampler_config().min_batch.as_millis().max(1)
                     ),
-                )),
+                ));
+                }
                 Err(Error::Skip(r)) => out.skip(&id, r),
                 Err(e) => return Err(e),
             }

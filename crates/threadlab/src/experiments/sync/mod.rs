@@ -7,17 +7,19 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::cancel::Cancel;
 use crate::error::{Error, Result};
-use crate::experiments::{Ctx, Experiment, Mode, Outcome};
+use crate::experiments::{Ctx, Experiment, Info, Interleaved, Outcome, Probe};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
+use crate::measure::probe::run_probe;
 use crate::measure::process::{mono_ns, wait_until};
 use crate::measure::sampler::Sampler;
 use crate::measure::stats::Summary;
-use crate::results::Metric;
+use crate::measure::units::Unit;
 use crate::seeds;
 use crate::sys::{futex_wait, futex_wake, gettid, task_state};
 
-pub struct Sync;
+pub struct SyncCosts;
 
 /// A pthread mutex with a stable address (glibc mutexes must not move once used).
 struct PthreadMutex(Box<UnsafeCell<libc::pthread_mutex_t>>);
@@ -51,40 +53,28 @@ fn pthread_mutex_pairs(m: &PthreadMutex, n: u64) -> Duration {
     t.elapsed()
 }
 
-/// Measures the mutex pair in this process; used in-process and by the single-thread probe.
-pub fn measure_pthread_mutex(sampler: &Sampler) -> Result<Summary> {
-    let m = PthreadMutex::new();
-    sampler.per_op_ns(|n| Ok(pthread_mutex_pairs(&m, n)))
-}
-
-/// Runs the single-threaded mutex measurement in a fresh copy of this program.
+/// `threadlab __probe mutex-single`: the mutex pair measured in a process that never created a
+/// thread.
 ///
 /// glibc skips the atomic instruction in pthread_mutex_lock while the process has never created
 /// a thread, and the flag is never reset: so this must be measured in a process that never had a
-/// second thread. threadlab re-executes itself (`threadlab __probe mutex-single`), which is
-/// single-threaded, and reads the summary it prints as JSON.
-fn single_thread_probe(mode: Mode, cpu: usize) -> Result<Summary> {
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::Skip(format!("cannot find threadlab's own executable: {e}")))?;
-    let out = std::process::Command::new(exe)
-        .args([
-            "__probe",
-            "mutex-single",
-            "--mode",
-            mode.name(),
-            "--cpu",
-            &cpu.to_string(),
-        ])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| Error::Skip(format!("cannot re-run threadlab for the probe: {e}")))?;
-    if !out.status.success() {
-        return Err(Error::Fail(format!(
-            "the single-thread probe failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    serde_json::from_slice(&out.stdout)
+/// second thread. threadlab re-executes itself, which is single-threaded until the probe ends,
+/// and reads the summary (per-op ns) it prints as JSON.
+pub const MUTEX_SINGLE_PROBE: Probe = Probe {
+    name: "mutex-single",
+    run: |mode, cpu| {
+        pin_current_thread(cpu)?;
+        let cancel = Cancel::never();
+        let sampler = Sampler::new(mode.sampler_config(), &cancel);
+        let m = PthreadMutex::new();
+        let s = sampler.per_op_ns(|n| Ok(pthread_mutex_pairs(&m, n)))?;
+        serde_json::to_string(&s).map_err(|e| Error::Fail(e.to_string()))
+    },
+};
+
+fn single_thread_probe(ctx: &Ctx, cpu: usize) -> Result<Summary> {
+    let text = run_probe(MUTEX_SINGLE_PROBE.name, ctx.mode, cpu, ctx.cancel)?;
+    serde_json::from_str(text.trim())
         .map_err(|e| Error::Fail(format!("the single-thread probe printed no summary: {e}")))
 }
 
@@ -227,134 +217,122 @@ fn wake_latency(
     })
 }
 
-impl Experiment for Sync {
-    fn name(&self) -> &'static str {
-        "sync"
-    }
-    fn study(&self) -> &'static str {
-        seeds::PTHREADS_1999
-    }
-    fn measures(&self) -> &'static str {
-        "uncontended mutex and semaphore pairs (multi- and single-threaded process), and futex wake-up latency on the same and different CPUs"
-    }
-    fn rough_duration(&self, mode: Mode) -> Duration {
-        Duration::from_secs(mode.pick(1, 4, 25))
+const INFO: Info = Info {
+    name: "sync",
+    study: &seeds::PTHREADS_1999,
+    measures: "uncontended mutex and semaphore pairs (multi- and single-threaded process), and futex wake-up latency on the same and different CPUs",
+    rough_secs: [1.0, 4.0, 25.0],
+};
+
+impl Experiment for SyncCosts {
+    fn info(&self) -> &'static Info {
+        &INFO
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Outcome> {
         let cpu = home_cpu();
-        let placement = Placement::SameCpu(cpu).to_string();
-        let sampler = ctx.sampler();
+        let placement = Placement::SameCpu(cpu);
         let mut out = Outcome::default();
 
         {
             let _pin = PinGuard::pin(cpu)?;
             let companion = Companion::start();
-
-            ctx.step("sync.mutex")?;
-            let s = measure_pthread_mutex(&sampler)?;
-            out.metrics.push(
-                Metric::from_summary(
+            let pthread = PthreadMutex::new();
+            let std_mutex = std::sync::Mutex::new(0u64);
+            let mut group = Interleaved::new();
+            group
+                .row(
                     "sync.mutex",
-                    "ns",
-                    &s,
-                    &placement,
+                    Unit::Ns,
+                    placement,
                     "pthread_mutex_lock + unlock of a default mutex, never contended, in a process \
                      with more than one thread (a second thread sleeps), so glibc uses its atomic \
                      path; loop overhead (~1 ns) not subtracted",
+                    |n| Ok(pthread_mutex_pairs(&pthread, n)),
                 )
-                .with_historical(seeds::historical("sync.mutex")),
-            );
-
-            ctx.step("sync.mutex.std")?;
-            let m = std::sync::Mutex::new(0u64);
-            let s = sampler.per_op_ns(|n| {
-                let t = Instant::now();
-                for _ in 0..n {
-                    *std::hint::black_box(&m)
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner()) += 1;
-                }
-                Ok(t.elapsed())
-            })?;
-            out.metrics.push(Metric::from_summary(
-                "sync.mutex.std",
-                "ns",
-                &s,
-                &placement,
-                "std::sync::Mutex lock + increment + unlock (a futex word and a poison flag), \
-                 never contended, multi-threaded process",
-            ));
-
-            ctx.step("sync.semaphore")?;
-            let s = sampler.per_op_ns(semaphore_pairs)?;
-            out.metrics.push(
-                Metric::from_summary(
+                .row(
+                    "sync.mutex.std",
+                    Unit::Ns,
+                    placement,
+                    "std::sync::Mutex lock + increment + unlock (a futex word and a poison flag), \
+                     never contended, multi-threaded process",
+                    |n| {
+                        let t = Instant::now();
+                        for _ in 0..n {
+                            *std::hint::black_box(&std_mutex)
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner()) += 1;
+                        }
+                        Ok(t.elapsed())
+                    },
+                )
+                .row(
                     "sync.semaphore",
-                    "ns",
-                    &s,
-                    &placement,
+                    Unit::Ns,
+                    placement,
                     "sem_post + sem_wait of an unnamed POSIX semaphore (count 0 -> 1 -> 0, never \
                      blocks), multi-threaded process",
-                )
-                .with_historical(seeds::historical("sync.semaphore")),
-            );
+                    semaphore_pairs,
+                );
+            group.measure(ctx, &mut out)?;
             companion.stop();
         }
 
         ctx.step("sync.mutex.single_thread")?;
-        match single_thread_probe(ctx.mode, cpu) {
-            Ok(s) => out.metrics.push(
-                Metric::from_summary(
+        match single_thread_probe(ctx, cpu) {
+            Ok(s) => {
+                out.add_ns(
                     "sync.mutex.single_thread",
-                    "ns",
+                    Unit::Ns,
                     &s,
-                    &placement,
+                    placement,
                     "pthread_mutex_lock + unlock in a process that has never created a thread \
-                     (threadlab re-runs itself for this): glibc then takes its single-thread \
-                     shortcut without atomic instructions",
-                )
-                .with_historical(seeds::historical("sync.mutex.single_thread")),
-            ),
+                     (threadlab re-runs itself for this, so it cannot be interleaved with the \
+                     rows above): glibc then takes its single-thread shortcut without atomic \
+                     instructions",
+                )?;
+            }
             Err(Error::Skip(r)) => out.skip("sync.mutex.single_thread", r),
             Err(e) => return Err(e),
         }
 
         // Each wake costs a procfs read and two hand-offs, ~20-60 us in all.
         let wakes = ctx.mode.pick(20, 200, 200);
+        let sampler = ctx.sampler();
         ctx.step("sync.wake.same_cpu")?;
         let s = wake_latency(&sampler, wakes, cpu, cpu)?;
-        out.metrics.push(Metric::from_summary(
+        out.add_ns(
             "sync.wake.same_cpu",
-            "us",
-            &s.map(|ns| ns / 1e3),
-            &placement,
+            Unit::Us,
+            &s,
+            placement,
             "from just before FUTEX_WAKE to the waiter running, both threads on one CPU: includes \
              the wake syscall, the waker blocking (it waits for the waiter's reply) and the switch; \
              the waiter was verified asleep (procfs state S) before each wake",
-        ));
+        )?;
 
         match cpu_pair() {
             Some((a, b)) => {
                 ctx.step("sync.wake.cross_cpu")?;
                 let s = wake_latency(&sampler, wakes, a, b)?;
-                out.metrics.push(Metric::from_summary(
+                out.add_ns(
                     "sync.wake.cross_cpu",
-                    "us",
-                    &s.map(|ns| ns / 1e3),
-                    &Placement::CrossCpu(a, b).to_string(),
-                    "from just before FUTEX_WAKE to the waiter running on another CPU that was idle: \
-                     includes the wake syscall, the inter-processor interrupt and the idle CPU's \
-                     exit from its idle state (see cpuidle in the environment)",
-                ));
+                    Unit::Us,
+                    &s,
+                    Placement::CrossCpu(a, b),
+                    "from just before FUTEX_WAKE to the waiter running on another CPU that was \
+                     idle: includes the wake syscall, the inter-processor interrupt and the idle \
+                     CPU's exit from its idle state (see cpuidle in the environment)",
+                )?;
             }
             None => out.skip("sync.wake.cross_cpu", "this process may use only one CPU"),
         }
 
         contended::contended_metrics(ctx, &mut out)?;
 
-        let get = |id: &str| out.metrics.iter().find(|m| m.id == id).map(|m| m.median);
-        let ratio = get("sync.mutex").zip(get("sync.mutex.single_thread"));
+        let ratio = out
+            .median("sync.mutex")
+            .zip(out.median("sync.mutex.single_thread"));
         out.conclusion = Some(match ratio {
             Some((multi, single)) => format!(
                 "An uncontended mutex pair costs {multi:.1} ns ({single:.1} ns before the process's \

@@ -1,15 +1,24 @@
+// The Go peer of threadlab's create and switch experiments: goroutines measured beside kernel
+// threads, uthread and Tokio in the same run, interleaved with them round by round.
+//
+// threadlab builds this program at run time and drives it over its standard input: each line
+// "spawn N" or "yield N" runs one batch of N operations, and the program answers with one line,
+// the batch's wall time in nanoseconds. Calibration, warm-up, sampling and statistics stay in
+// threadlab, so the goroutine rows are sampled exactly like the others.
 package main
 
 import (
+	"bufio"
 	"fmt"
-	"math"
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
 
+// spawnBatch: n times, start a goroutine that calls wg.Done, and wait for it.
 func spawnBatch(n int64) time.Duration {
 	var wg sync.WaitGroup
 	t := time.Now()
@@ -21,6 +30,7 @@ func spawnBatch(n int64) time.Duration {
 	return time.Since(t)
 }
 
+// yieldBatch: two goroutines alternate runtime.Gosched, n switches in all.
 func yieldBatch(n int64) time.Duration {
 	perSide := (n + 1) / 2
 	var wg sync.WaitGroup
@@ -39,66 +49,32 @@ func yieldBatch(n int64) time.Duration {
 	return time.Duration(float64(took) * float64(n) / float64(2*perSide))
 }
 
-func arg(i int) int64 {
-	v, err := strconv.ParseInt(os.Args[i], 10, 64)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bad argument", os.Args[i])
-		os.Exit(2)
-	}
-	return v
-}
-
 func main() {
-	if len(os.Args) != 7 {
-		fmt.Fprintln(os.Stderr, "usage: peer spawn|yield samples min_samples warmup_ns min_batch_ns budget_ns")
-		os.Exit(2)
-	}
 	runtime.GOMAXPROCS(1)
-	var batch func(int64) time.Duration
-	switch os.Args[1] {
-	case "spawn":
-		batch = spawnBatch
-	case "yield":
-		batch = yieldBatch
-	default:
-		fmt.Fprintln(os.Stderr, "unknown benchmark", os.Args[1])
-		os.Exit(2)
-	}
-	samples, minSamples := arg(2), arg(3)
-	warmup, minBatch, budget := time.Duration(arg(4)), time.Duration(arg(5)), time.Duration(arg(6))
-	start := time.Now()
-	iters := int64(1)
-	for {
-		took := batch(iters)
-		warm := time.Since(start) >= warmup
-		if took >= minBatch {
-			if warm {
-				break
-			}
-		} else {
-			perOp := float64(took) / float64(iters)
-			want := iters * 2
-			if perOp > 0 {
-				want = int64(math.Ceil(float64(minBatch) * 1.2 / perOp))
-			}
-			if want < iters+1 {
-				want = iters + 1
-			}
-			if want > iters*16 {
-				want = iters * 16
-			}
-			iters = want
+	in := bufio.NewScanner(os.Stdin)
+	out := bufio.NewWriter(os.Stdout)
+	for in.Scan() {
+		fields := strings.Fields(in.Text())
+		if len(fields) != 2 {
+			fmt.Fprintln(os.Stderr, "expected 'spawn N' or 'yield N', got", in.Text())
+			os.Exit(2)
 		}
-	}
-	fmt.Printf("batch %d\n", iters)
-	if samples < minSamples {
-		samples = minSamples
-	}
-	for k := int64(0); k < samples; k++ {
-		took := batch(iters)
-		fmt.Printf("ns %.4f\n", float64(took)/float64(iters))
-		if k+1 >= minSamples && time.Since(start) > budget {
-			break
+		n, err := strconv.ParseInt(fields[1], 10, 64)
+		if err != nil || n < 1 {
+			fmt.Fprintln(os.Stderr, "bad batch size", fields[1])
+			os.Exit(2)
 		}
+		var took time.Duration
+		switch fields[0] {
+		case "spawn":
+			took = spawnBatch(n)
+		case "yield":
+			took = yieldBatch(n)
+		default:
+			fmt.Fprintln(os.Stderr, "unknown benchmark", fields[0])
+			os.Exit(2)
+		}
+		fmt.Fprintln(out, took.Nanoseconds())
+		out.Flush()
 	}
 }
