@@ -51,6 +51,7 @@ pub fn run(
             mode,
             cancel,
             progress: &step,
+            env: &environment,
         };
         let t = Instant::now();
         let outcome = catch_unwind(AssertUnwindSafe(|| exp.run(&ctx)));

@@ -479,6 +479,7 @@ mod tests {
     use super::*;
     use crate::cancel::Cancel;
     use crate::experiments::Mode;
+    use crate::measure::env::Environment;
 
     #[test]
     fn parses_go_output() {
@@ -514,10 +515,13 @@ mod tests {
     }
 
     fn tiny_ctx(cancel: &Cancel) -> Ctx<'_> {
+        static ENV: std::sync::LazyLock<Environment> =
+            std::sync::LazyLock::new(Environment::default);
         Ctx {
             mode: Mode::Tiny,
             cancel,
             progress: &|_| {},
+            env: &ENV,
         }
     }
 

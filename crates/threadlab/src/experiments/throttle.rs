@@ -13,8 +13,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Mode, Outcome};
-use crate::measure::env;
-use crate::measure::placement::{allowed_cpus, smt_siblings, Placement};
+use crate::measure::placement::{allowed_cpus, physical_cores, Placement};
 use crate::results::{Metric, Series};
 use crate::seeds;
 use crate::sys;
@@ -64,19 +63,6 @@ pub fn best_concurrency(points: &[(usize, f64)]) -> Option<(usize, f64)> {
 pub fn recommended_pool(physical_allowed: usize, cgroup_cpus: Option<f64>) -> usize {
     let cap = cgroup_cpus.map_or(usize::MAX, |c| (c.floor() as usize).max(1));
     physical_allowed.min(cap).max(1)
-}
-
-/// Physical cores among the allowed CPUs (SMT siblings counted once).
-fn physical_allowed() -> usize {
-    let mut seen: Vec<Vec<usize>> = Vec::new();
-    for c in allowed_cpus() {
-        let mut s = smt_siblings(c);
-        s.sort_unstable();
-        if !seen.contains(&s) {
-            seen.push(s);
-        }
-    }
-    seen.len()
 }
 
 struct KernelSemaphore {
@@ -399,8 +385,8 @@ impl Experiment for Throttle {
         let green_points: Vec<(usize, f64)> = green.iter().map(|r| (r.0, r.1)).collect();
         let green_best = best_concurrency(&green_points).map_or(0, |p| p.0);
 
-        let environment = env::capture();
-        let physical = physical_allowed();
+        let environment = ctx.env;
+        let physical = physical_cores(&allowed_cpus()).unwrap_or_else(|| allowed_cpus().len());
         let pool = recommended_pool(physical, environment.cgroup_cpu_limit);
         let logical = allowed_cpus().len();
         let cg = environment

@@ -1,5 +1,7 @@
 //! Markdown: the whole report with full notes, for a README, an issue or a wiki page.
 
+use crate::report::env::one_line;
+use crate::report::warnings::env_warnings;
 use crate::report::{fmt_spread, fmt_value, fmt_with_unit};
 use crate::results::{RunResults, Status};
 
@@ -9,9 +11,9 @@ pub fn render(r: &RunResults) -> String {
         r.threadlab_version,
         r.mode,
         r.started_at,
-        r.environment.one_line()
+        one_line(&r.environment)
     );
-    for w in r.environment.warnings() {
+    for w in env_warnings(&r.environment) {
         out.push_str(&format!("- warning: {w}\n"));
     }
     for e in &r.experiments {

@@ -4,6 +4,8 @@
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Color, ContentArrangement, Table};
 
+use crate::report::env::one_line;
+use crate::report::warnings::env_warnings;
 use crate::report::{fmt_spread, fmt_value, fmt_with_unit, short_note, short_source};
 use crate::results::{RunResults, Status};
 
@@ -19,9 +21,9 @@ pub fn render(r: &RunResults, style: &Style) -> String {
         "threadlab {} · {} suite · {}\n",
         r.threadlab_version,
         r.mode,
-        r.environment.one_line()
+        one_line(&r.environment)
     ));
-    for w in r.environment.warnings() {
+    for w in env_warnings(&r.environment) {
         out.push_str(&format!("  warning: {w}\n"));
     }
     for e in &r.experiments {
