@@ -10,7 +10,8 @@ use crate::measure::env::{self, Environment};
 use crate::measure::sampler::{
     clock_cost_ns, reference_loop_ns, reference_syscall_ns, reference_wide_ns,
 };
-use crate::results::{ExperimentResult, RunResults, Status, SCHEMA_VERSION};
+use crate::report::warnings::env_warnings;
+use crate::results::{ExperimentResult, RunResults, Status, Warning, SCHEMA_VERSION};
 
 /// Where the runner reports progress (a bar on a terminal, plain lines otherwise).
 pub trait Progress: Sync {
@@ -103,6 +104,12 @@ pub fn run(
         environment.reference_wide_ns_end = Some(reference_wide_ns());
         environment.reference_syscall_ns_end = Some(reference_syscall_ns());
     }
+    // Stored rather than recomputed by each report, so that a results file read later (or by a
+    // newer threadlab with other thresholds) shows what this run showed.
+    let warnings = env_warnings(&environment)
+        .iter()
+        .map(Warning::from)
+        .collect();
     RunResults {
         schema_version: SCHEMA_VERSION,
         threadlab_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -111,6 +118,7 @@ pub fn run(
         mode: mode.name().to_string(),
         interrupted_by: cancel.signal().map(|s| signal_name(s).to_string()),
         environment,
+        warnings,
         experiments: results,
     }
 }

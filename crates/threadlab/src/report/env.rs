@@ -2,6 +2,8 @@
 //! summary (the head of every report). What the environment means for the figures is
 //! `report::warnings`.
 
+use std::collections::BTreeMap;
+
 use crate::measure::env::{Environment, Rlimit};
 
 const UNKNOWN: &str = "unknown";
@@ -86,6 +88,15 @@ fn rows(env: &Environment) -> Vec<(&'static str, String)> {
         ("container", opt_or(&env.container, "none detected")),
         ("cpuidle_driver", opt(&env.cpuidle_driver)),
         ("cpuidle_governor", opt(&env.cpuidle_governor)),
+        ("haltpoll_parameters", params(&env.haltpoll_parameters)),
+        (
+            "cpuidle_haltpoll_parameters",
+            params(&env.cpuidle_haltpoll_parameters),
+        ),
+        (
+            "kvm_halt_poll_parameters",
+            params(&env.kvm_halt_poll_parameters),
+        ),
         ("frequency_governor", opt(&env.frequency_governor)),
         ("frequency_driver", opt(&env.frequency_driver)),
         (
@@ -113,8 +124,13 @@ fn rows(env: &Environment) -> Vec<(&'static str, String)> {
         ),
         ("cgroup_cpu_max_raw", opt(&env.cgroup_cpu_max_raw)),
         ("cgroup_cpuset_effective", opt(&env.cgroup_cpuset_effective)),
+        (
+            "cgroup_pids_max",
+            opt_or(&env.cgroup_pids_max, "none found"),
+        ),
         ("rlimit_nproc", rlimit(&env.rlimit_nproc)),
         ("rlimit_rtprio", rlimit(&env.rlimit_rtprio)),
+        ("rlimit_nofile", rlimit(&env.rlimit_nofile)),
         (
             "rt_priority_permitted",
             match (env.rt_priority_permitted, &env.rt_priority_reason) {
@@ -132,6 +148,54 @@ fn rows(env: &Environment) -> Vec<(&'static str, String)> {
         ("vm_max_map_count", opt(&env.vm_max_map_count)),
         ("threads_max", opt(&env.threads_max)),
         ("pid_max", opt(&env.pid_max)),
+        (
+            "io_uring_disabled",
+            env.io_uring_disabled.map_or_else(
+                || "no such setting (kernel before 6.6)".to_string(),
+                |v| match v {
+                    0 => "0 (io_uring allowed)".to_string(),
+                    1 => "1 (only for kernel.io_uring_group)".to_string(),
+                    2 => "2 (io_uring refused)".to_string(),
+                    n => n.to_string(),
+                },
+            ),
+        ),
+        (
+            "seccomp_mode",
+            env.seccomp_mode.map_or_else(
+                || UNKNOWN.to_string(),
+                |m| match m {
+                    0 => "0 (none)".to_string(),
+                    1 => "1 (strict)".to_string(),
+                    2 => "2 (filter: runs on every system call)".to_string(),
+                    n => n.to_string(),
+                },
+            ),
+        ),
+        ("net_core_somaxconn", opt(&env.net_core_somaxconn)),
+        (
+            "net_ipv4_tcp_max_syn_backlog",
+            opt(&env.net_ipv4_tcp_max_syn_backlog),
+        ),
+        (
+            "net_ipv4_tcp_tw_reuse",
+            env.net_ipv4_tcp_tw_reuse.map_or_else(
+                || UNKNOWN.to_string(),
+                |v| match v {
+                    0 => "0 (off)".to_string(),
+                    1 => "1 (on)".to_string(),
+                    2 => "2 (loopback only)".to_string(),
+                    n => n.to_string(),
+                },
+            ),
+        ),
+        (
+            "net_ipv4_ip_local_port_range",
+            env.net_ipv4_ip_local_port_range.map_or_else(
+                || UNKNOWN.to_string(),
+                |[a, b]| format!("{a}-{b} ({} ports)", b - a + 1),
+            ),
+        ),
         ("glibc_version", env.glibc_version.clone()),
         ("build_profile", env.build_profile.clone()),
         ("target", env.target.clone()),
@@ -233,6 +297,19 @@ fn load_end(v: &Option<[f64; 3]>) -> String {
         "not recorded".to_string()
     } else {
         load(v)
+    }
+}
+
+/// A module's parameters as "name=value ..."; the module may simply not be loaded.
+fn params(v: &Option<BTreeMap<String, String>>) -> String {
+    match v {
+        None => "module not loaded".to_string(),
+        Some(p) if p.is_empty() => "none".to_string(),
+        Some(p) => p
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
     }
 }
 

@@ -1,7 +1,6 @@
 //! Markdown: the whole report with full notes, for a README, an issue or a wiki page.
 
 use crate::report::env::one_line;
-use crate::report::warnings::env_warnings;
 use crate::report::{fmt_spread, fmt_value, fmt_with_unit};
 use crate::results::{RunResults, Status};
 
@@ -13,8 +12,8 @@ pub fn render(r: &RunResults) -> String {
         r.started_at,
         one_line(&r.environment)
     );
-    for w in env_warnings(&r.environment) {
-        out.push_str(&format!("- warning: {w}\n"));
+    for w in &r.warnings {
+        out.push_str(&format!("- warning: {}\n", w.text));
     }
     for e in &r.experiments {
         out.push_str(&format!("\n## {}\n\n*{}*\n\n", e.name, e.study));

@@ -5,7 +5,6 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Color, ContentArrangement, Table};
 
 use crate::report::env::one_line;
-use crate::report::warnings::env_warnings;
 use crate::report::{fmt_spread, fmt_value, fmt_with_unit, short_note, short_source};
 use crate::results::{RunResults, Status};
 
@@ -23,8 +22,8 @@ pub fn render(r: &RunResults, style: &Style) -> String {
         r.mode,
         one_line(&r.environment)
     ));
-    for w in env_warnings(&r.environment) {
-        out.push_str(&format!("  warning: {w}\n"));
+    for w in &r.warnings {
+        out.push_str(&format!("  warning: {}\n", w.text));
     }
     for e in &r.experiments {
         out.push('\n');

@@ -7,6 +7,7 @@
 use std::fmt;
 
 use crate::measure::env::Environment;
+use crate::results::Warning;
 
 /// A reference that moved by more than this share between start and end counts as drift.
 const DRIFT_PCT: f64 = 5.0;
@@ -91,6 +92,15 @@ impl EnvWarning {
             EnvWarning::NarrowAffinity { .. } => "narrow_affinity",
             EnvWarning::Virtualized { .. } => "virtualized",
             EnvWarning::SlowClocksource { .. } => "slow_clocksource",
+        }
+    }
+}
+
+impl From<&EnvWarning> for Warning {
+    fn from(w: &EnvWarning) -> Warning {
+        Warning {
+            kind: w.kind().to_string(),
+            text: w.to_string(),
         }
     }
 }
@@ -192,7 +202,8 @@ impl fmt::Display for EnvWarning {
                     f,
                     "the machine's speed drifted during the run ({} took {start_ns:.1} ns at \
                      start, {end_ns:.1} ns at end, {drift:+.0}%): figures from different moments \
-                     are not comparable; on a VM this is usually the host's load",
+                     are not comparable; on a VM this is usually the host's load; run again and \
+                     compare only runs without this warning",
                     reference.describe()
                 )
             }
@@ -201,15 +212,20 @@ impl fmt::Display for EnvWarning {
             ),
             EnvWarning::BusyMachine { load_1min, cpus } => write!(
                 f,
-                "busy machine: 1-minute load average {load_1min:.2} at start is above 0.5 per CPU ({cpus} CPUs)"
+                "busy machine: 1-minute load average {load_1min:.2} at start is above 0.5 per CPU \
+                 ({cpus} CPUs): other work shares the CPUs with the measurements; stop it, or run \
+                 when the machine is idle"
             ),
             EnvWarning::CompetingTasksAtStart { tasks } => write!(
                 f,
-                "{tasks} other runnable task(s) at start compete for the CPUs"
+                "{tasks} other runnable task(s) at start compete for the CPUs; stop them, or run \
+                 when the machine is idle"
             ),
             EnvWarning::CompetingTasksAtEnd { tasks } => write!(
                 f,
-                "{tasks} other runnable task(s) at end: competition may have appeared during the run"
+                "{tasks} other runnable task(s) at end: competition may have appeared during the \
+                 run; if some figures look out of line, run those experiments again when the \
+                 machine is idle"
             ),
             EnvWarning::PowersaveGovernor { intel_pstate } => {
                 let note = if *intel_pstate {
@@ -219,16 +235,22 @@ impl fmt::Display for EnvWarning {
                 };
                 write!(
                     f,
-                    "CPU frequency governor is powersave: clocks may be low or ramp slowly{note}"
+                    "CPU frequency governor is powersave: clocks may be low or ramp slowly{note}; \
+                     for steady figures select the performance governor (cpupower frequency-set \
+                     -g performance)"
                 )
             }
             EnvWarning::CgroupCpuQuota { quota_cpus, cpus } => write!(
                 f,
-                "cgroup CPU quota is {quota_cpus:.2} CPUs, below the {cpus} CPUs visible: threads will be throttled in bursts"
+                "cgroup CPU quota is {quota_cpus:.2} CPUs, below the {cpus} CPUs visible: threads \
+                 will be throttled in bursts; run without the quota (or raise cpu.max / \
+                 cpu.cfs_quota_us), or read multi-threaded figures as limited by it"
             ),
             EnvWarning::NarrowAffinity { allowed, online } => write!(
                 f,
-                "affinity mask allows {allowed} of {online} online CPUs"
+                "affinity mask allows {allowed} of {online} online CPUs: cross-CPU and scaling \
+                 figures use only those; widen it (taskset, the container's cpuset) to measure \
+                 the whole machine"
             ),
             EnvWarning::Virtualized { hypervisor } => {
                 let h = hypervisor
@@ -242,7 +264,9 @@ impl fmt::Display for EnvWarning {
             }
             EnvWarning::SlowClocksource { name } => write!(
                 f,
-                "clocksource is {name}, not tsc: clock reads may be slower or go through a system call"
+                "clocksource is {name}, not tsc: clock reads may be slower or go through a system \
+                 call (clock_read_cost_ns shows the cost); if tsc is among the available \
+                 clocksources, select it (clocksource=tsc on the kernel command line)"
             ),
         }
     }
@@ -286,7 +310,9 @@ mod tests {
             ],
             "{w:#?}"
         );
-        assert_eq!(w[5].to_string(), "affinity mask allows 2 of 4 online CPUs");
+        assert!(w[5]
+            .to_string()
+            .starts_with("affinity mask allows 2 of 4 online CPUs: "));
         let clean = Environment {
             build_profile: "release".to_string(),
             logical_cpus: Some(4),
@@ -365,5 +391,26 @@ mod tests {
         for w in &every {
             assert!(!w.to_string().is_empty() && !w.to_string().contains('\n'));
         }
+    }
+
+    #[test]
+    fn every_kind_is_documented() {
+        let doc =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results-schema.md");
+        let text = std::fs::read_to_string(doc).expect("docs/results-schema.md exists");
+        for k in EnvWarning::KINDS {
+            assert!(
+                text.contains(&format!("| `{k}` |")),
+                "warning kind {k} is not documented in docs/results-schema.md"
+            );
+        }
+    }
+
+    #[test]
+    fn stored_warnings_keep_kind_and_text() {
+        let w = EnvWarning::DebugBuild;
+        let stored = Warning::from(&w);
+        assert_eq!(stored.kind, "debug_build");
+        assert_eq!(stored.text, w.to_string());
     }
 }

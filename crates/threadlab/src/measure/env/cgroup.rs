@@ -1,5 +1,5 @@
-//! Control groups: the CPU quota (tightest along our path, cgroup v2 or v1) and the effective
-//! cpuset.
+//! Control groups: the CPU quota and the task limit (each the tightest along our path, cgroup
+//! v2 or v1) and the effective cpuset.
 
 use std::path::{Path, PathBuf};
 
@@ -242,6 +242,30 @@ impl Cgroups {
         })
     }
 
+    /// The tightest `pids.max` along our cgroup path: a number, or "max" when no directory
+    /// sets one; `None` when no directory has the file (the root cgroup has none). Every
+    /// thread counts as a task against it.
+    pub(super) fn pids_max(&self) -> Option<String> {
+        let along = |mp: &Path, root: &str, path: &str| {
+            let values: Vec<String> = cgroup_dirs(mp, root, path)
+                .iter()
+                .filter_map(|dir| read_trim(dir.join("pids.max")))
+                .collect();
+            tightest_pids_max(&values)
+        };
+        let v2 = self.v2_path().and_then(|path| {
+            self.mounts_of("cgroup2", None, &["/sys/fs/cgroup"])
+                .into_iter()
+                .find_map(|(mp, root)| along(&mp, &root, path))
+        });
+        v2.or_else(|| {
+            let path = self.v1_path("pids")?;
+            self.mounts_of("cgroup", Some("pids"), &["/sys/fs/cgroup/pids"])
+                .into_iter()
+                .find_map(|(mp, root)| along(&mp, &root, path))
+        })
+    }
+
     /// Effective cpuset of our cgroup (v2 cpuset.cpus.effective, v1 cpuset.effective_cpus).
     pub(super) fn cpuset(&self) -> Option<String> {
         let mut candidates: Vec<(PathBuf, &'static str)> = Vec::new();
@@ -309,6 +333,16 @@ fn tightest(
         Some((c, raw)) => (Some(c), Some(raw)),
         None => (None, leaf_raw),
     })
+}
+
+/// The tightest of the `pids.max` values read along a path ("max" or a number each): the
+/// smallest number, or "max" when none is a number; `None` when nothing was read.
+fn tightest_pids_max(values: &[String]) -> Option<String> {
+    if values.is_empty() {
+        return None;
+    }
+    let tightest = values.iter().filter_map(|v| v.parse::<u64>().ok()).min();
+    Some(tightest.map_or_else(|| "max".to_string(), |n| n.to_string()))
 }
 
 #[cfg(test)]
@@ -422,5 +456,21 @@ mod tests {
         assert_eq!(q, Some((None, Some("max 100000".to_string()))));
         // No files at all: not found, so the caller tries the other cgroup version.
         assert_eq!(tightest(dirs, files(&[])), None);
+    }
+
+    #[test]
+    fn pids_max_along_the_path() {
+        let v = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        // A container limited to 4915 tasks under an unlimited slice.
+        assert_eq!(
+            tightest_pids_max(&v(&["max", "4915", "max"])).as_deref(),
+            Some("4915")
+        );
+        assert_eq!(
+            tightest_pids_max(&v(&["100", "4915"])).as_deref(),
+            Some("100")
+        );
+        assert_eq!(tightest_pids_max(&v(&["max"])).as_deref(), Some("max"));
+        assert_eq!(tightest_pids_max(&[]), None);
     }
 }

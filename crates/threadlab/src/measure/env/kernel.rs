@@ -1,5 +1,8 @@
 //! The kernel and C library: release and version, preemption model, boot options of note,
-//! clocksource and timer resolution, memory, glibc.
+//! clocksource and timer resolution, memory, module parameters, glibc.
+
+use std::collections::BTreeMap;
+use std::path::Path;
 
 use super::UNKNOWN;
 
@@ -129,6 +132,29 @@ pub(super) fn parse_meminfo_total_kib(s: &str) -> Option<u64> {
     })
 }
 
+/// The parameters of a kernel module as name -> value, read from its
+/// `/sys/module/<module>/parameters` folder `dir`, keeping the names `keep` accepts. `None` when
+/// the folder does not exist (the module is not loaded); write-only parameters are left out.
+pub(super) fn module_parameters(
+    dir: &Path,
+    keep: impl Fn(&str) -> bool,
+) -> Option<BTreeMap<String, String>> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    let mut params = BTreeMap::new();
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if !keep(&name) {
+            continue;
+        }
+        if let Ok(value) = std::fs::read_to_string(entry.path()) {
+            params.insert(name, value.trim().to_string());
+        }
+    }
+    Some(params)
+}
+
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub(super) fn glibc_version() -> String {
     // SAFETY: gnu_get_libc_version takes no arguments and returns a pointer to a static,
@@ -242,5 +268,30 @@ mod tests {
         let mem = "MemTotal:        8137592 kB\nMemFree:         7000000 kB\n";
         assert_eq!(parse_meminfo_total_kib(mem), Some(8_137_592));
         assert_eq!(parse_meminfo_total_kib("MemFree: 1 kB"), None);
+    }
+
+    #[test]
+    fn module_parameters_from_captured_files() {
+        let dir = std::env::temp_dir().join(format!("threadlab-modparams-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // /sys/module/haltpoll/parameters on a KVM guest, as read.
+        for (name, value) in [
+            ("guest_halt_poll_allow_shrink", "Y\n"),
+            ("guest_halt_poll_grow", "2\n"),
+            ("guest_halt_poll_grow_start", "50000\n"),
+            ("guest_halt_poll_ns", "200000\n"),
+            ("guest_halt_poll_shrink", "2\n"),
+        ] {
+            std::fs::write(dir.join(name), value).unwrap();
+        }
+        let all = module_parameters(&dir, |_| true).unwrap();
+        assert_eq!(all.len(), 5);
+        assert_eq!(all["guest_halt_poll_ns"], "200000");
+        assert_eq!(all["guest_halt_poll_allow_shrink"], "Y");
+        let some = module_parameters(&dir, |n| n.ends_with("_ns")).unwrap();
+        assert_eq!(some.keys().collect::<Vec<_>>(), ["guest_halt_poll_ns"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+        // Not loaded: absent.
+        assert_eq!(module_parameters(&dir, |_| true), None);
     }
 }

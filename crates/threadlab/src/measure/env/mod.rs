@@ -21,6 +21,8 @@
 //!   timers and idle, and vCPUs can be descheduled by the host.
 //! - `container`: containers bring cgroup quotas, seccomp filters and hidden `/sys` files.
 //! - `cpuidle_driver`, `cpuidle_governor`: deep idle states add microseconds to every wake-up.
+//! - `haltpoll_parameters`, `cpuidle_haltpoll_parameters`, `kvm_halt_poll_parameters`: how long an
+//!   idle CPU polls before halting; polling turns a guest's wake-up from a VM exit into a store.
 //! - `frequency_governor`, `frequency_driver`, `cpu_mhz`, `turbo_enabled`: clock speed scales every
 //!   CPU-bound figure and ramps up only after load appears.
 //! - `loadavg_start`, `runnable_tasks_start`, `procs_running_start`: other work competes for the CPUs.
@@ -28,11 +30,17 @@
 //! - `cgroup_cpu_limit`, `cgroup_cpu_max_raw`, `cgroup_cpuset_effective`: a CFS quota throttles threads
 //!   in bursts; a cpuset narrows the usable CPUs.
 //! - `rlimit_nproc`: caps how many threads or processes an experiment may create.
+//! - `rlimit_nofile`: caps sockets and pipes, hence connections a server experiment may hold.
 //! - `rlimit_rtprio`, `rt_priority_permitted`, `rt_priority_reason`: whether real-time experiments can run.
 //! - `sched_rt_runtime_us`, `sched_rt_period_us`: RT throttling stops real-time threads each period.
 //! - `sched_autogroup_enabled`: autogroup changes how CPU time is shared between sessions.
 //! - `vm_max_map_count`, `threads_max`, `pid_max`: system-wide ceilings on thread creation (each
 //!   thread stack is a mapping and every thread needs a pid).
+//! - `cgroup_pids_max`: the cgroup's ceiling on tasks (threads included).
+//! - `io_uring_disabled`: whether io_uring may be used at all.
+//! - `seccomp_mode`: a seccomp filter runs on every system call this process makes.
+//! - `net_core_somaxconn`, `net_ipv4_tcp_max_syn_backlog`, `net_ipv4_tcp_tw_reuse`,
+//!   `net_ipv4_ip_local_port_range`: the backlogs and ports a server benchmark exhausts first.
 //! - `glibc_version`: thread creation, mutexes and stack caching live in the C library.
 //! - `build_profile`: a debug build of threadlab measures its own overhead, not the system.
 //! - `target`: the architecture and OS the binary was built for.
@@ -53,6 +61,7 @@
 //! and judged lives in `report::env` and `report::warnings`.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::measure::placement::{allowed_cpus, parse_cpu_list};
@@ -62,6 +71,7 @@ mod cpu;
 mod kernel;
 mod limits;
 mod load;
+mod net;
 mod virt;
 
 const UNKNOWN: &str = "unknown";
@@ -116,6 +126,18 @@ pub struct Environment {
     pub container: Option<String>,
     pub cpuidle_driver: Option<String>,
     pub cpuidle_governor: Option<String>,
+    /// Parameters of the guest `haltpoll` cpuidle governor (`guest_halt_poll_ns`, ...); absent
+    /// when the module is not loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub haltpoll_parameters: Option<BTreeMap<String, String>>,
+    /// Parameters of the `cpuidle_haltpoll` driver (`force`); absent when not loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpuidle_haltpoll_parameters: Option<BTreeMap<String, String>>,
+    /// The `halt_poll*` parameters of the `kvm` module: how long this kernel, as a host, polls
+    /// for a halted vCPU of its guests. Absent when kvm is not loaded; a guest cannot see its
+    /// own host's values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kvm_halt_poll_parameters: Option<BTreeMap<String, String>>,
     pub frequency_governor: Option<String>,
     pub frequency_driver: Option<String>,
     /// "cpu MHz" of the first CPU in /proc/cpuinfo.
@@ -136,10 +158,15 @@ pub struct Environment {
     pub cgroup_cpu_max_raw: Option<String>,
     /// Effective cpuset of our cgroup as a CPU list string.
     pub cgroup_cpuset_effective: Option<String>,
+    /// Tightest `pids.max` along our cgroup path: a number or "max"; absent when not found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_pids_max: Option<String>,
     /// RLIMIT_NPROC; inside, `None` = unlimited. Outer `None` = could not read.
     pub rlimit_nproc: Option<Rlimit>,
     /// RLIMIT_RTPRIO; inside, `None` = unlimited. Outer `None` = could not read.
     pub rlimit_rtprio: Option<Rlimit>,
+    /// RLIMIT_NOFILE; inside, `None` = unlimited. Outer `None` = could not read.
+    pub rlimit_nofile: Option<Rlimit>,
     /// Whether a fresh thread could switch itself to SCHED_FIFO priority 1.
     pub rt_priority_permitted: bool,
     /// Why it could not, when it could not.
@@ -150,6 +177,18 @@ pub struct Environment {
     pub vm_max_map_count: Option<u64>,
     pub threads_max: Option<u64>,
     pub pid_max: Option<u64>,
+    /// `kernel.io_uring_disabled`: 0 allowed, 1 only for `kernel.io_uring_group`, 2 refused;
+    /// absent on kernels without the file (before 6.6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_uring_disabled: Option<u8>,
+    /// This process's seccomp mode: 0 none, 1 strict, 2 filter.
+    pub seccomp_mode: Option<u8>,
+    pub net_core_somaxconn: Option<u64>,
+    pub net_ipv4_tcp_max_syn_backlog: Option<u64>,
+    /// 0 off, 1 on, 2 loopback only.
+    pub net_ipv4_tcp_tw_reuse: Option<u32>,
+    /// Ephemeral ports, [first, last].
+    pub net_ipv4_ip_local_port_range: Option<[u32; 2]>,
     /// glibc version, or "not glibc".
     pub glibc_version: String,
     /// "debug" or "release".
@@ -225,6 +264,10 @@ pub fn capture() -> Environment {
     let (cgroup_cpu_limit, cgroup_cpu_max_raw) = cgroups.cpu_quota();
     let rlimit_rtprio = limits::rlimit(libc::RLIMIT_RTPRIO);
     let (rt_priority_permitted, rt_priority_reason) = limits::probe_rt_priority(rlimit_rtprio);
+    let proc_sys = |name: &str| read(Path::new("/proc/sys").join(name));
+    let ceilings = limits::ceilings(proc_sys);
+    let net = net::net_sysctls(proc_sys);
+    let module = |name: &str| Path::new("/sys/module").join(name).join("parameters");
 
     Environment {
         hostname,
@@ -257,6 +300,13 @@ pub fn capture() -> Environment {
         cpuidle_driver: read_trim("/sys/devices/system/cpu/cpuidle/current_driver"),
         cpuidle_governor: read_trim("/sys/devices/system/cpu/cpuidle/current_governor_ro")
             .or_else(|| read_trim("/sys/devices/system/cpu/cpuidle/current_governor")),
+        haltpoll_parameters: kernel::module_parameters(&module("haltpoll"), |_| true),
+        cpuidle_haltpoll_parameters: kernel::module_parameters(&module("cpuidle_haltpoll"), |_| {
+            true
+        }),
+        kvm_halt_poll_parameters: kernel::module_parameters(&module("kvm"), |p| {
+            p.starts_with("halt_poll")
+        }),
         frequency_governor: read_trim("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
         frequency_driver: read_trim("/sys/devices/system/cpu/cpu0/cpufreq/scaling_driver"),
         cpu_mhz: cpuinfo.mhz,
@@ -275,17 +325,27 @@ pub fn capture() -> Environment {
         cgroup_cpu_limit,
         cgroup_cpu_max_raw,
         cgroup_cpuset_effective: cgroups.cpuset(),
+        cgroup_pids_max: cgroups.pids_max(),
         rlimit_nproc: limits::rlimit(libc::RLIMIT_NPROC),
         rlimit_rtprio,
+        rlimit_nofile: limits::rlimit(libc::RLIMIT_NOFILE),
         rt_priority_permitted,
         rt_priority_reason,
         sched_rt_runtime_us: read_num("/proc/sys/kernel/sched_rt_runtime_us"),
         sched_rt_period_us: read_num("/proc/sys/kernel/sched_rt_period_us"),
         sched_autogroup_enabled: read_num::<u64>("/proc/sys/kernel/sched_autogroup_enabled")
             .map(|v| v != 0),
-        vm_max_map_count: read_num("/proc/sys/vm/max_map_count"),
-        threads_max: read_num("/proc/sys/kernel/threads-max"),
-        pid_max: read_num("/proc/sys/kernel/pid_max"),
+        vm_max_map_count: ceilings.vm_max_map_count,
+        threads_max: ceilings.threads_max,
+        pid_max: ceilings.pid_max,
+        io_uring_disabled: ceilings.io_uring_disabled,
+        seccomp_mode: read("/proc/self/status")
+            .as_deref()
+            .and_then(limits::parse_seccomp_mode),
+        net_core_somaxconn: net.somaxconn,
+        net_ipv4_tcp_max_syn_backlog: net.tcp_max_syn_backlog,
+        net_ipv4_tcp_tw_reuse: net.tcp_tw_reuse,
+        net_ipv4_ip_local_port_range: net.ip_local_port_range,
         glibc_version: kernel::glibc_version(),
         build_profile: if cfg!(debug_assertions) {
             "debug"
