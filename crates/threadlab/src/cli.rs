@@ -153,7 +153,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                         .map_err(|e| Error::Fail(format!("cannot encode JSON: {e}")))?
                 );
             } else {
-                print!("{}", e.render_text());
+                print!("{}", report::env::render_text(&e));
             }
             Ok(0)
         }

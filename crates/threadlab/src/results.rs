@@ -37,7 +37,21 @@ pub struct RunResults {
     #[serde(default)]
     pub drift_threshold_pct: f64,
     pub environment: Environment,
+    /// What in the environment makes this run's figures less trustworthy or harder to compare,
+    /// judged when the run ended and stored so that a file read later reports the same.
+    /// Absent from files written before it existed, which then show none.
+    #[serde(default)]
+    pub warnings: Vec<Warning>,
     pub experiments: Vec<ExperimentResult>,
+}
+
+/// One warning about the run's conditions (report::warnings::EnvWarning).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Warning {
+    /// Stable snake_case name of the kind, e.g. "busy_machine" (docs/results-schema.md).
+    pub kind: String,
+    /// What was seen, what it means for the figures, and what to do.
+    pub text: String,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

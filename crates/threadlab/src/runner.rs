@@ -17,7 +17,10 @@ use crate::measure::drift::{
     clock_cost_ns, reference_loop_ns, reference_syscall_ns, reference_wide_ns,
 };
 use crate::measure::env::{self, Environment};
-use crate::results::{Attempt, ExperimentResult, Metric, RunResults, Status, SCHEMA_VERSION};
+use crate::report::warnings::env_warnings;
+use crate::results::{
+    Attempt, ExperimentResult, Metric, RunResults, Status, Warning, SCHEMA_VERSION,
+};
 
 /// Where the runner reports progress (a bar on a terminal, plain lines otherwise).
 pub trait Progress: Sync {
@@ -111,6 +114,7 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
             let r = run_with_drift_control(
                 *exp,
                 plan,
+                &environment,
                 cancel,
                 progress,
                 &mut reading,
@@ -128,6 +132,12 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
         environment.reference_wide_ns_end = Some(reference_wide_ns());
         environment.reference_syscall_ns_end = Some(reference_syscall_ns());
     }
+    // Stored rather than recomputed by each report, so that a results file read later (or by a
+    // newer threadlab with other thresholds) shows what this run showed.
+    let warnings = env_warnings(&environment)
+        .iter()
+        .map(Warning::from)
+        .collect();
     RunResults {
         schema_version: SCHEMA_VERSION,
         threadlab_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -138,6 +148,7 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
         repeat: repeat as u32,
         drift_threshold_pct: plan.drift_threshold_pct.unwrap_or(0.0),
         environment,
+        warnings,
         experiments,
     }
 }
@@ -147,6 +158,7 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
 fn run_with_drift_control(
     exp: &'static dyn Experiment,
     plan: &Plan,
+    environment: &Environment,
     cancel: &Cancel,
     progress: &dyn Progress,
     reading: &mut Reading,
@@ -156,7 +168,7 @@ fn run_with_drift_control(
     let mut drift_note = None;
     loop {
         let before = *reading;
-        let r = run_once(exp, plan.mode, cancel, progress);
+        let r = run_once(exp, plan.mode, environment, cancel, progress);
         if cancel.is_cancelled() {
             // The readings would only delay the exit; the figures are what they are.
             let attempt = Attempt {
@@ -222,6 +234,7 @@ fn run_with_drift_control(
 fn run_once(
     exp: &'static dyn Experiment,
     mode: Mode,
+    environment: &Environment,
     cancel: &Cancel,
     progress: &dyn Progress,
 ) -> ExperimentResult {
@@ -230,6 +243,7 @@ fn run_once(
         mode,
         cancel,
         progress: &step,
+        env: environment,
     };
     let t = Instant::now();
     let outcome = catch_unwind(AssertUnwindSafe(|| exp.run(&ctx)));

@@ -9,7 +9,8 @@ use threadlab::measure::env::Environment;
 use threadlab::measure::units::Unit;
 use threadlab::report::{markdown, table};
 use threadlab::results::{
-    Attempt, ExperimentResult, Metric, RunResults, SkippedMetric, Status, Table, SCHEMA_VERSION,
+    Attempt, ExperimentResult, Metric, RunResults, SkippedMetric, Status, Table, Warning,
+    SCHEMA_VERSION,
 };
 
 fn fixture() -> RunResults {
@@ -113,6 +114,12 @@ fn fixture() -> RunResults {
         repeat: 1,
         drift_threshold_pct: 5.0,
         environment: Environment::default(),
+        warnings: vec![Warning {
+            kind: "busy_machine".into(),
+            text: "busy machine: 1-minute load average 1.62 at start is above 0.5 per CPU (2 \
+                   CPUs); figures may be slower and noisier than this machine at rest"
+                .into(),
+        }],
         experiments: vec![create_result, skipped],
     }
 }

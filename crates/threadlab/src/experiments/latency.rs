@@ -15,10 +15,10 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 
 use crate::error::{Error, Result};
-use crate::experiments::priority::{fifo_permitted, max_fifo_priority, pin_and_nice, try_set_fifo};
 use crate::experiments::{Ctx, Experiment, Info, Outcome};
 use crate::measure::placement::{home_cpu, pin_current_thread, Placement};
 use crate::measure::process::mono_ns;
+use crate::measure::sched::{fifo_permitted, max_fifo_priority, pin_and_nice, try_set_fifo};
 use crate::measure::stats::Summary;
 use crate::measure::units::{Direction, Unit};
 use crate::results::{Metric, Table};

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
+use crate::measure::env::Environment;
 use crate::measure::sampler::{InterleavedRow, Sampler, SamplerConfig};
 use crate::measure::stats::Summary;
 use crate::measure::units::Unit;
@@ -89,6 +90,9 @@ pub struct Ctx<'a> {
     pub cancel: &'a Cancel,
     /// Reports what is being measured now (shown beside the progress bar).
     pub progress: &'a (dyn Fn(&str) + Sync),
+    /// The machine as the runner captured it at the start of the run; experiments read it
+    /// here rather than capturing again (which would re-probe and re-read /sys mid-run).
+    pub env: &'a Environment,
 }
 
 impl<'a> Ctx<'a> {

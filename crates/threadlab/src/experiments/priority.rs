@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Outcome};
-use crate::measure::placement::{home_cpu, pin_current_thread, Placement};
+use crate::measure::placement::{home_cpu, Placement};
 use crate::measure::process::thread_cpu_ns;
+use crate::measure::sched::pin_and_nice;
 use crate::measure::stats::Summary;
 use crate::measure::units::Unit;
 use crate::results::{Metric, Series, Table};
@@ -89,55 +90,6 @@ pub fn binomial_pmf(n: u64, p: f64, k: u64) -> f64 {
 /// "0_vs_5", "0_vs_0_5_10": the id suffix of a mix.
 pub fn mix_name(levels: &[String]) -> String {
     format!("{}_vs_{}", levels[0], levels[1..].join("_"))
-}
-
-// ---- OS helpers shared by the scheduling experiments (latency, coop use them too) ----
-
-/// Sets the nice level of the calling thread only (setpriority on its tid).
-pub(crate) fn set_nice(nice: i32) -> Result<()> {
-    let tid = crate::sys::gettid();
-    // SAFETY: plain system call on our own tid; no pointers.
-    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
-    if rc != 0 {
-        return Err(Error::os(&format!("setpriority(nice {nice})")));
-    }
-    Ok(())
-}
-
-/// Makes the calling thread SCHED_FIFO at `prio`; Err(reason) when not permitted.
-pub(crate) fn try_set_fifo(prio: i32) -> std::result::Result<(), String> {
-    let param = libc::sched_param {
-        sched_priority: prio,
-    };
-    // SAFETY: param is a valid sched_param; pid 0 is the calling thread.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-    if rc != 0 {
-        return Err(format!(
-            "sched_setscheduler(SCHED_FIFO, {prio}) failed: {} (needs CAP_SYS_NICE or RLIMIT_RTPRIO)",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
-}
-
-/// The highest SCHED_FIFO priority (99 on Linux).
-pub(crate) fn max_fifo_priority() -> i32 {
-    // SAFETY: no preconditions.
-    unsafe { libc::sched_get_priority_max(libc::SCHED_FIFO) }
-}
-
-/// Whether this process may use SCHED_FIFO, checked on a throw-away thread.
-pub(crate) fn fifo_permitted() -> std::result::Result<(), String> {
-    std::thread::spawn(|| try_set_fifo(1))
-        .join()
-        .unwrap_or_else(|_| Err("probe thread panicked".into()))
-}
-
-/// Pins to `cpu` and sets `nice`, returning an error text instead of failing so that the caller
-/// can still pass its barrier.
-pub(crate) fn pin_and_nice(cpu: usize, nice: i32) -> Result<()> {
-    pin_current_thread(cpu)?;
-    set_nice(nice)
 }
 
 /// CPU time each thread at the given nice levels got during `window`, all pinned to `cpu`.

@@ -13,7 +13,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
-use crate::measure::placement::{allowed_cpus, smt_siblings, Placement};
+use crate::measure::placement::{allowed_cpus, physical_cores, Placement};
 use crate::measure::significance::mann_whitney_p;
 use crate::measure::stats::median;
 use crate::measure::units::{Direction, Unit};
@@ -118,19 +118,6 @@ pub fn rule_text() -> String {
 pub fn recommended_pool(physical_allowed: usize, cgroup_cpus: Option<f64>) -> usize {
     let cap = cgroup_cpus.map_or(usize::MAX, |c| (c.floor() as usize).max(1));
     physical_allowed.min(cap).max(1)
-}
-
-/// Physical cores among the allowed CPUs (SMT siblings counted once).
-fn physical_allowed() -> usize {
-    let mut seen: Vec<Vec<usize>> = Vec::new();
-    for c in allowed_cpus() {
-        let mut s = smt_siblings(c);
-        s.sort_unstable();
-        if !seen.contains(&s) {
-            seen.push(s);
-        }
-    }
-    seen.len()
 }
 
 struct KernelSemaphore {
@@ -502,9 +489,9 @@ impl Experiment for ThrottleExperiment {
         let unthrottled_s = med(UNTHROTTLED_X);
         let penalty = (unthrottled_s - best_s) / best_s * 100.0;
 
-        let physical = physical_allowed();
+        let physical = physical_cores(&cpus).unwrap_or(cpus.len());
         let logical = cpus.len();
-        let cgroup = ctx_cgroup_limit();
+        let cgroup = ctx.env.cgroup_cpu_limit;
         let pool = recommended_pool(physical, cgroup);
         let cg = cgroup.map_or("no cgroup CPU quota".to_string(), |c| {
             format!("cgroup quota {c:.2} CPUs")
@@ -624,11 +611,6 @@ impl Experiment for ThrottleExperiment {
         }));
         Ok(out)
     }
-}
-
-/// The cgroup CPU quota in CPUs, if any.
-fn ctx_cgroup_limit() -> Option<f64> {
-    crate::measure::env::capture().cgroup_cpu_limit
 }
 
 /// "±4.1%": half the IQR over the median.

@@ -1,4 +1,5 @@
-//! How figures are taken: clock and sampler, statistics, placement, child processes, environment.
+//! How figures are taken: clock and sampler, statistics, placement and scheduling, child
+//! processes, environment.
 
 pub mod drift;
 pub mod env;
@@ -6,6 +7,7 @@ pub mod placement;
 pub mod probe;
 pub mod process;
 pub mod sampler;
+pub mod sched;
 pub mod significance;
 pub mod stats;
 pub mod units;

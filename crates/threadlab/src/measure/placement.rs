@@ -3,6 +3,7 @@
 //! The placement is part of a metric's identity: on virtual machines a same-CPU hand-off and a
 //! cross-CPU one differ by 10-40x. Every metric records the placement it was measured with.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::mem;
 
@@ -29,17 +30,35 @@ impl fmt::Display for Placement {
 }
 
 /// CPUs this process may run on (its affinity mask, which cgroups and taskset narrow).
+///
+/// Empty only when neither the affinity call nor `/proc/self/status` answers: the caller then
+/// knows the mask is unknown rather than being handed a guess.
 pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most size_of::<cpu_set_t>().
-    unsafe {
-        let mut set: libc::cpu_set_t = mem::zeroed();
-        if libc::sched_getaffinity(0, mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return vec![0];
+    // SAFETY: cpu_set_t is a plain bit array; all-zero bytes is a valid (empty) set.
+    let mut set: libc::cpu_set_t = unsafe { mem::zeroed() };
+    // SAFETY: `set` is valid and writable for size_of::<cpu_set_t>() bytes; pid 0 is this thread.
+    let rc = unsafe { libc::sched_getaffinity(0, mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc == 0 {
+        let max = mem::size_of::<libc::cpu_set_t>() * 8;
+        // SAFETY: every index is below the set's bit capacity, and `set` is initialised.
+        let cpus: Vec<usize> = (0..max)
+            .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
+            .collect();
+        if !cpus.is_empty() {
+            return cpus;
         }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
     }
+    // The call fails when the kernel's mask is wider than cpu_set_t (over 1024 CPUs); procfs
+    // still gives the list.
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("Cpus_allowed_list:")
+                    .and_then(parse_cpu_list)
+            })
+        })
+        .unwrap_or_default()
 }
 
 /// The CPU all same-CPU measurements use: the first allowed one.
@@ -59,32 +78,105 @@ pub fn cpu_pair() -> Option<(usize, usize)> {
         .map(|&second| (first, second))
 }
 
-/// The logical CPUs sharing a physical core with `cpu` (itself included), from sysfs.
+/// The logical CPUs sharing a physical core with `cpu` (itself included), from sysfs; just
+/// `cpu` when sysfs does not say.
 pub fn smt_siblings(cpu: usize) -> Vec<usize> {
-    let path = format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list");
-    std::fs::read_to_string(path)
-        .map(|s| parse_cpu_list(s.trim()))
-        .unwrap_or_else(|_| vec![cpu])
+    read_smt_siblings(cpu).unwrap_or_else(|| vec![cpu])
 }
 
-/// Parses the kernel's CPU list format ("0-3,8,10-11").
-pub fn parse_cpu_list(s: &str) -> Vec<usize> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) {
-                    out.extend(a..=b);
-                }
+/// `thread_siblings_list` of `cpu`, or `None` when it cannot be read or parsed (containers hide
+/// it; offline CPUs have no topology folder).
+fn read_smt_siblings(cpu: usize) -> Option<Vec<usize>> {
+    let path = format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list");
+    let list = parse_cpu_list(&std::fs::read_to_string(path).ok()?)?;
+    (!list.is_empty()).then_some(list)
+}
+
+/// The physical cores `cpus` lie on, each as its full SMT sibling set (sorted, deduplicated),
+/// or `None` when sysfs gives the siblings of none of them.
+///
+/// Sibling sets are the kernel's own grouping into cores. The `core_id` file is not used: its
+/// numbering is platform-defined (documented as "architecture and platform dependent"), so pairs
+/// of package and core id can merge or split cores where the sibling lists do not.
+pub fn smt_sibling_sets(cpus: &[usize]) -> Option<Vec<Vec<usize>>> {
+    sibling_sets(cpus, read_smt_siblings)
+}
+
+/// Physical cores among `cpus` (SMT siblings counted once); `None` when topology is hidden.
+pub fn physical_cores(cpus: &[usize]) -> Option<usize> {
+    smt_sibling_sets(cpus).map(|sets| sets.len())
+}
+
+/// The distinct sibling sets of `cpus` given a lookup; a CPU whose siblings are unknown counts
+/// as a core of its own, unless no CPU's siblings are known at all.
+fn sibling_sets(
+    cpus: &[usize],
+    siblings: impl Fn(usize) -> Option<Vec<usize>>,
+) -> Option<Vec<Vec<usize>>> {
+    let mut known = false;
+    let mut sets = BTreeSet::new();
+    for &cpu in cpus {
+        let set = match siblings(cpu) {
+            Some(mut s) => {
+                known = true;
+                s.sort_unstable();
+                s.dedup();
+                s
             }
+            None => vec![cpu],
+        };
+        sets.insert(set);
+    }
+    known.then(|| sets.into_iter().collect())
+}
+
+/// Parses a kernel CPU list such as "0-3,8-11" or "0,2,4" (also "0-15:2/4" stride groups, as in
+/// `isolcpus=` and cpuset files). `None` when any part is malformed, so that a list the kernel
+/// would reject is not silently read as a shorter one.
+pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
+    const MAX_CPUS: usize = 1 << 20;
+    let s = s.trim();
+    let mut out = BTreeSet::new();
+    if s.is_empty() {
+        return Some(Vec::new());
+    }
+    for part in s.split(',') {
+        let part = part.trim();
+        let (range, stride) = match part.split_once(':') {
+            Some((r, g)) => {
+                let (used, size) = g.split_once('/')?;
+                (
+                    r,
+                    Some((used.parse::<usize>().ok()?, size.parse::<usize>().ok()?)),
+                )
+            }
+            None => (part, None),
+        };
+        let (a, b) = match range.split_once('-') {
+            Some((a, b)) => (a.parse::<usize>().ok()?, b.parse::<usize>().ok()?),
             None => {
-                if let Ok(c) = part.parse() {
-                    out.push(c);
+                let a = range.parse::<usize>().ok()?;
+                (a, a)
+            }
+        };
+        if a > b || b >= MAX_CPUS {
+            return None;
+        }
+        for cpu in a..=b {
+            match stride {
+                Some((used, size)) if size > 0 => {
+                    if (cpu - a) % size < used {
+                        out.insert(cpu);
+                    }
+                }
+                Some(_) => return None,
+                None => {
+                    out.insert(cpu);
                 }
             }
         }
     }
-    out
+    Some(out.into_iter().collect())
 }
 
 /// Pins the calling thread (or, in a fresh child, process) to one CPU.
@@ -136,9 +228,53 @@ mod tests {
 
     #[test]
     fn parses_cpu_lists() {
-        assert_eq!(parse_cpu_list("0-3,8,10-11"), vec![0, 1, 2, 3, 8, 10, 11]);
-        assert_eq!(parse_cpu_list("5"), vec![5]);
-        assert_eq!(parse_cpu_list(""), Vec::<usize>::new());
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
+        assert_eq!(
+            parse_cpu_list("0-3,8-11"),
+            Some(vec![0, 1, 2, 3, 8, 9, 10, 11])
+        );
+        assert_eq!(parse_cpu_list("0,2,4\n"), Some(vec![0, 2, 4]));
+        assert_eq!(parse_cpu_list("5"), Some(vec![5]));
+        assert_eq!(parse_cpu_list(""), Some(vec![]));
+        assert_eq!(parse_cpu_list("0-7:2/4"), Some(vec![0, 1, 4, 5]));
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("a-b"), None);
+        assert_eq!(parse_cpu_list("0-99999999999"), None);
+        assert_eq!(parse_cpu_list("0-7:2/0"), None);
+    }
+
+    #[test]
+    fn sibling_sets_count_each_core_once() {
+        // 4 cores with 2 threads each, numbered the usual way (cpu N and N+4 share a core).
+        let smt = |c: usize| Some(vec![c % 4, c % 4 + 4]);
+        let all: Vec<usize> = (0..8).collect();
+        assert_eq!(sibling_sets(&all, smt).map(|s| s.len()), Some(4));
+        assert_eq!(sibling_sets(&[0, 4], smt), Some(vec![vec![0, 4]]));
+        assert_eq!(sibling_sets(&[0, 1, 5], smt).map(|s| s.len()), Some(2));
+        // Unsorted or repeated lists still name the same core.
+        let messy = |c: usize| Some(if c == 0 { vec![4, 0, 0] } else { vec![0, 4] });
+        assert_eq!(sibling_sets(&[0, 4], messy).map(|s| s.len()), Some(1));
+        // Hidden topology: unknown, not a guess.
+        assert_eq!(sibling_sets(&all, |_| None), None);
+        assert_eq!(sibling_sets(&[], smt), None);
+        // Partly hidden: unknown CPUs count as cores of their own.
+        let partial = |c: usize| (c < 2).then(|| vec![0, 1]);
+        assert_eq!(
+            sibling_sets(&[0, 1, 2, 3], partial).map(|s| s.len()),
+            Some(3)
+        );
+    }
+
+    #[test]
+    fn this_machine_has_cores() {
+        let cpus = allowed_cpus();
+        assert!(!cpus.is_empty());
+        if let Some(n) = physical_cores(&cpus) {
+            assert!(n >= 1 && n <= cpus.len());
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Markdown: the whole report with full notes, for a README, an issue or a wiki page.
 
+use crate::report::env::one_line;
 use crate::report::{fmt_attempts, fmt_now, fmt_spread, fmt_then, fmt_value};
 use crate::results::{RunResults, Status, Table};
 
@@ -42,10 +43,10 @@ pub fn render(r: &RunResults) -> String {
         r.threadlab_version,
         r.mode,
         r.started_at,
-        r.environment.one_line()
+        one_line(&r.environment)
     );
-    for w in r.environment.warnings() {
-        out.push_str(&format!("- warning: {w}\n"));
+    for w in &r.warnings {
+        out.push_str(&format!("- warning: {}\n", w.text));
     }
     for e in &r.experiments {
         out.push_str(&format!("\n## {}\n\n*{}*\n\n", e.name, e.study));

@@ -2,8 +2,10 @@
 //! `RunResults`; none of them runs anything.
 
 pub mod csv;
+pub mod env;
 pub mod markdown;
 pub mod table;
+pub mod warnings;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -9,6 +9,7 @@
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Color, ColumnConstraint, ContentArrangement, Table};
 
+use crate::report::env::one_line;
 use crate::report::{
     fmt_attempts, fmt_now, fmt_spread, fmt_then, fmt_value, fmt_with_unit, short_note,
 };
@@ -36,14 +37,14 @@ pub fn render(r: &RunResults, style: &Style) -> String {
             } else {
                 String::new()
             },
-            r.environment.one_line()
+            one_line(&r.environment)
         ),
         width,
         "",
         "  ",
     ));
-    for w in r.environment.warnings() {
-        out.push_str(&wrap(&format!("warning: {w}"), width, "  ", "    "));
+    for w in &r.warnings {
+        out.push_str(&wrap(&format!("warning: {}", w.text), width, "  ", "    "));
     }
     for e in &r.experiments {
         out.push('\n');

@@ -1,0 +1,426 @@
+//! The machine a run happened on, captured so that figures can be judged and compared.
+//!
+//! Every field is recorded because it changes what a thread measurement means:
+//!
+//! - `hostname`: tells runs from different machines apart when results are compared.
+//! - `cpu_model`, `cpu_vendor`: switch, atomic and cache-line costs are properties of the core design.
+//! - `cpu_flags_of_note`: `constant_tsc`/`nonstop_tsc`/`rdtscp` make the TSC a trustworthy clock;
+//!   `hypervisor` marks a guest; `avx2`/`avx512f` widen the register state saved on a switch;
+//!   `uintr`/`waitpkg` enable user interrupts and user-mode waits; `atomics` is ARM LSE.
+//! - `logical_cpus`: how many threads can truly run at once; sets the knee of every scaling curve.
+//! - `allowed_cpus`: the affinity mask we inherited; a narrower mask than `logical_cpus` caps parallelism.
+//! - `physical_cores`, `smt`: two hardware threads of one core share execution units and caches
+//!   (cores are the online CPUs' SMT sibling sets, as `measure::placement::physical_cores` counts them).
+//! - `numa_nodes`: cross-node cache-line transfers cost several times more than same-node ones.
+//! - `kernel_release`, `kernel_version`: scheduler, futex and clone costs change between kernels.
+//! - `preemption_model`, `preempt_boot_option`: decide how quickly a woken thread gets the CPU.
+//! - `boot_options_of_note`: `isolcpus`, `nohz_full`, `mitigations`, `idle=` and friends change switch
+//!   and wake-up costs directly.
+//! - `clocksource`, `available_clocksources`: a clock that is not `tsc` makes every timestamp dearer.
+//! - `virtualized`, `hypervisor`, `hypervisor_cpuid_vendor`, `dmi_system`: guests pay VM exits for IPIs,
+//!   timers and idle, and vCPUs can be descheduled by the host.
+//! - `container`: containers bring cgroup quotas, seccomp filters and hidden `/sys` files.
+//! - `cpuidle_driver`, `cpuidle_governor`: deep idle states add microseconds to every wake-up.
+//! - `haltpoll_parameters`, `cpuidle_haltpoll_parameters`, `kvm_halt_poll_parameters`: how long an
+//!   idle CPU polls before halting; polling turns a guest's wake-up from a VM exit into a store.
+//! - `frequency_governor`, `frequency_driver`, `cpu_mhz`, `turbo_enabled`: clock speed scales every
+//!   CPU-bound figure and ramps up only after load appears.
+//! - `loadavg_start`, `runnable_tasks_start`, `procs_running_start`: other work competes for the CPUs.
+//! - `loadavg_end`, `runnable_tasks_end`, `procs_running_end`: whether competition appeared during the run.
+//! - `cgroup_cpu_limit`, `cgroup_cpu_max_raw`, `cgroup_cpuset_effective`: a CFS quota throttles threads
+//!   in bursts; a cpuset narrows the usable CPUs.
+//! - `rlimit_nproc`: caps how many threads or processes an experiment may create.
+//! - `rlimit_nofile`: caps sockets and pipes, hence connections a server experiment may hold.
+//! - `rlimit_rtprio`, `rt_priority_permitted`, `rt_priority_reason`: whether real-time experiments can run.
+//! - `sched_rt_runtime_us`, `sched_rt_period_us`: RT throttling stops real-time threads each period.
+//! - `sched_autogroup_enabled`: autogroup changes how CPU time is shared between sessions.
+//! - `vm_max_map_count`, `threads_max`, `pid_max`: system-wide ceilings on thread creation (each
+//!   thread stack is a mapping and every thread needs a pid).
+//! - `cgroup_pids_max`: the cgroup's ceiling on tasks (threads included).
+//! - `io_uring_disabled`: whether io_uring may be used at all.
+//! - `seccomp_mode`: a seccomp filter runs on every system call this process makes.
+//! - `net_core_somaxconn`, `net_ipv4_tcp_max_syn_backlog`, `net_ipv4_tcp_tw_reuse`,
+//!   `net_ipv4_ip_local_port_range`: the backlogs and ports a server benchmark exhausts first.
+//! - `glibc_version`: thread creation, mutexes and stack caching live in the C library.
+//! - `build_profile`: a debug build of threadlab measures its own overhead, not the system.
+//! - `target`: the architecture and OS the binary was built for.
+//! - `memory_total_mib`: bounds how many thread stacks fit.
+//! - `transparent_hugepages`: huge pages change page-fault and stack-touch costs.
+//! - `perf_event_paranoid`: whether hardware counters can be read by later experiments.
+//! - `timer_resolution_ns`: the finest step the monotonic clock reports.
+//! - `clock_read_cost_ns`: what one clock read costs (filled in by the caller, which measures it).
+//!
+//! Capturing never panics: anything that cannot be read (containers hide much of `/sys`) is `None`,
+//! an empty list, or `"unknown"`.
+//!
+//! One file per concern: `cpu` (cpuinfo, topology), `kernel` (uname, preemption, boot options,
+//! clock, glibc), `virt` (hypervisor, container), `cgroup` (quota, cpuset), `limits` (rlimits,
+//! real-time permission), `load` (load average). Facts other parts of the lab also need (the
+//! affinity mask, cores, SCHED_FIFO) come from `measure::placement` and `measure::sched`, so that
+//! the environment records exactly what the experiments act on. How the environment is shown
+//! and judged lives in `report::env` and `report::warnings`.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::measure::placement::{allowed_cpus, parse_cpu_list};
+
+mod cgroup;
+mod cpu;
+mod kernel;
+mod limits;
+mod load;
+mod net;
+mod virt;
+
+const UNKNOWN: &str = "unknown";
+
+/// A resource limit. `None` in `soft` or `hard` means unlimited (`RLIM_INFINITY`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct Rlimit {
+    /// Soft (enforced) limit; `None` = unlimited.
+    pub soft: Option<u64>,
+    /// Hard (ceiling) limit; `None` = unlimited.
+    pub hard: Option<u64>,
+}
+
+/// The machine, kernel and process settings a run happened under.
+///
+/// Fields that could not be determined are `None` (or `"unknown"` for strings that are always present).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
+pub struct Environment {
+    pub hostname: Option<String>,
+    pub cpu_model: Option<String>,
+    pub cpu_vendor: Option<String>,
+    pub cpu_flags_of_note: Vec<String>,
+    /// Online CPUs (`sysconf(_SC_NPROCESSORS_ONLN)`).
+    pub logical_cpus: Option<usize>,
+    /// CPUs in this process's affinity mask (`sched_getaffinity`).
+    pub allowed_cpus: Vec<usize>,
+    /// Physical cores the online CPUs form (distinct SMT sibling sets in sysfs topology).
+    pub physical_cores: Option<usize>,
+    /// More than one hardware thread per core (or `/sys/devices/system/cpu/smt/active` = 1).
+    pub smt: Option<bool>,
+    pub numa_nodes: Option<usize>,
+    /// `uname -r`.
+    pub kernel_release: String,
+    /// `uname -v`; carries PREEMPT / PREEMPT_DYNAMIC / PREEMPT_RT.
+    pub kernel_version: String,
+    pub preemption_model: String,
+    /// The `preempt=` value from the kernel command line, if any.
+    pub preempt_boot_option: Option<String>,
+    /// Kernel command-line options that affect scheduling and switch costs.
+    pub boot_options_of_note: Vec<String>,
+    pub clocksource: Option<String>,
+    pub available_clocksources: Vec<String>,
+    pub virtualized: Option<bool>,
+    /// Best name for the hypervisor or cloud, e.g. "KVM (Amazon EC2)".
+    pub hypervisor: Option<String>,
+    /// Raw CPUID leaf 0x40000000 vendor string, e.g. "KVMKVMKVM".
+    pub hypervisor_cpuid_vendor: Option<String>,
+    /// DMI "sys_vendor / product_name".
+    pub dmi_system: Option<String>,
+    /// Container runtime evidence, e.g. "docker (/.dockerenv)".
+    pub container: Option<String>,
+    pub cpuidle_driver: Option<String>,
+    pub cpuidle_governor: Option<String>,
+    /// Parameters of the guest `haltpoll` cpuidle governor (`guest_halt_poll_ns`, ...); absent
+    /// when the module is not loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub haltpoll_parameters: Option<BTreeMap<String, String>>,
+    /// Parameters of the `cpuidle_haltpoll` driver (`force`); absent when not loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpuidle_haltpoll_parameters: Option<BTreeMap<String, String>>,
+    /// The `halt_poll*` parameters of the `kvm` module: how long this kernel, as a host, polls
+    /// for a halted vCPU of its guests. Absent when kvm is not loaded; a guest cannot see its
+    /// own host's values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kvm_halt_poll_parameters: Option<BTreeMap<String, String>>,
+    pub frequency_governor: Option<String>,
+    pub frequency_driver: Option<String>,
+    /// "cpu MHz" of the first CPU in /proc/cpuinfo.
+    pub cpu_mhz: Option<f64>,
+    /// Turbo/boost state when visible (intel_pstate/no_turbo or cpufreq/boost).
+    pub turbo_enabled: Option<bool>,
+    pub loadavg_start: Option<[f64; 3]>,
+    /// Runnable tasks other than ourselves at start (/proc/loadavg "r/t" minus one).
+    pub runnable_tasks_start: Option<u64>,
+    /// `procs_running` from /proc/stat at start (includes ourselves).
+    pub procs_running_start: Option<u64>,
+    pub loadavg_end: Option<[f64; 3]>,
+    pub runnable_tasks_end: Option<u64>,
+    pub procs_running_end: Option<u64>,
+    /// CPU quota in CPUs (quota / period), the tightest along the cgroup path; `None` = no quota or unknown.
+    pub cgroup_cpu_limit: Option<f64>,
+    /// Raw quota as "quota period" (v2 cpu.max, or v1 cfs_quota_us and cfs_period_us).
+    pub cgroup_cpu_max_raw: Option<String>,
+    /// Effective cpuset of our cgroup as a CPU list string.
+    pub cgroup_cpuset_effective: Option<String>,
+    /// Tightest `pids.max` along our cgroup path: a number or "max"; absent when not found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_pids_max: Option<String>,
+    /// RLIMIT_NPROC; inside, `None` = unlimited. Outer `None` = could not read.
+    pub rlimit_nproc: Option<Rlimit>,
+    /// RLIMIT_RTPRIO; inside, `None` = unlimited. Outer `None` = could not read.
+    pub rlimit_rtprio: Option<Rlimit>,
+    /// RLIMIT_NOFILE; inside, `None` = unlimited. Outer `None` = could not read.
+    pub rlimit_nofile: Option<Rlimit>,
+    /// Whether a fresh thread could switch itself to SCHED_FIFO priority 1.
+    pub rt_priority_permitted: bool,
+    /// Why it could not, when it could not.
+    pub rt_priority_reason: Option<String>,
+    pub sched_rt_runtime_us: Option<i64>,
+    pub sched_rt_period_us: Option<i64>,
+    pub sched_autogroup_enabled: Option<bool>,
+    pub vm_max_map_count: Option<u64>,
+    pub threads_max: Option<u64>,
+    pub pid_max: Option<u64>,
+    /// `kernel.io_uring_disabled`: 0 allowed, 1 only for `kernel.io_uring_group`, 2 refused;
+    /// absent on kernels without the file (before 6.6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_uring_disabled: Option<u8>,
+    /// This process's seccomp mode: 0 none, 1 strict, 2 filter.
+    pub seccomp_mode: Option<u8>,
+    pub net_core_somaxconn: Option<u64>,
+    pub net_ipv4_tcp_max_syn_backlog: Option<u64>,
+    /// 0 off, 1 on, 2 loopback only.
+    pub net_ipv4_tcp_tw_reuse: Option<u32>,
+    /// Ephemeral ports, [first, last].
+    pub net_ipv4_ip_local_port_range: Option<[u32; 2]>,
+    /// glibc version, or "not glibc".
+    pub glibc_version: String,
+    /// "debug" or "release".
+    pub build_profile: String,
+    /// ARCH-OS, e.g. "x86_64-linux".
+    pub target: String,
+    pub memory_total_mib: Option<u64>,
+    pub transparent_hugepages: Option<String>,
+    pub perf_event_paranoid: Option<i32>,
+    /// `clock_getres(CLOCK_MONOTONIC)` in nanoseconds.
+    pub timer_resolution_ns: Option<u64>,
+    /// Cost of one clock read; left `None` here, the caller measures and fills it.
+    pub clock_read_cost_ns: Option<f64>,
+    /// Time of a fixed register-only loop (measure::sampler::reference_loop_ns) at the start and
+    /// end of the run, filled by the caller. A CPU that got slower or faster in between (host
+    /// contention on a VM, frequency changes) shows here, where no system call is involved.
+    pub reference_loop_ns_start: Option<f64>,
+    pub reference_loop_ns_end: Option<f64>,
+    /// Time of a fixed throughput-bound loop (measure::sampler::reference_wide_ns) at the start
+    /// and end of the run, filled by the caller: it slows when a co-tenant takes the core's
+    /// issue slots, which the register-only chain above hardly notices.
+    pub reference_wide_ns_start: Option<f64>,
+    pub reference_wide_ns_end: Option<f64>,
+    /// Time of one cheap system call (getppid) at the start and end of the run, filled by the
+    /// caller: the kernel entry/exit path, which moves with mitigations and host state.
+    pub reference_syscall_ns_start: Option<f64>,
+    pub reference_syscall_ns_end: Option<f64>,
+}
+
+/// Captures the environment at run start. Never panics; unknown values become `None` / "unknown".
+pub fn capture() -> Environment {
+    let cpuinfo_text = read("/proc/cpuinfo");
+    let cpuinfo = cpuinfo_text
+        .as_deref()
+        .map(cpu::parse_cpuinfo)
+        .unwrap_or_default();
+    let uts = kernel::uname();
+    let cmdline = read("/proc/cmdline").unwrap_or_default();
+    let (kernel_release, kernel_version, hostname) = match &uts {
+        Some(u) => (
+            u.release.clone(),
+            u.version.clone(),
+            Some(u.nodename.clone()),
+        ),
+        None => (
+            UNKNOWN.to_string(),
+            UNKNOWN.to_string(),
+            read_trim("/proc/sys/kernel/hostname"),
+        ),
+    };
+    let preemption_model = read("/sys/kernel/debug/sched/preempt")
+        .as_deref()
+        .and_then(kernel::preemption_from_debugfs)
+        .unwrap_or_else(|| kernel::preemption_from_uname(&kernel_version, &cmdline));
+
+    let logical_cpus = cpu::online_cpus();
+    let (physical_cores, threads_per_core) = cpu::topology(logical_cpus);
+    let smt_active = read_trim("/sys/devices/system/cpu/smt/active").map(|s| s == "1");
+    let smt = match (threads_per_core, smt_active) {
+        (Some(t), Some(a)) => Some(t > 1 || a),
+        (Some(t), None) => Some(t > 1),
+        (None, a) => a,
+    };
+
+    let virt = virt::detect_virtualization(&cpuinfo);
+    let load_start = read("/proc/loadavg")
+        .as_deref()
+        .and_then(load::parse_loadavg);
+    let procs_running_start = read("/proc/stat")
+        .as_deref()
+        .and_then(load::parse_procs_running);
+    let cgroups = cgroup::Cgroups::read();
+    let (cgroup_cpu_limit, cgroup_cpu_max_raw) = cgroups.cpu_quota();
+    let rlimit_rtprio = limits::rlimit(libc::RLIMIT_RTPRIO);
+    let (rt_priority_permitted, rt_priority_reason) = limits::probe_rt_priority(rlimit_rtprio);
+    let proc_sys = |name: &str| read(Path::new("/proc/sys").join(name));
+    let ceilings = limits::ceilings(proc_sys);
+    let net = net::net_sysctls(proc_sys);
+    let module = |name: &str| Path::new("/sys/module").join(name).join("parameters");
+
+    Environment {
+        hostname,
+        cpu_model: cpuinfo.model.clone(),
+        cpu_vendor: cpuinfo.vendor.clone(),
+        cpu_flags_of_note: cpu::flags_of_note(&cpuinfo.flags),
+        logical_cpus,
+        allowed_cpus: allowed_cpus(),
+        physical_cores,
+        smt,
+        numa_nodes: read_trim("/sys/devices/system/node/online")
+            .and_then(|s| parse_cpu_list(&s))
+            .map(|v| v.len()),
+        kernel_release,
+        kernel_version,
+        preemption_model,
+        preempt_boot_option: kernel::cmdline_option(&cmdline, "preempt"),
+        boot_options_of_note: kernel::boot_options_of_note(&cmdline),
+        clocksource: read_trim("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
+        available_clocksources: read(
+            "/sys/devices/system/clocksource/clocksource0/available_clocksource",
+        )
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default(),
+        virtualized: virt.virtualized,
+        hypervisor: virt.hypervisor,
+        hypervisor_cpuid_vendor: virt.cpuid_vendor,
+        dmi_system: virt.dmi_system,
+        container: virt.container,
+        cpuidle_driver: read_trim("/sys/devices/system/cpu/cpuidle/current_driver"),
+        cpuidle_governor: read_trim("/sys/devices/system/cpu/cpuidle/current_governor_ro")
+            .or_else(|| read_trim("/sys/devices/system/cpu/cpuidle/current_governor")),
+        haltpoll_parameters: kernel::module_parameters(&module("haltpoll"), |_| true),
+        cpuidle_haltpoll_parameters: kernel::module_parameters(&module("cpuidle_haltpoll"), |_| {
+            true
+        }),
+        kvm_halt_poll_parameters: kernel::module_parameters(&module("kvm"), |p| {
+            p.starts_with("halt_poll")
+        }),
+        frequency_governor: read_trim("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        frequency_driver: read_trim("/sys/devices/system/cpu/cpu0/cpufreq/scaling_driver"),
+        cpu_mhz: cpuinfo.mhz,
+        turbo_enabled: cpu::turbo_state(
+            read_trim("/sys/devices/system/cpu/intel_pstate/no_turbo").as_deref(),
+            read_trim("/sys/devices/system/cpu/cpufreq/boost")
+                .or_else(|| read_trim("/sys/devices/system/cpu/cpufreq/policy0/boost"))
+                .as_deref(),
+        ),
+        loadavg_start: load_start.map(|l| l.avg),
+        runnable_tasks_start: load_start.map(|l| l.running.saturating_sub(1)),
+        procs_running_start,
+        loadavg_end: None,
+        runnable_tasks_end: None,
+        procs_running_end: None,
+        cgroup_cpu_limit,
+        cgroup_cpu_max_raw,
+        cgroup_cpuset_effective: cgroups.cpuset(),
+        cgroup_pids_max: cgroups.pids_max(),
+        rlimit_nproc: limits::rlimit(libc::RLIMIT_NPROC),
+        rlimit_rtprio,
+        rlimit_nofile: limits::rlimit(libc::RLIMIT_NOFILE),
+        rt_priority_permitted,
+        rt_priority_reason,
+        sched_rt_runtime_us: read_num("/proc/sys/kernel/sched_rt_runtime_us"),
+        sched_rt_period_us: read_num("/proc/sys/kernel/sched_rt_period_us"),
+        sched_autogroup_enabled: read_num::<u64>("/proc/sys/kernel/sched_autogroup_enabled")
+            .map(|v| v != 0),
+        vm_max_map_count: ceilings.vm_max_map_count,
+        threads_max: ceilings.threads_max,
+        pid_max: ceilings.pid_max,
+        io_uring_disabled: ceilings.io_uring_disabled,
+        seccomp_mode: read("/proc/self/status")
+            .as_deref()
+            .and_then(limits::parse_seccomp_mode),
+        net_core_somaxconn: net.somaxconn,
+        net_ipv4_tcp_max_syn_backlog: net.tcp_max_syn_backlog,
+        net_ipv4_tcp_tw_reuse: net.tcp_tw_reuse,
+        net_ipv4_ip_local_port_range: net.ip_local_port_range,
+        glibc_version: kernel::glibc_version(),
+        build_profile: if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
+        .to_string(),
+        target: format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
+        memory_total_mib: read("/proc/meminfo")
+            .as_deref()
+            .and_then(kernel::parse_meminfo_total_kib)
+            .map(|kib| kib / 1024),
+        transparent_hugepages: read("/sys/kernel/mm/transparent_hugepage/enabled")
+            .as_deref()
+            .and_then(kernel::selected_choice),
+        perf_event_paranoid: read_num("/proc/sys/kernel/perf_event_paranoid"),
+        timer_resolution_ns: kernel::timer_resolution_ns(),
+        clock_read_cost_ns: None,
+        reference_loop_ns_start: None,
+        reference_loop_ns_end: None,
+        reference_wide_ns_start: None,
+        reference_wide_ns_end: None,
+        reference_syscall_ns_start: None,
+        reference_syscall_ns_end: None,
+    }
+}
+
+impl Environment {
+    /// Records the load figures at the end of the run.
+    pub fn record_end(&mut self) {
+        let load = read("/proc/loadavg")
+            .as_deref()
+            .and_then(load::parse_loadavg);
+        self.loadavg_end = load.map(|l| l.avg);
+        self.runnable_tasks_end = load.map(|l| l.running.saturating_sub(1));
+        self.procs_running_end = read("/proc/stat")
+            .as_deref()
+            .and_then(load::parse_procs_running);
+    }
+}
+
+fn read(path: impl AsRef<Path>) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+fn read_trim(path: impl AsRef<Path>) -> Option<String> {
+    read(path)
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+fn read_num<T: std::str::FromStr>(path: impl AsRef<Path>) -> Option<T> {
+    read_trim(path).and_then(|s| s.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_on_this_machine() {
+        let mut env = capture();
+        assert!(env.logical_cpus.unwrap_or(0) >= 1);
+        assert!(!env.kernel_release.is_empty());
+        assert!(env.build_profile == "debug" || env.build_profile == "release");
+        env.record_end();
+        let json = serde_json::to_string(&env).unwrap();
+        let back: Environment = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, env);
+    }
+
+    #[test]
+    fn older_json_without_new_fields_still_loads() {
+        let back: Environment = serde_json::from_str(r#"{"kernel_release":"6.1.0"}"#).unwrap();
+        assert_eq!(back.kernel_release, "6.1.0");
+        assert_eq!(back.logical_cpus, None);
+    }
+}

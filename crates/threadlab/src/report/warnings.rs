@@ -1,0 +1,416 @@
+//! What in the environment makes a run's figures less trustworthy or harder to compare: one
+//! variant per kind, whose text says what was seen and what it means for the figures.
+//!
+//! The kind names (`EnvWarning::kind`) are stable identifiers, so that a reader of results can
+//! filter on them without parsing the text.
+
+use std::fmt;
+
+use crate::measure::env::Environment;
+use crate::results::Warning;
+
+/// A reference that moved by more than this share between start and end counts as drift.
+const DRIFT_PCT: f64 = 5.0;
+
+/// Clocksources that are cheap, vDSO-readable counters on their architectures.
+const GOOD_CLOCKSOURCES: &[&str] = &["tsc", "arch_sys_counter", "timebase", "riscv_clocksource"];
+
+/// The fixed workloads the runner times at the start and end of a run (measure::sampler).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reference {
+    /// A chain of dependent multiply-adds: the core's own clock.
+    RegisterLoop,
+    /// Independent chains: throughput-bound, so it also sees a co-tenant on the core.
+    WideLoop,
+    /// One getppid: the kernel entry and exit path.
+    Syscall,
+}
+
+impl Reference {
+    fn describe(self) -> &'static str {
+        match self {
+            Reference::RegisterLoop => "a fixed register-only loop",
+            Reference::WideLoop => "a fixed throughput-bound loop",
+            Reference::Syscall => "a getppid system call",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum EnvWarning {
+    /// A reference took a different time at the end of the run than at its start.
+    Drift {
+        reference: Reference,
+        start_ns: f64,
+        end_ns: f64,
+    },
+    /// threadlab itself was built without optimisation.
+    DebugBuild,
+    /// The 1-minute load average at start was above half a task per CPU.
+    BusyMachine { load_1min: f64, cpus: usize },
+    /// Other tasks were runnable when the run started.
+    CompetingTasksAtStart { tasks: u64 },
+    /// Other tasks were runnable when the run ended.
+    CompetingTasksAtEnd { tasks: u64 },
+    /// The cpufreq governor is powersave.
+    PowersaveGovernor { intel_pstate: bool },
+    /// A cgroup CPU quota below the CPUs visible.
+    CgroupCpuQuota { quota_cpus: f64, cpus: usize },
+    /// The affinity mask (taskset, a cpuset) allows fewer CPUs than are online.
+    NarrowAffinity { allowed: usize, online: usize },
+    /// A guest of a hypervisor (informational).
+    Virtualized { hypervisor: Option<String> },
+    /// The clocksource is not a cheap counter read in user space.
+    SlowClocksource { name: String },
+}
+
+impl EnvWarning {
+    /// Every kind, in the order `env_warnings` reports them.
+    pub const KINDS: &'static [&'static str] = &[
+        "drift",
+        "debug_build",
+        "busy_machine",
+        "competing_tasks_start",
+        "competing_tasks_end",
+        "powersave_governor",
+        "cgroup_cpu_quota",
+        "narrow_affinity",
+        "virtualized",
+        "slow_clocksource",
+    ];
+
+    /// A stable snake_case name for this kind of warning.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EnvWarning::Drift { .. } => "drift",
+            EnvWarning::DebugBuild => "debug_build",
+            EnvWarning::BusyMachine { .. } => "busy_machine",
+            EnvWarning::CompetingTasksAtStart { .. } => "competing_tasks_start",
+            EnvWarning::CompetingTasksAtEnd { .. } => "competing_tasks_end",
+            EnvWarning::PowersaveGovernor { .. } => "powersave_governor",
+            EnvWarning::CgroupCpuQuota { .. } => "cgroup_cpu_quota",
+            EnvWarning::NarrowAffinity { .. } => "narrow_affinity",
+            EnvWarning::Virtualized { .. } => "virtualized",
+            EnvWarning::SlowClocksource { .. } => "slow_clocksource",
+        }
+    }
+}
+
+impl From<&EnvWarning> for Warning {
+    fn from(w: &EnvWarning) -> Warning {
+        Warning {
+            kind: w.kind().to_string(),
+            text: w.to_string(),
+        }
+    }
+}
+
+/// Conditions that make figures less trustworthy or harder to compare, in report order.
+pub fn env_warnings(env: &Environment) -> Vec<EnvWarning> {
+    let mut w = Vec::new();
+    for (reference, start, end) in [
+        (
+            Reference::RegisterLoop,
+            env.reference_loop_ns_start,
+            env.reference_loop_ns_end,
+        ),
+        (
+            Reference::WideLoop,
+            env.reference_wide_ns_start,
+            env.reference_wide_ns_end,
+        ),
+        (
+            Reference::Syscall,
+            env.reference_syscall_ns_start,
+            env.reference_syscall_ns_end,
+        ),
+    ] {
+        if let (Some(start_ns), Some(end_ns)) = (start, end) {
+            if ((end_ns - start_ns) / start_ns * 100.0).abs() > DRIFT_PCT {
+                w.push(EnvWarning::Drift {
+                    reference,
+                    start_ns,
+                    end_ns,
+                });
+            }
+        }
+    }
+    if env.build_profile == "debug" {
+        w.push(EnvWarning::DebugBuild);
+    }
+    let cpus = env
+        .logical_cpus
+        .or_else(|| (!env.allowed_cpus.is_empty()).then_some(env.allowed_cpus.len()));
+    if let (Some(load), Some(n)) = (env.loadavg_start, cpus) {
+        if n > 0 && load[0] > 0.5 * n as f64 {
+            w.push(EnvWarning::BusyMachine {
+                load_1min: load[0],
+                cpus: n,
+            });
+        }
+    }
+    if let Some(tasks) = env.runnable_tasks_start.filter(|&r| r > 0) {
+        w.push(EnvWarning::CompetingTasksAtStart { tasks });
+    }
+    if let Some(tasks) = env.runnable_tasks_end.filter(|&r| r > 0) {
+        w.push(EnvWarning::CompetingTasksAtEnd { tasks });
+    }
+    if env.frequency_governor.as_deref() == Some("powersave") {
+        w.push(EnvWarning::PowersaveGovernor {
+            intel_pstate: env.frequency_driver.as_deref() == Some("intel_pstate"),
+        });
+    }
+    if let (Some(quota_cpus), Some(n)) = (env.cgroup_cpu_limit, cpus) {
+        if quota_cpus < n as f64 {
+            w.push(EnvWarning::CgroupCpuQuota {
+                quota_cpus,
+                cpus: n,
+            });
+        }
+    }
+    if let Some(online) = env.logical_cpus {
+        if !env.allowed_cpus.is_empty() && env.allowed_cpus.len() < online {
+            w.push(EnvWarning::NarrowAffinity {
+                allowed: env.allowed_cpus.len(),
+                online,
+            });
+        }
+    }
+    if env.virtualized == Some(true) {
+        w.push(EnvWarning::Virtualized {
+            hypervisor: env.hypervisor.clone(),
+        });
+    }
+    if let Some(cs) = &env.clocksource {
+        if !GOOD_CLOCKSOURCES.contains(&cs.as_str()) {
+            w.push(EnvWarning::SlowClocksource { name: cs.clone() });
+        }
+    }
+    w
+}
+
+impl fmt::Display for EnvWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EnvWarning::Drift {
+                reference,
+                start_ns,
+                end_ns,
+            } => {
+                let drift = (end_ns - start_ns) / start_ns * 100.0;
+                write!(
+                    f,
+                    "the machine's speed drifted during the run ({} took {start_ns:.1} ns at \
+                     start, {end_ns:.1} ns at end, {drift:+.0}%): figures from different moments \
+                     are not comparable; on a VM this is usually the host's load; run again and \
+                     compare only runs without this warning",
+                    reference.describe()
+                )
+            }
+            EnvWarning::DebugBuild => f.write_str(
+                "debug build: threadlab's own overhead inflates the figures; use a release build",
+            ),
+            EnvWarning::BusyMachine { load_1min, cpus } => write!(
+                f,
+                "busy machine: 1-minute load average {load_1min:.2} at start is above 0.5 per CPU \
+                 ({cpus} CPUs): other work shares the CPUs with the measurements; stop it, or run \
+                 when the machine is idle"
+            ),
+            EnvWarning::CompetingTasksAtStart { tasks } => write!(
+                f,
+                "{tasks} other runnable task(s) at start compete for the CPUs; stop them, or run \
+                 when the machine is idle"
+            ),
+            EnvWarning::CompetingTasksAtEnd { tasks } => write!(
+                f,
+                "{tasks} other runnable task(s) at end: competition may have appeared during the \
+                 run; if some figures look out of line, run those experiments again when the \
+                 machine is idle"
+            ),
+            EnvWarning::PowersaveGovernor { intel_pstate } => {
+                let note = if *intel_pstate {
+                    " (with intel_pstate this still scales, but ramps more slowly)"
+                } else {
+                    ""
+                };
+                write!(
+                    f,
+                    "CPU frequency governor is powersave: clocks may be low or ramp slowly{note}; \
+                     for steady figures select the performance governor (cpupower frequency-set \
+                     -g performance)"
+                )
+            }
+            EnvWarning::CgroupCpuQuota { quota_cpus, cpus } => write!(
+                f,
+                "cgroup CPU quota is {quota_cpus:.2} CPUs, below the {cpus} CPUs visible: threads \
+                 will be throttled in bursts; run without the quota (or raise cpu.max / \
+                 cpu.cfs_quota_us), or read multi-threaded figures as limited by it"
+            ),
+            EnvWarning::NarrowAffinity { allowed, online } => write!(
+                f,
+                "affinity mask allows {allowed} of {online} online CPUs: cross-CPU and scaling \
+                 figures use only those; widen it (taskset, the container's cpuset) to measure \
+                 the whole machine"
+            ),
+            EnvWarning::Virtualized { hypervisor } => {
+                let h = hypervisor
+                    .as_deref()
+                    .map(|h| format!(" ({h})"))
+                    .unwrap_or_default();
+                write!(
+                    f,
+                    "virtualised{h} (informational): IPIs, timers and idle exits cost more than on bare metal, and vCPUs may be preempted by the host"
+                )
+            }
+            EnvWarning::SlowClocksource { name } => write!(
+                f,
+                "clocksource is {name}, not tsc: clock reads may be slower or go through a system \
+                 call (clock_read_cost_ns shows the cost); if tsc is among the available \
+                 clocksources, select it (clocksource=tsc on the kernel command line)"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(w: &[EnvWarning]) -> Vec<&'static str> {
+        w.iter().map(EnvWarning::kind).collect()
+    }
+
+    #[test]
+    fn warnings_from_literal_environment() {
+        let env = Environment {
+            build_profile: "debug".to_string(),
+            logical_cpus: Some(4),
+            allowed_cpus: vec![0, 1],
+            loadavg_start: Some([3.0, 1.0, 1.0]),
+            runnable_tasks_start: Some(2),
+            frequency_governor: Some("powersave".to_string()),
+            cgroup_cpu_limit: Some(1.5),
+            virtualized: Some(true),
+            hypervisor: Some("KVM".to_string()),
+            clocksource: Some("kvm-clock".to_string()),
+            ..Environment::default()
+        };
+        let w = env_warnings(&env);
+        assert_eq!(
+            kinds(&w),
+            [
+                "debug_build",
+                "busy_machine",
+                "competing_tasks_start",
+                "powersave_governor",
+                "cgroup_cpu_quota",
+                "narrow_affinity",
+                "virtualized",
+                "slow_clocksource"
+            ],
+            "{w:#?}"
+        );
+        assert!(w[5]
+            .to_string()
+            .starts_with("affinity mask allows 2 of 4 online CPUs: "));
+        let clean = Environment {
+            build_profile: "release".to_string(),
+            logical_cpus: Some(4),
+            allowed_cpus: vec![0, 1, 2, 3],
+            loadavg_start: Some([0.1, 0.1, 0.1]),
+            runnable_tasks_start: Some(0),
+            frequency_governor: Some("performance".to_string()),
+            cgroup_cpu_limit: None,
+            virtualized: Some(false),
+            clocksource: Some("tsc".to_string()),
+            ..Environment::default()
+        };
+        assert!(
+            env_warnings(&clean).is_empty(),
+            "{:#?}",
+            env_warnings(&clean)
+        );
+    }
+
+    #[test]
+    fn drift_is_reported_per_reference() {
+        let env = Environment {
+            build_profile: "release".to_string(),
+            reference_loop_ns_start: Some(100.0),
+            reference_loop_ns_end: Some(104.0),
+            reference_wide_ns_start: Some(100.0),
+            reference_wide_ns_end: Some(120.0),
+            reference_syscall_ns_start: Some(100.0),
+            reference_syscall_ns_end: Some(90.0),
+            ..Environment::default()
+        };
+        let w = env_warnings(&env);
+        assert_eq!(kinds(&w), ["drift", "drift"]);
+        assert!(w[0].to_string().contains("throughput-bound loop"));
+        assert!(w[0].to_string().contains("+20%"));
+        assert!(w[1].to_string().contains("getppid"));
+        assert!(w[1].to_string().contains("-10%"));
+    }
+
+    #[test]
+    fn kinds_are_listed_distinct_and_snake_case() {
+        let every = [
+            EnvWarning::Drift {
+                reference: Reference::Syscall,
+                start_ns: 1.0,
+                end_ns: 2.0,
+            },
+            EnvWarning::DebugBuild,
+            EnvWarning::BusyMachine {
+                load_1min: 1.0,
+                cpus: 1,
+            },
+            EnvWarning::CompetingTasksAtStart { tasks: 1 },
+            EnvWarning::CompetingTasksAtEnd { tasks: 1 },
+            EnvWarning::PowersaveGovernor { intel_pstate: true },
+            EnvWarning::CgroupCpuQuota {
+                quota_cpus: 0.5,
+                cpus: 1,
+            },
+            EnvWarning::NarrowAffinity {
+                allowed: 1,
+                online: 2,
+            },
+            EnvWarning::Virtualized { hypervisor: None },
+            EnvWarning::SlowClocksource {
+                name: "hpet".into(),
+            },
+        ];
+        assert_eq!(kinds(&every), EnvWarning::KINDS);
+        for k in EnvWarning::KINDS {
+            assert!(
+                k.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{k}"
+            );
+        }
+        for w in &every {
+            assert!(!w.to_string().is_empty() && !w.to_string().contains('\n'));
+        }
+    }
+
+    #[test]
+    fn every_kind_is_documented() {
+        let doc =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results-schema.md");
+        let text = std::fs::read_to_string(doc).expect("docs/results-schema.md exists");
+        for k in EnvWarning::KINDS {
+            assert!(
+                text.contains(&format!("| `{k}` |")),
+                "warning kind {k} is not documented in docs/results-schema.md"
+            );
+        }
+    }
+
+    #[test]
+    fn stored_warnings_keep_kind_and_text() {
+        let w = EnvWarning::DebugBuild;
+        let stored = Warning::from(&w);
+        assert_eq!(stored.kind, "debug_build");
+        assert_eq!(stored.text, w.to_string());
+    }
+}
