@@ -89,7 +89,7 @@ pub struct RunArgs {
 }
 
 /// Parses arguments; on a mistake prints one line and returns the exit status.
-pub fn main_with_args(args: Vec<String>) -> i32 {
+pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {

@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Outcome};
 use crate::measure::placement::{home_cpu, pin_current_thread, Placement};
 use crate::measure::sched::pin_and_nice;
+use crate::measure::spawn::spawn_scoped;
 use crate::measure::stats::Summary;
 use crate::measure::units::{Direction, Unit};
 use crate::results::{Metric, Table};
@@ -194,7 +195,7 @@ const U_MODES: &[UMode] = &[
 /// One uthread run on a carrier pinned to `cpu`. `mode = None` is the never-yielding baseline.
 fn run_uthread(cpu: usize, chunks: u64, mode: Option<UMode>) -> Result<JobRun> {
     std::thread::scope(|s| {
-        s.spawn(move || -> Result<JobRun> {
+        spawn_scoped(s, "the carrier thread", move || -> Result<JobRun> {
             pin_current_thread(cpu)?;
             let rt = uthread::Runtime::new();
             let r = rt.block_on(move || {
@@ -269,7 +270,7 @@ fn run_uthread(cpu: usize, chunks: u64, mode: Option<UMode>) -> Result<JobRun> {
                 r
             });
             r.ok_or_else(|| Error::Fail("uthread job did not finish".into()))
-        })
+        })?
         .join()
         .unwrap_or_else(|_| Err(Error::Fail("uthread carrier panicked".into())))
     })
@@ -322,38 +323,50 @@ fn run_kernel(cpu: usize, chunks: u64, mode: KMode) -> Result<JobRun> {
         let done = &done;
         let helper = match mode {
             KMode::Baseline => None,
-            KMode::CoopEvery4096 | KMode::PreemptFg => Some(s.spawn(move || -> Result<()> {
-                pin_current_thread(cpu)?;
-                while !done.load(Ordering::Acquire) {
-                    // SAFETY: no descriptors; blocks for up to one frame.
-                    unsafe { libc::poll(std::ptr::null_mut(), 0, 16) };
-                }
-                Ok(())
-            })),
-            KMode::PreemptBg => Some(s.spawn(move || -> Result<()> {
-                pin_and_nice(cpu, 0)?;
-                let mut frame = Instant::now();
-                while !done.load(Ordering::Acquire) {
-                    busy(FRAME_WORK);
-                    frame += FRAME;
-                    let now = Instant::now();
-                    if frame > now {
-                        std::thread::sleep(frame - now);
-                    } else {
-                        frame = now;
+            KMode::CoopEvery4096 | KMode::PreemptFg => Some(spawn_scoped(
+                s,
+                "the event-loop thread",
+                move || -> Result<()> {
+                    pin_current_thread(cpu)?;
+                    while !done.load(Ordering::Acquire) {
+                        // SAFETY: no descriptors; blocks for up to one frame.
+                        unsafe { libc::poll(std::ptr::null_mut(), 0, 16) };
                     }
-                }
-                Ok(())
-            })),
-            KMode::Balance => Some(s.spawn(move || -> Result<()> {
-                pin_current_thread(cpu)?;
-                while !done.load(Ordering::Acquire) {
-                    std::hint::spin_loop();
-                }
-                Ok(())
-            })),
+                    Ok(())
+                },
+            )?),
+            KMode::PreemptBg => Some(spawn_scoped(
+                s,
+                "the foreground thread",
+                move || -> Result<()> {
+                    pin_and_nice(cpu, 0)?;
+                    let mut frame = Instant::now();
+                    while !done.load(Ordering::Acquire) {
+                        busy(FRAME_WORK);
+                        frame += FRAME;
+                        let now = Instant::now();
+                        if frame > now {
+                            std::thread::sleep(frame - now);
+                        } else {
+                            frame = now;
+                        }
+                    }
+                    Ok(())
+                },
+            )?),
+            KMode::Balance => Some(spawn_scoped(
+                s,
+                "the busy main thread",
+                move || -> Result<()> {
+                    pin_current_thread(cpu)?;
+                    while !done.load(Ordering::Acquire) {
+                        std::hint::spin_loop();
+                    }
+                    Ok(())
+                },
+            )?),
         };
-        let worker = s.spawn(move || -> Result<JobRun> {
+        let worker = spawn_scoped(s, "the job thread", move || -> Result<JobRun> {
             let r = pin_and_nice(cpu, if mode == KMode::PreemptBg { 10 } else { 0 }).map(|_| {
                 let policy = if mode == KMode::CoopEvery4096 {
                     YieldPolicy::EveryChunk
@@ -366,7 +379,8 @@ fn run_kernel(cpu: usize, chunks: u64, mode: KMode) -> Result<JobRun> {
             });
             done.store(true, Ordering::Release);
             r
-        });
+        })
+        .inspect_err(|_| done.store(true, Ordering::Release))?;
         let r = worker
             .join()
             .unwrap_or_else(|_| Err(Error::Fail("job thread panicked".into())));

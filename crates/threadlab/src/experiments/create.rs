@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Interleaved, Outcome};
 use crate::measure::placement::{home_cpu, PinGuard, Placement};
 use crate::measure::process::{fork_child, mono_ns, wait_pid, SharedMap};
+use crate::measure::spawn::spawn;
 use crate::measure::stats;
 use crate::measure::units::Unit;
 use crate::results::Series;
@@ -206,7 +207,7 @@ impl Experiment for Create {
                 |n| {
                     let t = Instant::now();
                     for _ in 0..n {
-                        std::thread::spawn(|| {})
+                        spawn("a thread to create", || {})?
                             .join()
                             .map_err(|_| Error::Fail("a spawned thread panicked".into()))?;
                     }

@@ -8,7 +8,6 @@
 //! throughput and on how evenly the acquisitions were shared.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -18,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
 use crate::measure::placement::{allowed_cpus, pin_current_thread};
 use crate::measure::process::mono_ns;
+use crate::measure::spawn::{spawn_scoped, start_called_off, StartGate};
 use crate::measure::stats::{jain_index, Summary};
 use crate::measure::units::{Direction, Unit};
 use crate::results::{Metric, Series, Table};
@@ -140,56 +140,69 @@ pub fn run_once<L: BenchLock>(p: &FairnessParams, cancel: &Cancel) -> Result<Fai
     let last_holder = AtomicUsize::new(0);
     let counter = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
-    let start = Barrier::new(p.threads + 1);
+    let start = StartGate::new(p.threads + 1);
     let mut pin_error = None;
     let mut elapsed = Duration::ZERO;
     let mut cancelled = None;
+    let mut refused = None;
 
     let tallies: Vec<Result<ThreadTally>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..p.threads)
-            .map(|i| {
-                let (lock, last_holder, counter, stop, start) =
-                    (&lock, &last_holder, &counter, &stop, &start);
-                s.spawn(move || -> Result<ThreadTally> {
-                    let pinned = match p.cpus.get(i % p.cpus.len().max(1)) {
-                        Some(&cpu) => pin_current_thread(cpu),
-                        None => Ok(()),
-                    };
-                    let mut t = ThreadTally {
-                        acquisitions: 0,
-                        reacquired: 0,
-                        waits: Histogram::new_with_bounds(1, 60_000_000_000, 3)
-                            .expect("constant histogram bounds are valid"),
-                    };
-                    start.wait();
-                    pinned?;
-                    let me = i + 1;
-                    let mut tick = 0u32;
-                    while !stop.load(Ordering::Relaxed) {
-                        let timed = tick == 0;
-                        tick = (tick + 1) % WAIT_SAMPLE_EVERY;
-                        let asked = if timed { mono_ns() } else { 0 };
-                        let (got, again) = lock.with(|| {
-                            let got = if timed { mono_ns() } else { 0 };
-                            let again = last_holder.load(Ordering::Relaxed) == me;
-                            last_holder.store(me, Ordering::Relaxed);
-                            let c = counter.load(Ordering::Relaxed);
-                            std::hint::black_box(work(p.critical_units));
-                            counter.store(c + 1, Ordering::Relaxed);
-                            (got, again)
-                        });
-                        if timed {
-                            t.waits.saturating_record(got.saturating_sub(asked).max(1));
-                        }
-                        t.acquisitions += 1;
-                        t.reacquired += again as u64;
-                        std::hint::black_box(work(p.pause_units));
+        let mut handles = Vec::with_capacity(p.threads);
+        for i in 0..p.threads {
+            let (lock, last_holder, counter, stop, start) =
+                (&lock, &last_holder, &counter, &stop, &start);
+            let spawned = spawn_scoped(s, "a lock thread", move || -> Result<ThreadTally> {
+                let pinned = match p.cpus.get(i % p.cpus.len().max(1)) {
+                    Some(&cpu) => pin_current_thread(cpu),
+                    None => Ok(()),
+                };
+                let mut t = ThreadTally {
+                    acquisitions: 0,
+                    reacquired: 0,
+                    waits: Histogram::new_with_bounds(1, 60_000_000_000, 3)
+                        .expect("constant histogram bounds are valid"),
+                };
+                if !start.wait() {
+                    return Err(start_called_off());
+                }
+                pinned?;
+                let me = i + 1;
+                let mut tick = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    let timed = tick == 0;
+                    tick = (tick + 1) % WAIT_SAMPLE_EVERY;
+                    let asked = if timed { mono_ns() } else { 0 };
+                    let (got, again) = lock.with(|| {
+                        let got = if timed { mono_ns() } else { 0 };
+                        let again = last_holder.load(Ordering::Relaxed) == me;
+                        last_holder.store(me, Ordering::Relaxed);
+                        let c = counter.load(Ordering::Relaxed);
+                        std::hint::black_box(work(p.critical_units));
+                        counter.store(c + 1, Ordering::Relaxed);
+                        (got, again)
+                    });
+                    if timed {
+                        t.waits.saturating_record(got.saturating_sub(asked).max(1));
                     }
-                    Ok(t)
-                })
-            })
-            .collect();
-
+                    t.acquisitions += 1;
+                    t.reacquired += again as u64;
+                    std::hint::black_box(work(p.pause_units));
+                }
+                Ok(t)
+            });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // Release the threads waiting at the start line, then report the refusal.
+                    start.abort();
+                    refused = Some(e);
+                    break;
+                }
+            }
+        }
+        if refused.is_some() {
+            return Vec::new();
+        }
         start.wait();
         let t0 = Instant::now();
         while t0.elapsed() < p.duration {
@@ -211,7 +224,7 @@ pub fn run_once<L: BenchLock>(p: &FairnessParams, cancel: &Cancel) -> Result<Fai
             })
             .collect()
     });
-    if let Some(e) = cancelled {
+    if let Some(e) = refused.or(cancelled) {
         return Err(e);
     }
 

@@ -9,7 +9,6 @@
 //! (clock_nanosleep TIMER_ABSTIME, 1 ms interval) and record how late the thread wakes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Barrier;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -19,6 +18,7 @@ use crate::experiments::{Ctx, Experiment, Info, Outcome};
 use crate::measure::placement::{home_cpu, pin_current_thread, Placement};
 use crate::measure::process::mono_ns;
 use crate::measure::sched::{fifo_permitted, max_fifo_priority, pin_and_nice, try_set_fifo};
+use crate::measure::spawn::{spawn_scoped, start_called_off, StartGate};
 use crate::measure::stats::Summary;
 use crate::measure::units::{Direction, Unit};
 use crate::results::{Metric, Table};
@@ -163,39 +163,54 @@ fn with_condition<T: Send>(
 ) -> Result<T> {
     let stop = AtomicBool::new(false);
     let companions = cond.spinner() as usize + cond.rescheduler() as usize;
-    let ready = Barrier::new(companions + 1);
+    let ready = StartGate::new(companions + 1);
     std::thread::scope(|s| {
         let mut helpers = Vec::new();
+        // A refusal to start a thread calls the start off, so the ones waiting are released.
+        let refused = |e: Error| {
+            ready.abort();
+            e
+        };
         if cond.spinner() {
-            helpers.push(s.spawn(|| -> Result<()> {
-                let set = pin_and_nice(cpu, SPINNER_NICE);
-                ready.wait();
-                set?;
-                while !stop.load(Ordering::Relaxed) {
-                    std::hint::spin_loop();
-                }
-                Ok(())
-            }));
+            helpers.push(
+                spawn_scoped(s, "the spinning thread", || -> Result<()> {
+                    let set = pin_and_nice(cpu, SPINNER_NICE);
+                    if !ready.wait() {
+                        return Err(start_called_off());
+                    }
+                    set?;
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                    Ok(())
+                })
+                .map_err(refused)?,
+            );
         }
         if cond.rescheduler() {
-            helpers.push(s.spawn(|| -> Result<()> {
-                let set = pin_current_thread(cpu).and_then(|_| {
-                    if rt_permitted {
-                        try_set_fifo(max_fifo_priority()).map_err(Error::Fail)
-                    } else {
-                        Ok(())
+            helpers.push(
+                spawn_scoped(s, "the rescheduler thread", || -> Result<()> {
+                    let set = pin_current_thread(cpu).and_then(|_| {
+                        if rt_permitted {
+                            try_set_fifo(max_fifo_priority()).map_err(Error::Fail)
+                        } else {
+                            Ok(())
+                        }
+                    });
+                    if !ready.wait() {
+                        return Err(start_called_off());
                     }
-                });
-                ready.wait();
-                set?;
-                // Sleeps almost all the time, so real-time priority here cannot starve anyone.
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(RESCHEDULER_SLEEP);
-                }
-                Ok(())
-            }));
+                    set?;
+                    // Sleeps almost all the time, so real-time priority here cannot starve anyone.
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(RESCHEDULER_SLEEP);
+                    }
+                    Ok(())
+                })
+                .map_err(refused)?,
+            );
         }
-        let probe = s.spawn(|| -> Result<T> {
+        let probe = spawn_scoped(s, "the probe thread", || -> Result<T> {
             let set = pin_current_thread(cpu).and_then(|_| {
                 if rt_probe {
                     try_set_fifo(RT_PROBE_PRIORITY).map_err(Error::Fail)
@@ -203,11 +218,14 @@ fn with_condition<T: Send>(
                     Ok(())
                 }
             });
-            ready.wait();
+            if !ready.wait() {
+                return Err(start_called_off());
+            }
             let r = set.map(|_| body());
             stop.store(true, Ordering::Relaxed);
             r
-        });
+        })
+        .map_err(refused)?;
         let r = probe
             .join()
             .unwrap_or_else(|_| Err(Error::Fail("probe panicked".into())));

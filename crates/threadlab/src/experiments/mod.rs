@@ -96,6 +96,17 @@ pub struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
+    /// Why a cross-CPU wake-up metric has two modes on this machine, for `explain_modes`.
+    pub fn idle_wakeup_modes(&self) -> String {
+        format!(
+            "a wake-up of a CPU still polling in its idle loop is fast, one of a CPU that has \
+             halted goes through the idle state's exit (on a VM, an exit to the host and an \
+             interrupt injected back), so which one a batch sees depends on how long the CPU \
+             had been idle; here: {}",
+            self.env.idle_state_description()
+        )
+    }
+
     pub fn sampler(&self) -> Sampler<'a> {
         Sampler::new(self.mode.sampler_config(), self.cancel)
     }
@@ -187,6 +198,28 @@ impl Outcome {
         ctx.step(id)?;
         let s = ctx.sampler().per_op_ns(batch)?;
         self.add_ns(id, unit, &s, placement, note)
+    }
+
+    /// Says, in the note of every metric whose samples fell in two clusters, what the two are:
+    /// `cross_cpu` explains metrics placed on two CPUs (the wake-up of an idle CPU), `other`
+    /// the rest.
+    pub fn explain_modes(&mut self, cross_cpu: &str, other: &str) {
+        for m in self.metrics.iter_mut() {
+            let Some(modes) = &m.modes else { continue };
+            let why = if m.placement.starts_with("cross_cpu") {
+                cross_cpu
+            } else {
+                other
+            };
+            m.note.push_str(&format!(
+                "; the samples fall in two clusters, {:.0}% near {} and {:.0}% near {} {}: {why}",
+                modes[0].share * 100.0,
+                crate::measure::units::fmt_value(modes[0].median),
+                modes[1].share * 100.0,
+                crate::measure::units::fmt_value(modes[1].median),
+                m.unit
+            ));
+        }
     }
 
     /// The median of a recorded metric.
@@ -399,9 +432,18 @@ impl<'a> Interleaved<'a> {
                 .map(|id| measured.iter().find(|(i, _)| i == id).map(|(_, s)| s))
                 .collect();
             let Some(inputs) = inputs else {
+                let missing: Vec<&str> = d
+                    .inputs
+                    .iter()
+                    .filter(|id| !measured.iter().any(|(i, _)| i == *id))
+                    .map(|s| s.as_str())
+                    .collect();
                 out.skip(
                     &d.id,
-                    format!("{} could not all be measured here", d.inputs.join(", ")),
+                    format!(
+                        "{} was not measured here (see its reason)",
+                        missing.join(" and ")
+                    ),
                 );
                 continue;
             };

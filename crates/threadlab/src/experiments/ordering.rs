@@ -20,6 +20,7 @@ use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
 use crate::measure::placement::{allowed_cpus, cpu_pair, pin_current_thread};
+use crate::measure::spawn::spawn_scoped;
 use crate::measure::stats::Summary;
 use crate::measure::units::Unit;
 use crate::results::{Metric, Table};
@@ -448,23 +449,29 @@ pub fn run_litmus(
     let bodies = bodies(test, order);
     let t0 = Instant::now();
     let results: Vec<Result<Vec<u8>>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = bodies
-            .iter()
-            .enumerate()
-            .map(|(me, &body)| {
-                let shared = &shared;
-                let cpu = (!cpus.is_empty()).then(|| cpus[me % cpus.len()]);
-                scope.spawn(move || -> Result<Vec<u8>> {
-                    if let Some(cpu) = cpu {
-                        if let Err(e) = pin_current_thread(cpu) {
-                            shared.abort.store(true, Ordering::Relaxed);
-                            return Err(e);
-                        }
+        let mut handles = Vec::with_capacity(bodies.len());
+        for (me, &body) in bodies.iter().enumerate() {
+            let shared = &shared;
+            let cpu = (!cpus.is_empty()).then(|| cpus[me % cpus.len()]);
+            let spawned = spawn_scoped(scope, "a litmus thread", move || -> Result<Vec<u8>> {
+                if let Some(cpu) = cpu {
+                    if let Err(e) = pin_current_thread(cpu) {
+                        shared.abort.store(true, Ordering::Relaxed);
+                        return Err(e);
                     }
-                    Ok(thread_loop(shared, me, threads, body, iterations, cancel))
-                })
-            })
-            .collect();
+                }
+                Ok(thread_loop(shared, me, threads, body, iterations, cancel))
+            });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // The threads already started wait for this one at every iteration: the
+                    // abort flag releases them.
+                    shared.abort.store(true, Ordering::Relaxed);
+                    return vec![Err(e)];
+                }
+            }
+        }
         handles
             .into_iter()
             .map(|h| {

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Interleaved, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::{mono_ns, thread_cpu_ns};
+use crate::measure::spawn::spawn_scoped;
 use crate::measure::stats::Summary;
 use crate::measure::units::{Direction, Unit};
 use crate::results::{Metric, Series};
@@ -313,7 +314,7 @@ fn flag_latency(ctx: &Ctx, cpus: (usize, usize)) -> Result<Summary> {
     let _pin = PinGuard::pin(cpus.0)?;
     let sampler = ctx.sampler();
     std::thread::scope(|s| {
-        let partner = s.spawn(|| -> Result<()> {
+        let partner = spawn_scoped(s, "the partner thread", || -> Result<()> {
             pin_current_thread(cpus.1)?;
             loop {
                 let t = turn.load(Ordering::Acquire);
@@ -325,7 +326,7 @@ fn flag_latency(ctx: &Ctx, cpus: (usize, usize)) -> Result<Summary> {
                 }
                 std::hint::spin_loop();
             }
-        });
+        })?;
         let r = sampler.per_op_ns(|n| {
             let t0 = Instant::now();
             for _ in 0..n {

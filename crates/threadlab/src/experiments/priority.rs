@@ -10,7 +10,6 @@
 //! binomial prediction.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -18,6 +17,7 @@ use crate::experiments::{Ctx, Experiment, Info, Outcome};
 use crate::measure::placement::{home_cpu, Placement};
 use crate::measure::process::thread_cpu_ns;
 use crate::measure::sched::pin_and_nice;
+use crate::measure::spawn::{spawn_scoped, start_called_off, StartGate};
 use crate::measure::stats::Summary;
 use crate::measure::units::Unit;
 use crate::results::{Metric, Series, Table};
@@ -95,24 +95,31 @@ pub fn mix_name(levels: &[String]) -> String {
 /// CPU time each thread at the given nice levels got during `window`, all pinned to `cpu`.
 fn nice_cpu_times(cpu: usize, nices: &[i32], window: Duration) -> Result<Vec<u64>> {
     let stop = AtomicBool::new(false);
-    let start = Barrier::new(nices.len() + 1);
+    let start = StartGate::new(nices.len() + 1);
     std::thread::scope(|s| {
-        let handles: Vec<_> = nices
-            .iter()
-            .map(|&nice| {
-                let (stop, start) = (&stop, &start);
-                s.spawn(move || -> Result<u64> {
-                    let set = pin_and_nice(cpu, nice);
-                    start.wait();
-                    set?;
-                    let t0 = thread_cpu_ns();
-                    while !stop.load(Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                    }
-                    Ok(thread_cpu_ns() - t0)
-                })
-            })
-            .collect();
+        let mut handles = Vec::with_capacity(nices.len());
+        for &nice in nices {
+            let (stop, start) = (&stop, &start);
+            let spawned = spawn_scoped(s, "a spinning thread", move || -> Result<u64> {
+                let set = pin_and_nice(cpu, nice);
+                if !start.wait() {
+                    return Err(start_called_off());
+                }
+                set?;
+                let t0 = thread_cpu_ns();
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+                Ok(thread_cpu_ns() - t0)
+            });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    start.abort();
+                    return Err(e);
+                }
+            }
+        }
         start.wait();
         std::thread::sleep(window);
         stop.store(true, Ordering::Relaxed);
@@ -183,48 +190,65 @@ fn frame_interruptions(
     gap_threshold: Duration,
 ) -> Result<(Vec<u64>, f64, Duration)> {
     let stop = AtomicBool::new(false);
-    let start = Barrier::new(2);
+    let start = StartGate::new(2);
     std::thread::scope(|s| {
-        let spinner = s.spawn(|| -> Result<()> {
+        let spinner = spawn_scoped(s, "the spinning thread", || -> Result<()> {
             let set = pin_and_nice(cpu, spinner_nice);
-            start.wait();
+            if !start.wait() {
+                return Err(start_called_off());
+            }
             set?;
             while !stop.load(Ordering::Relaxed) {
                 std::hint::spin_loop();
             }
             Ok(())
-        });
-        let probe = s.spawn(|| -> Result<(Vec<u64>, f64, Duration)> {
-            let set = pin_and_nice(cpu, 0);
-            start.wait();
-            let r = set.map(|_| {
-                let mut hist = vec![0u64; 6];
-                let (mut gaps, mut gap_total) = (0u64, Duration::ZERO);
-                let t_start = Instant::now();
-                let cpu0 = thread_cpu_ns();
-                for _ in 0..frames {
-                    let end = Instant::now() + frame;
-                    let mut last = Instant::now();
-                    let mut k = 0usize;
-                    while last < end {
-                        let now = Instant::now();
-                        let gap = now - last;
-                        if gap > gap_threshold {
-                            k += 1;
-                            gaps += 1;
-                            gap_total += gap;
-                        }
-                        last = now;
-                    }
-                    hist[k.min(5)] += 1;
+        })?;
+        let probe = spawn_scoped(
+            s,
+            "the probe thread",
+            || -> Result<(Vec<u64>, f64, Duration)> {
+                let set = pin_and_nice(cpu, 0);
+                if !start.wait() {
+                    return Err(start_called_off());
                 }
-                let share = (thread_cpu_ns() - cpu0) as f64 / t_start.elapsed().as_nanos() as f64;
-                let mean_gap = gap_total / (gaps.max(1) as u32);
-                (hist, share, mean_gap)
-            });
-            stop.store(true, Ordering::Relaxed);
-            r
-        });
+                let r = set.map(|_| {
+                    let mut hist = vec![0u64; 6];
+                    let (mut gaps, mut gap_total) = (0u64, Duration::ZERO);
+                    let t_start = Instant::now();
+                    let cpu0 = thread_cpu_ns();
+                    for _ in 0..frames {
+                        let end = Instant::now() + frame;
+                        let mut last = Instant::now();
+                        let mut k = 0usize;
+                        while last < end {
+                            let now = Instant::now();
+                            let gap = now - last;
+                            if gap > gap_threshold {
+                                k += 1;
+                                gaps += 1;
+                                gap_total += gap;
+                            }
+                            last = now;
+                        }
+                        hist[k.min(5)] += 1;
+                    }
+                    let share =
+                        (thread_cpu_ns() - cpu0) as f64 / t_start.elapsed().as_nanos() as f64;
+                    let mean_gap = gap_total / (gaps.max(1) as u32);
+                    (hist, share, mean_gap)
+                });
+                stop.store(true, Ordering::Relaxed);
+                r
+            },
+        );
+        let probe = match probe {
+            Ok(p) => p,
+            Err(e) => {
+                // The spinner waits at the start line: release it so the scope can end.
+                start.abort();
+                return Err(e);
+            }
+        };
         let r = probe
             .join()
             .unwrap_or_else(|_| Err(Error::Fail("probe panicked".into())));

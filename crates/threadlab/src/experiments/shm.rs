@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::{fork_child, wait_until, SharedMap};
+use crate::measure::spawn::spawn_scoped;
 use crate::measure::stats::Summary;
 use crate::measure::units::Unit;
 use crate::results::Series;
@@ -155,11 +156,11 @@ fn thread_sweep(ctx: &Ctx, cpus: (usize, usize)) -> Result<Vec<(usize, Summary)>
     let ctl = Control::default();
     let _pin = PinGuard::pin(cpus.0)?;
     std::thread::scope(|s| {
-        let writer = s.spawn(|| -> Result<()> {
+        let writer = spawn_scoped(s, "the writer thread", || -> Result<()> {
             pin_current_thread(cpus.1)?;
             writer_loop(&ctl, base as *mut u64);
             Ok(())
-        });
+        })?;
         let mut reader = Reader {
             ctl: &ctl,
             base: base as *const u64,

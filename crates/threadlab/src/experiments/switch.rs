@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Interleaved, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::{fork_child, mono_ns, wait_until, SharedMap};
+use crate::measure::spawn::{fd_refused, spawn_scoped};
 use crate::measure::units::Unit;
 use crate::seeds;
 use crate::subjects::peers::go::{GoBench, GoPeer};
@@ -98,14 +99,14 @@ fn handoff_batch(
             let ready = AtomicU32::new(0);
             let partner_waits = AtomicU64::new(0);
             std::thread::scope(|s| {
-                let partner = s.spawn(|| -> Result<()> {
+                let partner = spawn_scoped(s, "the partner thread", || -> Result<()> {
                     pin_current_thread(cpus.1)?;
                     ready.store(1, Ordering::Release);
                     let w = play(1, &turn, end, wait)
                         .ok_or_else(|| Error::Fail("the measuring thread stopped".into()))?;
                     partner_waits.store(w, Ordering::Release);
                     Ok(())
-                });
+                })?;
                 let ran = (|| -> Result<(Duration, u64)> {
                     wait_until(|| ready.load(Ordering::Acquire) == 1, PARTNER_TIMEOUT_NS)?;
                     let t = Instant::now();
@@ -169,7 +170,7 @@ impl Pipe {
         let mut fds = [0; 2];
         // SAFETY: fds is a valid array of two ints.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(Error::os("pipe"));
+            return Err(fd_refused("a pipe", &std::io::Error::last_os_error()));
         }
         Ok(Pipe {
             rd: fds[0],
@@ -467,6 +468,11 @@ impl Experiment for Switch {
                 );
             }
         }
+        out.explain_modes(
+            &ctx.idle_wakeup_modes(),
+            "on one CPU nothing waits for an idle CPU, so two clusters here are two phases of the \
+             host (see the drift references and the experiment's attempts)",
+        );
         if pair.is_none() {
             for id in [
                 "switch.thread.yield.cross_cpu",

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
 use crate::measure::placement::{allowed_cpus, physical_cores, Placement};
 use crate::measure::significance::mann_whitney_p;
+use crate::measure::spawn::spawn_scoped;
 use crate::measure::stats::median;
 use crate::measure::units::{Direction, Unit};
 use crate::results::{Metric, Series, Table};
@@ -175,31 +176,43 @@ fn run_kernel(limit: Option<usize>, per_worker: u64) -> Result<RunResult> {
     };
     let t = Instant::now();
     let parts: Vec<(u64, u64, u64)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..WORKERS)
-            .map(|i| {
-                let sem = &sem;
-                s.spawn(move || {
-                    let (lo, hi) = slice(i, per_worker);
-                    let sum = match limit {
-                        Some(_) => {
-                            sem.acquire();
-                            let sum = sum_slice(lo, hi);
-                            sem.release();
-                            sum
-                        }
-                        None => sum_slice(lo, hi),
-                    };
-                    let (v, iv) = sys::thread_context_switches();
-                    (sum, v, iv)
-                })
-            })
-            .collect();
-        handles
+        let mut refused = None;
+        let mut handles = Vec::with_capacity(WORKERS as usize);
+        for i in 0..WORKERS {
+            let sem = &sem;
+            // A worker that started runs to its end whether or not the others could start
+            // (nobody waits for all 64), so a refusal only stops the spawning.
+            match spawn_scoped(s, "a throttle worker thread", move || {
+                let (lo, hi) = slice(i, per_worker);
+                let sum = match limit {
+                    Some(_) => {
+                        sem.acquire();
+                        let sum = sum_slice(lo, hi);
+                        sem.release();
+                        sum
+                    }
+                    None => sum_slice(lo, hi),
+                };
+                let (v, iv) = sys::thread_context_switches();
+                (sum, v, iv)
+            }) {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            }
+        }
+        let joined = handles
             .into_iter()
             .map(|h| h.join())
-            .collect::<std::result::Result<_, _>>()
-    })
-    .map_err(|_| Error::Fail("a throttle worker panicked".into()))?;
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|_| Error::Fail("a throttle worker panicked".into()));
+        match refused {
+            Some(e) => Err(e),
+            None => joined,
+        }
+    })?;
     let seconds = t.elapsed().as_secs_f64();
     Ok(RunResult {
         seconds,
@@ -220,50 +233,57 @@ fn run_uthread(limit: Option<usize>, per_worker: u64, carriers: usize) -> Result
         let handles: Vec<_> = (0..carriers)
             .map(|c| {
                 let throttle = Arc::clone(&throttle);
-                s.spawn(move || -> Result<(u64, u64, u64)> {
-                    let rt = uthread::Runtime::new();
-                    // Workers wait on a throttle that other carriers release: a live Handle tells
-                    // the runtime that remote wake-ups can come, so all-blocked is not deadlock.
-                    let remote = rt.handle();
-                    let sum = rt.block_on(move || {
-                        let handles: Vec<_> = (0..WORKERS)
-                            .filter(|i| *i as usize % carriers == c)
-                            .map(|i| {
-                                let throttle = Arc::clone(&throttle);
-                                uthread::Builder::new()
-                                    .stack_size(64 * 1024)
-                                    .spawn(move || {
-                                        let (lo, hi) = slice(i, per_worker);
-                                        match limit {
-                                            Some(_) => throttle.run(|| sum_slice(lo, hi)),
-                                            None => sum_slice(lo, hi),
-                                        }
-                                    })
-                            })
-                            .collect();
-                        let mut sum = 0u64;
-                        for h in handles {
-                            match h.map(|h| h.join().finished()) {
-                                Ok(Some(v)) => sum = sum.wrapping_add(v),
-                                _ => return None,
+                spawn_scoped(
+                    s,
+                    "a uthread carrier thread",
+                    move || -> Result<(u64, u64, u64)> {
+                        let rt = uthread::Runtime::new();
+                        // Workers wait on a throttle that other carriers release: a live Handle tells
+                        // the runtime that remote wake-ups can come, so all-blocked is not deadlock.
+                        let remote = rt.handle();
+                        let sum = rt.block_on(move || {
+                            let handles: Vec<_> = (0..WORKERS)
+                                .filter(|i| *i as usize % carriers == c)
+                                .map(|i| {
+                                    let throttle = Arc::clone(&throttle);
+                                    uthread::Builder::new()
+                                        .stack_size(64 * 1024)
+                                        .spawn(move || {
+                                            let (lo, hi) = slice(i, per_worker);
+                                            match limit {
+                                                Some(_) => throttle.run(|| sum_slice(lo, hi)),
+                                                None => sum_slice(lo, hi),
+                                            }
+                                        })
+                                })
+                                .collect();
+                            let mut sum = 0u64;
+                            for h in handles {
+                                match h.map(|h| h.join().finished()) {
+                                    Ok(Some(v)) => sum = sum.wrapping_add(v),
+                                    _ => return None,
+                                }
                             }
-                        }
-                        Some(sum)
-                    });
-                    drop(remote);
-                    let green = rt.stats().context_switches;
-                    let (v, iv) = sys::thread_context_switches();
-                    let sum =
-                        sum.ok_or_else(|| Error::Fail("a uthread worker failed to run".into()))?;
-                    Ok((sum, v + green, iv))
-                })
+                            Some(sum)
+                        });
+                        drop(remote);
+                        let green = rt.stats().context_switches;
+                        let (v, iv) = sys::thread_context_switches();
+                        let sum = sum
+                            .ok_or_else(|| Error::Fail("a uthread worker failed to run".into()))?;
+                        Ok((sum, v + green, iv))
+                    },
+                )
             })
             .collect();
+        // Carriers that started finish their own workers whatever the others do.
         handles
             .into_iter()
             .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Fail("a uthread carrier panicked".into())))
+                h.and_then(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::Fail("a uthread carrier panicked".into())))
+                })
             })
             .collect()
     });

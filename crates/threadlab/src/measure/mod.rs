@@ -9,5 +9,6 @@ pub mod process;
 pub mod sampler;
 pub mod sched;
 pub mod significance;
+pub mod spawn;
 pub mod stats;
 pub mod units;

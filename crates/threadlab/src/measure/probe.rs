@@ -70,6 +70,12 @@ pub fn run_probe(name: &str, mode: Mode, cpu: usize, cancel: &Cancel) -> Result<
     }
     cancel.check()?;
     let why = stderr.trim();
+    if why.contains("overflowed its stack") {
+        return Err(Error::Skip(format!(
+            "the {name} probe runs in a fresh single-threaded process, whose stack `ulimit -s` \
+             keeps too small here (soft and hard limit); raise it (e.g. `ulimit -s 8192`)"
+        )));
+    }
     Err(Error::Fail(format!(
         "the {name} probe failed ({status}){}",
         if why.is_empty() {

@@ -148,7 +148,14 @@ pub unsafe fn fork_child(pin_cpu: Option<usize>, body: impl FnOnce()) -> Result<
     let parent = libc::getpid();
     let pid = libc::fork();
     if pid < 0 {
-        return Err(Error::os("fork"));
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EAGAIN) {
+            return Err(crate::measure::spawn::thread_refused(
+                "a child process (fork)",
+                &e,
+            ));
+        }
+        return Err(Error::Fail(format!("fork: {e}")));
     }
     if pid == 0 {
         // In the child: only async-signal-safe calls from here to _exit.

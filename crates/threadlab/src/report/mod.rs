@@ -85,23 +85,7 @@ pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
     Ok(())
 }
 
-/// A value with about four significant digits, trimmed for reading.
-pub fn fmt_value(v: f64) -> String {
-    let a = v.abs();
-    if a == 0.0 {
-        "0".into()
-    } else if a >= 10_000.0 {
-        format!("{v:.0}")
-    } else if a >= 100.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else if a >= 0.01 {
-        format!("{v:.3}")
-    } else {
-        format!("{v:.2e}")
-    }
-}
+pub use crate::measure::units::fmt_value;
 
 /// "12.3 ns" etc.; percentages without a space, counts and ratios bare, "x" after a ratio.
 pub fn fmt_with_unit(v: f64, unit: Unit) -> String {

@@ -13,6 +13,7 @@ use crate::experiments::{Ctx, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::wait_until;
 use crate::measure::sampler::Sampler;
+use crate::measure::spawn::spawn_scoped;
 use crate::measure::stats::Summary;
 use crate::measure::units::Unit;
 use crate::results::Metric;
@@ -62,7 +63,7 @@ fn contended_pair_ns<L: BenchLock>(sampler: &Sampler, cpus: (usize, usize)) -> R
     let summary = std::thread::scope(|s| -> Result<Summary> {
         let _stop = StopOnDrop(&sh.stop);
         let (lock_ref, sh_ref) = (&lock, &sh);
-        let partner = s.spawn(move || -> Result<()> {
+        let partner = spawn_scoped(s, "the partner thread", move || -> Result<()> {
             if let Err(e) = pin_current_thread(cpus.1) {
                 sh_ref.failed.store(true, Ordering::Release);
                 return Err(e);
@@ -87,7 +88,7 @@ fn contended_pair_ns<L: BenchLock>(sampler: &Sampler, cpus: (usize, usize)) -> R
                 );
                 sh_ref.done.store(seen, Ordering::Release);
             }
-        });
+        })?;
         let _pin = PinGuard::pin(cpus.0)?;
         let mut batch_no = 0;
         let r = sampler.per_op_ns(|n| {

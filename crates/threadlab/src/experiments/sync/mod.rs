@@ -14,6 +14,7 @@ use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard
 use crate::measure::probe::run_probe;
 use crate::measure::process::{mono_ns, wait_until};
 use crate::measure::sampler::Sampler;
+use crate::measure::spawn::{spawn, spawn_scoped};
 use crate::measure::stats::Summary;
 use crate::measure::units::Unit;
 use crate::seeds;
@@ -85,12 +86,12 @@ struct Companion {
 }
 
 impl Companion {
-    fn start() -> Companion {
+    fn start() -> Result<Companion> {
         let (stop, rx) = std::sync::mpsc::channel::<()>();
-        let handle = std::thread::spawn(move || {
+        let handle = spawn("a sleeping companion thread", move || {
             let _ = rx.recv();
-        });
-        Companion { stop, handle }
+        })?;
+        Ok(Companion { stop, handle })
     }
     fn stop(self) {
         drop(self.stop);
@@ -159,7 +160,7 @@ fn wake_latency(
     };
     let _pin = PinGuard::pin(waker_cpu)?;
     std::thread::scope(|s| {
-        let waiter = s.spawn(|| -> Result<()> {
+        let waiter = spawn_scoped(s, "the waiting thread", || -> Result<()> {
             pin_current_thread(waiter_cpu)?;
             sh.waiter_tid.store(gettid(), Ordering::Release);
             loop {
@@ -178,7 +179,7 @@ fn wake_latency(
                 sh.back.store(1, Ordering::Release);
                 futex_wake(&sh.back, 1, false);
             }
-        });
+        })?;
         let result = (|| {
             wait_until(|| sh.waiter_tid.load(Ordering::Acquire) != 0, 5_000_000_000)?;
             let tid = sh.waiter_tid.load(Ordering::Acquire);
@@ -236,7 +237,7 @@ impl Experiment for SyncCosts {
 
         {
             let _pin = PinGuard::pin(cpu)?;
-            let companion = Companion::start();
+            let companion = Companion::start()?;
             let pthread = PthreadMutex::new();
             let std_mutex = std::sync::Mutex::new(0u64);
             let mut group = Interleaved::new();
@@ -329,6 +330,11 @@ impl Experiment for SyncCosts {
         }
 
         contended::contended_metrics(ctx, &mut out)?;
+        out.explain_modes(
+            &ctx.idle_wakeup_modes(),
+            "on one CPU nothing waits for an idle CPU, so two clusters here are two phases of the \
+             host (see the drift references and the experiment's attempts)",
+        );
 
         let ratio = out
             .median("sync.mutex")

@@ -374,6 +374,33 @@ pub fn capture() -> Environment {
 }
 
 impl Environment {
+    /// What decides the cost of waking an idle CPU here, for the notes of cross-CPU wake-up
+    /// metrics whose samples fall in two clusters: the cpuidle driver and governor and, on a
+    /// KVM guest, the halt-polling parameters (a CPU still polling in its idle loop sees a
+    /// wake-up at once; one that halted costs an exit to the host and back).
+    pub fn idle_state_description(&self) -> String {
+        let mut s = format!(
+            "cpuidle driver {}, governor {}",
+            self.cpuidle_driver.as_deref().unwrap_or("unknown"),
+            self.cpuidle_governor.as_deref().unwrap_or("unknown")
+        );
+        let params = |m: &Option<BTreeMap<String, String>>| {
+            m.as_ref().map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+        };
+        if let Some(p) = params(&self.haltpoll_parameters) {
+            s.push_str(&format!("; haltpoll {p}"));
+        }
+        if let Some(p) = params(&self.kvm_halt_poll_parameters) {
+            s.push_str(&format!("; kvm {p}"));
+        }
+        s
+    }
+
     /// Records the load figures at the end of the run.
     pub fn record_end(&mut self) {
         let load = read("/proc/loadavg")

@@ -156,22 +156,40 @@ fn check_toolchain() -> Result<()> {
 }
 
 /// `go` with a self-contained, offline environment: the local toolchain only, module mode, and
-/// a cache in `dir` when the user has none (no HOME, e.g. under some CI runners).
+/// a cache and GOPATH in `dir` when the user's are missing or not writable (no HOME under some
+/// CI runners; another user's HOME when run with changed credentials), so the build does not
+/// fail for a reason that has nothing to do with Go.
 fn go_command(dir: &Path) -> Command {
     let mut c = Command::new("go");
     c.env("GOTOOLCHAIN", "local")
         .env("GO111MODULE", "on")
         .env("GOFLAGS", "-mod=mod")
         .env("GOPROXY", "off");
-    let has_home =
-        std::env::var_os("HOME").is_some() || std::env::var_os("XDG_CACHE_HOME").is_some();
-    if std::env::var_os("GOCACHE").is_none() && !has_home {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let cache_home = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".cache")));
+    if std::env::var_os("GOCACHE").is_none()
+        && !cache_home.is_some_and(|d| usable_dir(&d.join("go-build")))
+    {
         c.env("GOCACHE", dir.join("cache"));
     }
-    if std::env::var_os("GOPATH").is_none() && !has_home {
+    if std::env::var_os("GOPATH").is_none() && !home.is_some_and(|h| usable_dir(&h.join("go"))) {
         c.env("GOPATH", dir.join("gopath"));
     }
     c
+}
+
+/// The folder exists (or can be made) and this process may write in it.
+fn usable_dir(d: &Path) -> bool {
+    if std::fs::create_dir_all(d).is_err() {
+        return false;
+    }
+    let Ok(c) = std::ffi::CString::new(d.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a NUL-terminated path that lives across the call.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
 }
 
 #[cfg(test)]
