@@ -225,19 +225,40 @@ fn main() {
         std::process::exit(2);
     }
     let rt = Runtime::new();
+    // One row alone, for profilers: `UTHREAD_BENCH_ONLY=raw|yield|spawn`, optionally with
+    // `UTHREAD_BENCH_ITERS=n` loop iterations per sample. Under callgrind, two runs that differ
+    // only in `n` give the instructions of one iteration as the difference of their totals
+    // divided by the difference of iterations (setup and warm-up cancel out).
+    let only_iters = |default: u64| {
+        std::env::var("UTHREAD_BENCH_ITERS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    if std::env::var("UTHREAD_BENCH_ONLY").as_deref() == Ok("raw") {
+        let n = only_iters(5_000_000);
+        report(
+            "raw asm switch floor (no scheduler)",
+            "ns/switch",
+            sample(|| uthread::__private::raw_switch_ns(n)),
+        );
+        return;
+    }
     if std::env::var("UTHREAD_BENCH_ONLY").as_deref() == Ok("yield") {
+        let n = only_iters(20_000_000);
         report(
             "cooperative yield switch (2 threads)",
             "ns/switch",
-            sample(|| yield_switch(&rt, 20_000_000)),
+            sample(|| yield_switch(&rt, n)),
         );
         return;
     }
     if std::env::var("UTHREAD_BENCH_ONLY").as_deref() == Ok("spawn") {
+        let n = only_iters(2_000_000);
         report(
             "spawn + run + join (pooled stack)",
             "ns",
-            sample(|| spawn_join(&rt, 2_000_000)),
+            sample(|| spawn_join(&rt, n)),
         );
         return;
     }
@@ -245,7 +266,7 @@ fn main() {
     report(
         "raw asm switch floor (no scheduler)",
         "ns/switch",
-        sample(|| uthread::__raw_switch_ns(5_000_000)),
+        sample(|| uthread::__private::raw_switch_ns(5_000_000)),
     );
     let y = report(
         "cooperative yield switch (2 threads)",

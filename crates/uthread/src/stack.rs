@@ -303,3 +303,6 @@ pub(crate) fn round_stack_size(requested: usize) -> usize {
     }
     s.div_ceil(page) * page
 }
+
+#[cfg(test)]
+mod tests;

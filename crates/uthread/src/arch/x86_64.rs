@@ -62,8 +62,13 @@ pub const DEFAULT_MXCSR: u32 = 0x1F80;
 pub const DEFAULT_FPU_CW: u16 = 0x037F;
 
 extern "C" {
-    /// First instructions of a fresh context; see [`init_stack`].
-    fn uthread_x86_64_start_v2();
+    /// First instructions of a fresh context; see [`init_stack`]. Assembly symbols are not
+    /// mangled, so the name carries the crate's; `.hidden` keeps it out of the exports of any
+    /// shared object it is linked into. It needs no version: the stub and `init_stack`, which
+    /// lays out the frame the stub expects, are always compiled together. (Two semver-
+    /// incompatible copies of this crate in one binary would clash on it at link time, as on
+    /// any unmangled symbol.)
+    fn uthread_x86_64_start();
 }
 
 global_asm!(
@@ -73,12 +78,12 @@ global_asm!(
     // never returns; the `ud2` makes a broken promise fail loudly instead of running off into
     // garbage. `.cfi_undefined rip` marks the bottom of the call stack for unwinders and
     // debuggers, so a backtrace stops here rather than walking into the stack's unused memory.
-    ".pushsection .text.uthread_x86_64_start_v2,\"ax\",@progbits",
-    ".globl uthread_x86_64_start_v2",
-    ".hidden uthread_x86_64_start_v2",
-    ".type uthread_x86_64_start_v2,@function",
+    ".pushsection .text.uthread_x86_64_start,\"ax\",@progbits",
+    ".globl uthread_x86_64_start",
+    ".hidden uthread_x86_64_start",
+    ".type uthread_x86_64_start,@function",
     ".p2align 4",
-    "uthread_x86_64_start_v2:",
+    "uthread_x86_64_start:",
     ".cfi_startproc",
     ".cfi_undefined rip",
     "mov rdi, rbx",
@@ -87,7 +92,7 @@ global_asm!(
     "call rax",
     "ud2",
     ".cfi_endproc",
-    ".size uthread_x86_64_start_v2, .-uthread_x86_64_start_v2",
+    ".size uthread_x86_64_start, .-uthread_x86_64_start",
     ".popsection",
 );
 
@@ -171,7 +176,7 @@ pub unsafe fn init_stack(top: usize, entry: unsafe extern "C" fn(usize) -> !, ar
         );
         core::ptr::write(words.add(1), arg); // rbx: the argument
         core::ptr::write(words.add(2), entry as *const () as usize); // rbp: function to call
-        core::ptr::write(words.add(3), uthread_x86_64_start_v2 as *const () as usize); // resume address
+        core::ptr::write(words.add(3), uthread_x86_64_start as *const () as usize); // resume address
         core::ptr::write(words.add(4), 0);
         core::ptr::write(words.add(5), 0);
     }
