@@ -26,6 +26,17 @@ fn sizes_round_up_to_pages_with_the_minimum_applied() {
 }
 
 #[test]
+fn a_size_too_large_to_round_stays_too_large_to_map() {
+    let page = page_size();
+    for s in [usize::MAX, usize::MAX - 1, usize::MAX - page + 2] {
+        let r = round_stack_size(s);
+        assert_eq!(r % page, 0, "{s:#x} -> {r:#x}");
+        assert!(r > usize::MAX - page, "{s:#x} -> {r:#x}: wrapped around");
+    }
+    assert!(Stack::new(round_stack_size(usize::MAX), true).is_err());
+}
+
+#[test]
 fn control_blocks_reserve_whole_pages() {
     let page = page_size();
     assert_eq!(block_reserve(1, 8), page);
