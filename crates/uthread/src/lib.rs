@@ -2,8 +2,9 @@
 //!
 //! Green threads multiplexed on the OS thread that calls [`Runtime::block_on`] (M:1):
 //!
-//! * context switch in assembly saving exactly what the SysV ABI requires (rbx, rbp, r12-r15,
-//!   rsp, the x87 control word and MXCSR), no system call and no allocation per switch;
+//! * context switch in assembly keeping rsp, rbx and rbp (r12-r15 are declared clobbered), no
+//!   system call and no allocation per switch; the floating-point environment (MXCSR, x87
+//!   control word) is switched only for threads that declare one ([`Builder::own_fp_env`]);
 //! * stacks from `mmap`, lazily committed, with an optional `PROT_NONE` guard page, pooled for
 //!   reuse; an overflow into the guard page is reported by thread name, then the process aborts;
 //! * per-thread scheduling mode: [`Mode::Cooperative`] or [`Mode::Preemptive`] (a thread-directed

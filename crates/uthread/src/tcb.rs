@@ -5,6 +5,7 @@
 //! queues or touches a carrier. So the run queue (`sched`) and the runtime build on it, and the
 //! transitions can be tested alone (the tests at the end).
 
+use crate::arch::FpEnv;
 use crate::race::{self, RacePoint};
 use crate::stack::Stack;
 use crate::sys::invalid;
@@ -184,6 +185,9 @@ pub(crate) struct SpawnOptions {
     pub(crate) priority: Priority,
     pub(crate) mode: Mode,
     pub(crate) start_suspended: bool,
+    /// The thread changes its floating-point environment and keeps its own (see
+    /// `Builder::own_fp_env`).
+    pub(crate) own_fp_env: bool,
 }
 
 /// The address of the carrier that owns a thread. The control block sits below the runtime in
@@ -218,6 +222,7 @@ pub(crate) struct NewThread {
     /// `sched::level_key(priority)`: the run queue's key, computed where the scheduler is known.
     pub(crate) level_key: u32,
     pub(crate) mode: Mode,
+    pub(crate) own_fp_env: bool,
     pub(crate) id: u64,
     pub(crate) name: Option<String>,
     pub(crate) stack: Stack,
@@ -238,12 +243,20 @@ pub(crate) struct Thread {
     pub(crate) next: Cell<*mut Thread>,
     pub(crate) state: Cell<RunState>,
     pub(crate) mode: Mode,
+    /// Declared with `Builder::own_fp_env`: every switch out of the thread saves its
+    /// floating-point environment into `fp_env` and every switch into it loads it back. The
+    /// others run in their carrier's environment, and a switch between two of them leaves it
+    /// alone.
+    pub(crate) own_fp_env: bool,
     /// `sched::level_key(priority)`, kept so that a yield compares one word.
     pub(crate) level_key: u32,
     pub(crate) start_tick: Cell<u64>,
     /// Intrusive doubly-linked list of all live threads of the carrier.
     pub(crate) all_prev: Cell<*mut Thread>,
     pub(crate) all_next: Cell<*mut Thread>,
+    /// The thread's own floating-point environment while it is switched out (meaningful only
+    /// with `own_fp_env`); starts as the carrier's.
+    pub(crate) fp_env: Cell<FpEnv>,
     // ---- immutable after creation ----
     pub(crate) priority: Priority,
     pub(crate) id: u64,
@@ -273,6 +286,7 @@ impl Thread {
                 priority: Priority::default(),
                 level_key: 0,
                 mode: Mode::Cooperative,
+                own_fp_env: false,
                 id: 0,
                 name: None,
                 stack: Stack::empty(),
@@ -291,10 +305,12 @@ impl Thread {
             next: Cell::new(null_mut()),
             state: Cell::new(RunState::Runnable),
             mode: n.mode,
+            own_fp_env: n.own_fp_env,
             level_key: n.level_key,
             start_tick: Cell::new(0),
             all_prev: Cell::new(null_mut()),
             all_next: Cell::new(null_mut()),
+            fp_env: Cell::new(FpEnv::PROCESS_DEFAULT),
             priority: n.priority,
             id: n.id,
             name: n.name,
@@ -534,6 +550,7 @@ impl Thread {
                 priority,
                 level_key,
                 mode: Mode::Cooperative,
+                own_fp_env: false,
                 id: 0,
                 name: None,
                 stack: Stack::empty(),

@@ -59,6 +59,30 @@ impl Builder {
         self
     }
 
+    /// Whether the thread keeps a floating-point environment of its own (default `false`).
+    ///
+    /// The floating-point environment is MXCSR (SSE rounding mode, exception masks and flags,
+    /// flush-to-zero, denormals-are-zero) and the x87 control word (x87 rounding, precision).
+    /// By default a green thread runs in its carrier's environment, the one the OS thread had
+    /// when it entered `block_on`, and a switch between two such threads does not touch it,
+    /// which is most of what keeps a switch cheap. Such a thread must leave the environment as
+    /// it found it whenever it may be switched out: a thread that calls `fesetround`, changes
+    /// MXCSR (rounding, FTZ/DAZ, exception masks) or the x87 precision without declaring it
+    /// leaks the change to every other thread of its carrier, the runtime's own context
+    /// included.
+    ///
+    /// With `own_fp_env(true)` the thread starts in the carrier's environment and may change
+    /// it freely: every switch out of it (yield, block, sleep, preemption, exit) saves its
+    /// environment and gives the next thread that one's own, or the carrier's; every switch
+    /// into it restores its own. Those switches cost a few nanoseconds more (reading MXCSR is
+    /// slow); switches between threads that did not declare one cost nothing extra. Also
+    /// declare it for a thread that reads the exception flags (`fetestexcept`): other threads'
+    /// flags are not kept apart.
+    pub fn own_fp_env(mut self, yes: bool) -> Builder {
+        self.opts.own_fp_env = yes;
+        self
+    }
+
     /// Spawns on the current runtime. Fails when called outside a runtime, on an invalid
     /// priority, or when the stack cannot be mapped.
     pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>

@@ -6,6 +6,7 @@ use super::carrier::{carrier_ptr, release_handle, set_carrier, Carrier, Config};
 use super::handle::Handle;
 use super::stats::Stats;
 use super::{dispatch, ops, owner, tick};
+use crate::arch::FpEnv;
 use crate::guard::{self, AltStack};
 use crate::preempt::count as preempt;
 use crate::stack::StackPool;
@@ -63,6 +64,7 @@ impl Default for RuntimeBuilder {
                 guard_pages: true,
                 stack_size: 256 * 1024,
                 main_stack_size: 2 * 1024 * 1024,
+                main_own_fp_env: false,
                 pool_max: 1024,
             },
         }
@@ -92,6 +94,15 @@ impl RuntimeBuilder {
     /// Stack size of the green thread that runs the `block_on` closure (default 2 MiB).
     pub fn main_stack_size(mut self, bytes: usize) -> Self {
         self.config.main_stack_size = bytes;
+        self
+    }
+
+    /// Whether the green thread that runs the `block_on` closure keeps a floating-point
+    /// environment of its own, as [`Builder::own_fp_env`](crate::Builder::own_fp_env) does for
+    /// spawned threads (default `false`: it runs in the carrier's, like every thread that does
+    /// not declare one, and must leave it unchanged).
+    pub fn main_own_fp_env(mut self, yes: bool) -> Self {
+        self.config.main_own_fp_env = yes;
         self
     }
 
@@ -197,6 +208,8 @@ impl Runtime {
             l.current = l.sched;
             l.errno = sys::errno_location();
             l.sig_blocked = false;
+            // The environment every thread that does not declare its own runs in.
+            l.default_fp_env = FpEnv::current();
         }
         set_carrier(c);
         c.running.store(true, Ordering::SeqCst);
@@ -206,6 +219,7 @@ impl Runtime {
             SpawnOptions {
                 name: Some("main".into()),
                 stack_size: Some(c.config.main_stack_size),
+                own_fp_env: c.config.main_own_fp_env,
                 ..SpawnOptions::default()
             },
             f,
@@ -238,6 +252,9 @@ impl Runtime {
             l.timer_error = false;
             l.current = null_mut();
             l.sched = null_mut();
+            // The scheduler context already runs in this environment unless a `synchronize` or
+            // `queue` callback changed it; the caller gets back the one it came in with.
+            l.default_fp_env.load();
         }
         c.running.store(false, Ordering::SeqCst);
         set_carrier(core::ptr::null());

@@ -7,6 +7,7 @@
 //! precondition the `unsafe fn`s of `runtime/` state as "carrier thread, count raised".
 
 use super::stats::{bump, StatCounters, Stats};
+use crate::arch::FpEnv;
 use crate::preempt::count as preempt;
 use crate::preempt::timer::Timer;
 use crate::sched::RunQueue;
@@ -28,6 +29,7 @@ pub(super) struct Config {
     pub(super) guard_pages: bool,
     pub(super) stack_size: usize,
     pub(super) main_stack_size: usize,
+    pub(super) main_own_fp_env: bool,
     pub(super) pool_max: usize,
 }
 
@@ -74,6 +76,9 @@ pub(super) struct Local {
     /// thread, waking the joiner, so these waits are not a deadlock.
     pub(super) remote_joins: usize,
     pub(super) errno: *mut libc::c_int,
+    /// The carrier's floating-point environment, read when `block_on` starts: the one every
+    /// thread that did not declare its own runs in (see `dispatch::hand_over_fp_env`).
+    pub(super) default_fp_env: FpEnv,
     pub(super) poll_countdown: u32,
     pub(super) timer: Option<Timer>,
     pub(super) timer_armed: bool,
@@ -161,6 +166,7 @@ impl Carrier {
                 preemptive_alive: 0,
                 remote_joins: 0,
                 errno: null_mut(),
+                default_fp_env: FpEnv::PROCESS_DEFAULT,
                 poll_countdown: POLL_EVERY,
                 timer: None,
                 timer_armed: false,
@@ -248,6 +254,10 @@ impl Carrier {
             }
             l.all_head = t;
             l.alive += 1;
+            if (*t).own_fp_env {
+                // A new thread starts in the carrier's environment.
+                (*t).fp_env.set(l.default_fp_env);
+            }
             if (*t).mode == Mode::Preemptive {
                 l.preemptive_alive += 1;
                 self.ensure_timer(l);

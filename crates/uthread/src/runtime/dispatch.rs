@@ -12,7 +12,7 @@ use super::carrier::{
     carrier_ptr, current_carrier_ref, free_thread, Carrier, Local, Remote, Request, POLL_EVERY,
 };
 use super::stats::bump;
-use crate::arch;
+use crate::arch::{self, FpEnv};
 use crate::preempt::count as preempt;
 use crate::preempt::timer;
 use crate::race::{self, RacePoint};
@@ -152,11 +152,52 @@ pub(super) unsafe fn switch_to(
         (*l).current = next;
         preempt::clear_pending();
         bump(&c.stats.context_switches);
+        // Between two threads that keep the carrier's floating-point environment there is
+        // nothing to do: it is already theirs. `in_handler` is a constant at every call site.
+        if in_handler || ((*cur).own_fp_env | (*next).own_fp_env) {
+            hand_over_fp_env(l, cur, next, in_handler);
+        }
         arch::switch((*cur).sp.get(), *(*next).sp.get());
         // ---- resumed as `cur` ----
         after_resume(l, in_handler);
         preempt::set_count(saved_count);
         *errno = saved_errno;
+    }
+}
+
+/// Gives `next` its floating-point environment before the switch to it: its own if it
+/// declared one (`own_fp_env`), else the carrier's (`Local::default_fp_env`). The environment
+/// that was live is first saved as `cur`'s own when `cur` declared one, except inside the tick
+/// handler:
+///
+/// * the kernel starts a signal handler in the initial FP state (MXCSR 0x1F80, x87 control word
+///   0x037F), not in the interrupted thread's; that one is in the signal frame on the thread's
+///   stack, and `sigreturn` restores it when the thread is resumed (always inside its handler,
+///   where it was switched out), so there is nothing to save: what is live is the kernel's,
+///   not the thread's;
+/// * for the same reason, in the handler the live environment is not the carrier's even when
+///   neither thread declared one, so it is always loaded there: `next` may be resumed at a
+///   cooperative switch point, where nothing else would restore it. (A `next` resumed inside
+///   its own handler gets its interrupted environment back from `sigreturn` regardless.)
+///
+/// Not inlined: only threads that declared an environment, and preemptions, pay for it.
+///
+/// # Safety
+/// Carrier thread, count raised; `cur` is the running context and `next` a live one.
+#[inline(never)]
+unsafe fn hand_over_fp_env(l: *mut Local, cur: *mut Thread, next: *mut Thread, in_handler: bool) {
+    // SAFETY: forwarded contract: both threads are live and only this OS thread touches their
+    // carrier-owned fields.
+    unsafe {
+        if (*cur).own_fp_env && !in_handler {
+            (*cur).fp_env.set(FpEnv::current());
+        }
+        let env = if (*next).own_fp_env {
+            (*next).fp_env.get()
+        } else {
+            (*l).default_fp_env
+        };
+        env.load();
     }
 }
 
@@ -384,6 +425,7 @@ where
                 priority,
                 level_key: sched::level_key(priority),
                 mode: opts.mode,
+                own_fp_env: opts.own_fp_env,
                 id,
                 name: opts.name,
                 stack,
