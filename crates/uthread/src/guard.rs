@@ -3,33 +3,28 @@
 //! aborts. Faults it does not recognise go to the previously installed handler (Rust's own
 //! main-thread overflow handler, or the default action).
 
-use crate::preempt::CARRIER;
-use crate::runtime;
+use crate::arch;
+use crate::runtime::carrier::current_stack_info;
+use crate::sys;
 use core::fmt::Write;
-use std::cell::Cell;
 use std::sync::Once;
 
 static mut PREV_SEGV: Option<libc::sigaction> = None;
 static mut PREV_BUS: Option<libc::sigaction> = None;
 
+/// Installs the fault handler for `SIGSEGV` and `SIGBUS`, once per process, remembering the
+/// handlers it replaces so that faults it does not recognise go to them.
 pub(crate) fn install_handler() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        // SAFETY: runs once, before any fault handler of ours can read PREV_*; the sigaction
-        // structures are fully initialised (zeroed + filled).
+        let handler = on_fault as *const () as libc::sighandler_t;
+        let flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+        // SAFETY: `on_fault` has the SA_SIGINFO signature and is async-signal-safe (it formats
+        // into a stack buffer and calls write, abort or the previous handler). This runs once,
+        // before any fault handler of ours can read PREV_*, which are written only here.
         unsafe {
-            let mut sa: libc::sigaction = core::mem::zeroed();
-            sa.sa_sigaction = on_fault as *const () as usize;
-            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-            libc::sigemptyset(&mut sa.sa_mask);
-            let mut old: libc::sigaction = core::mem::zeroed();
-            if libc::sigaction(libc::SIGSEGV, &sa, &mut old) == 0 {
-                PREV_SEGV = Some(old);
-            }
-            let mut old: libc::sigaction = core::mem::zeroed();
-            if libc::sigaction(libc::SIGBUS, &sa, &mut old) == 0 {
-                PREV_BUS = Some(old);
-            }
+            PREV_SEGV = sys::install_sigaction(libc::SIGSEGV, handler, flags);
+            PREV_BUS = sys::install_sigaction(libc::SIGBUS, handler, flags);
         }
     });
 }
@@ -53,34 +48,30 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut 
     // SAFETY: the kernel passes valid siginfo/ucontext pointers to SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
     // SAFETY: as above.
-    let sp = unsafe { crate::arch::ucontext_sp(uctx) };
-    let c = CARRIER.with(Cell::get);
-    if !c.is_null() {
-        // SAFETY: non-null CARRIER means this OS thread is inside block_on (carrier alive).
-        if let Some(info) = unsafe { runtime::current_stack_info(&*c) } {
-            let (lo, hi) = info.guard;
-            let hit = lo != hi
-                && ((addr >= lo && addr < hi)
-                    // The kernel could not push a signal frame below the stack's end (the fault
-                    // then carries no useful address, but the interrupted rsp is near the guard).
-                    || (addr == 0 && sp >= lo && sp < hi + 16 * 1024));
-            if hit {
-                let mut b = Buf {
-                    bytes: [0; 768],
-                    len: 0,
-                };
-                let _ = write!(
-                    b,
-                    "\nuthread: green thread '{}' (id {}) overflowed its stack of {} bytes \
-                     (fault at {:#x}, guard page {:#x}..{:#x}); aborting. Give it a larger \
-                     stack with uthread::Builder::stack_size(..).\n",
-                    info.name, info.id, info.stack_size, addr, lo, hi
-                );
-                // SAFETY: write(2) and abort(3) are async-signal-safe; `b` is a local buffer.
-                unsafe {
-                    libc::write(2, b.bytes.as_ptr() as *const libc::c_void, b.len);
-                    libc::abort();
-                }
+    let sp = unsafe { arch::ucontext_sp(uctx) };
+    if let Some(info) = current_stack_info() {
+        let (lo, hi) = info.guard;
+        let hit = lo != hi
+            && ((addr >= lo && addr < hi)
+                // The kernel could not push a signal frame below the stack's end (the fault
+                // then carries no useful address, but the interrupted rsp is near the guard).
+                || (addr == 0 && sp >= lo && sp < hi + 16 * 1024));
+        if hit {
+            let mut b = Buf {
+                bytes: [0; 768],
+                len: 0,
+            };
+            let _ = write!(
+                b,
+                "\nuthread: green thread '{}' (id {}) overflowed its stack of {} bytes \
+                 (fault at {:#x}, guard page {:#x}..{:#x}); aborting. Give it a larger \
+                 stack with uthread::Builder::stack_size(..).\n",
+                info.name, info.id, info.stack_size, addr, lo, hi
+            );
+            // SAFETY: write(2) and abort(3) are async-signal-safe; `b` is a local buffer.
+            unsafe {
+                libc::write(2, b.bytes.as_ptr() as *const libc::c_void, b.len);
+                libc::abort();
             }
         }
     }
@@ -109,12 +100,8 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut 
         _ => {
             // Restore the default action and return: the faulting instruction re-executes and
             // the process dies with the original signal (core dump as usual).
-            // SAFETY: zeroed sigaction with SIG_DFL is valid.
-            unsafe {
-                let mut sa: libc::sigaction = core::mem::zeroed();
-                sa.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(sig, &sa, core::ptr::null_mut());
-            }
+            // SAFETY: SIG_DFL is always a valid disposition.
+            unsafe { sys::install_sigaction(sig, libc::SIG_DFL, 0) };
         }
     }
 }

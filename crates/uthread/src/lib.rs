@@ -2,8 +2,9 @@
 //!
 //! Green threads multiplexed on the OS thread that calls [`Runtime::block_on`] (M:1):
 //!
-//! * context switch in assembly saving exactly what the SysV ABI requires (rbx, rbp, r12-r15,
-//!   rsp, the x87 control word and MXCSR), no system call and no allocation per switch;
+//! * context switch in assembly keeping rsp, rbx and rbp (r12-r15 are declared clobbered), no
+//!   system call and no allocation per switch; the floating-point environment (MXCSR, x87
+//!   control word) is switched only for threads that declare one ([`Builder::own_fp_env`]);
 //! * stacks from `mmap`, lazily committed, with an optional `PROT_NONE` guard page, pooled for
 //!   reuse; an overflow into the guard page is reported by thread name, then the process aborts;
 //! * per-thread scheduling mode: [`Mode::Cooperative`] or [`Mode::Preemptive`] (a thread-directed
@@ -26,6 +27,7 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 compile_error!(
@@ -33,13 +35,23 @@ compile_error!(
      the same items as src/arch/x86_64.rs"
 );
 
+// Modules in layers, lowest first; each uses only modules listed before it (and the runtime's
+// files follow the order in `runtime/mod.rs`). `tests/layering.rs` checks the order.
 mod arch;
-mod guard;
-mod preempt;
 mod race;
-mod runtime;
-mod sched;
 mod stack;
+mod sys;
+
+mod tcb;
+
+mod sched;
+
+mod preempt;
+
+mod runtime;
+
+mod guard;
+
 mod sync;
 mod thread;
 
@@ -53,7 +65,8 @@ pub use runtime::{
 };
 pub use stack::MIN_STACK_SIZE;
 pub use sync::{Condvar, Mutex, MutexGuard, Semaphore, Throttle};
-pub use thread::{spawn, Builder, JoinHandle, JoinOutcome, Mode, Priority};
+pub use tcb::{JoinOutcome, Mode, Priority};
+pub use thread::{spawn, Builder, JoinHandle};
 
 /// Test and benchmark hooks; not part of the stable API.
 #[doc(hidden)]
@@ -65,53 +78,53 @@ pub mod __private {
     /// synchronously (used to measure the cost of a signal-driven switch). The running thread
     /// is treated as having used its quantum.
     pub fn raise_preempt_signal() {
-        crate::runtime::force_quantum_expired();
+        crate::runtime::tick::force_quantum_expired();
         // SAFETY: tgkill to our own thread with our own signal; the handler is installed.
         unsafe {
             libc::syscall(
                 libc::SYS_tgkill,
                 libc::getpid(),
-                libc::syscall(libc::SYS_gettid),
+                crate::sys::gettid(),
                 crate::preempt::PREEMPT_SIGNAL,
             );
         }
     }
-}
 
-/// Floor of the context switch on this machine: two bare contexts ping-ponging with the
-/// assembly `switch` only (no scheduler). Returns ns per switch.
-#[doc(hidden)]
-pub fn __raw_switch_ns(iters: u64) -> f64 {
-    use std::cell::Cell;
-    struct Pair {
-        main_sp: Cell<usize>,
-        co_sp: Cell<usize>,
-        iters: u64,
-    }
-    unsafe extern "C" fn co(arg: usize) -> ! {
-        // SAFETY: `arg` is the `Pair` on the caller's stack, alive until we switch back last.
-        let p = unsafe { &*(arg as *const Pair) };
-        loop {
-            // SAFETY: main_sp was saved by the switch that entered us.
-            unsafe { arch::switch(p.co_sp.as_ptr(), p.main_sp.get()) };
+    /// Floor of the context switch on this machine: two bare contexts ping-ponging with the
+    /// assembly `switch` only (no scheduler). Returns ns per switch.
+    pub fn raw_switch_ns(iters: u64) -> f64 {
+        use crate::{arch, stack};
+        use std::cell::Cell;
+        struct Pair {
+            main_sp: Cell<usize>,
+            co_sp: Cell<usize>,
+            iters: u64,
         }
+        unsafe extern "C" fn co(arg: usize) -> ! {
+            // SAFETY: `arg` is the `Pair` on the caller's stack, alive until we switch back last.
+            let p = unsafe { &*(arg as *const Pair) };
+            loop {
+                // SAFETY: main_sp was saved by the switch that entered us.
+                unsafe { arch::switch(p.co_sp.as_ptr(), p.main_sp.get()) };
+            }
+        }
+        let stack = match stack::Stack::new(64 * 1024, false) {
+            Ok(s) => s,
+            Err(_) => return f64::NAN,
+        };
+        let p = Pair {
+            main_sp: Cell::new(0),
+            co_sp: Cell::new(0),
+            iters,
+        };
+        // SAFETY: fresh mapped stack; `co` never returns.
+        p.co_sp
+            .set(unsafe { arch::init_stack(stack.top(), co, &p as *const Pair as usize) });
+        let t = std::time::Instant::now();
+        for _ in 0..p.iters {
+            // SAFETY: co_sp is a suspended context on `stack`, which outlives the loop.
+            unsafe { arch::switch(p.main_sp.as_ptr(), p.co_sp.get()) };
+        }
+        t.elapsed().as_nanos() as f64 / (2 * iters) as f64
     }
-    let stack = match stack::Stack::new(64 * 1024, false) {
-        Ok(s) => s,
-        Err(_) => return f64::NAN,
-    };
-    let p = Pair {
-        main_sp: Cell::new(0),
-        co_sp: Cell::new(0),
-        iters,
-    };
-    // SAFETY: fresh mapped stack; `co` never returns.
-    p.co_sp
-        .set(unsafe { arch::init_stack(stack.top(), co, &p as *const Pair as usize) });
-    let t = std::time::Instant::now();
-    for _ in 0..p.iters {
-        // SAFETY: co_sp is a suspended context on `stack`, which outlives the loop.
-        unsafe { arch::switch(p.main_sp.as_ptr(), p.co_sp.get()) };
-    }
-    t.elapsed().as_nanos() as f64 / (2 * iters) as f64
 }

@@ -10,7 +10,7 @@
 //! Queues are intrusive singly-linked FIFOs threaded through `Thread::next`, so queueing never
 //! allocates (the signal handler may call into this module).
 
-use crate::thread::{Priority, Thread};
+use crate::tcb::{Priority, Thread};
 use core::ptr::null_mut;
 
 #[derive(Clone, Copy)]
@@ -363,3 +363,6 @@ impl RunQueue {
         last
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -41,7 +41,12 @@ impl Stack {
     pub(crate) fn new(usable: usize, guard_page: bool) -> io::Result<Stack> {
         let page = page_size();
         let guard = if guard_page { page } else { 0 };
-        let len = usable + guard;
+        let Some(len) = usable.checked_add(guard) else {
+            return Err(io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!("uthread: a stack of {usable} bytes plus its guard page cannot be mapped"),
+            ));
+        };
         // SAFETY: anonymous private mapping at a kernel-chosen address; no existing memory is
         // affected. The result is checked against MAP_FAILED.
         let base = unsafe {
@@ -289,17 +294,24 @@ pub(crate) fn block_reserve(block: usize, align: usize) -> usize {
     }
 }
 
-/// Rounds a requested stack size up to whole pages, with the minimum applied.
+/// Rounds a requested stack size up to whole pages, with the minimum applied. A size too large
+/// to round becomes the largest multiple of the page, which no mapping can satisfy: the spawn
+/// then fails with the mapping's error instead of wrapping around to a tiny stack.
 #[inline]
 pub(crate) fn round_stack_size(requested: usize) -> usize {
     let page = page_size();
     let s = requested.max(MIN_STACK_SIZE);
     if page.is_power_of_two() {
         // Every spawn passes here: a mask instead of a 64-bit division. A request so large that
-        // rounding would overflow falls through to the checked path (and fails to map).
+        // rounding would overflow falls through to the checked path.
         if let Some(t) = s.checked_add(page - 1) {
             return t & !(page - 1);
         }
     }
-    s.div_ceil(page) * page
+    s.div_ceil(page)
+        .checked_mul(page)
+        .unwrap_or(usize::MAX / page * page)
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,10 +7,12 @@
 //! runtimes' threads and plain OS threads; waiting from a plain OS thread (outside any
 //! runtime) falls back to polling with `std::thread::yield_now`.
 
-use crate::preempt;
-use crate::runtime::{self, Context};
+use crate::preempt::count as preempt;
+use crate::runtime::carrier::{context, Context};
+use crate::runtime::dispatch::wake;
+use crate::runtime::ops::block_current;
 use crate::sched::Fifo;
-use crate::thread::Thread;
+use crate::tcb::Thread;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
@@ -86,7 +88,7 @@ pub struct Semaphore {
 }
 
 // SAFETY: all interior state is accessed under `lock`; waiters are woken through
-// `runtime::wake`, which routes to the waiter's own carrier.
+// `dispatch::wake`, which routes to the waiter's own carrier.
 unsafe impl Send for Semaphore {}
 // SAFETY: as above.
 unsafe impl Sync for Semaphore {}
@@ -118,7 +120,7 @@ impl Semaphore {
 
     /// Takes a permit, blocking the green thread (FIFO) until one is handed over.
     pub fn acquire(&self) {
-        match runtime::context() {
+        match context() {
             Context::Green(cur) => {
                 preempt::disable();
                 let got = self.lock.with(|| {
@@ -135,7 +137,7 @@ impl Semaphore {
                 });
                 if !got {
                     // SAFETY: queued above; `release` wakes us with the permit.
-                    unsafe { runtime::block_current() };
+                    unsafe { block_current() };
                 }
                 preempt::enable();
             }
@@ -165,7 +167,7 @@ impl Semaphore {
             }
         });
         if !w.is_null() {
-            runtime::wake(w);
+            wake(w);
         }
     }
 
@@ -254,7 +256,7 @@ impl<T: ?Sized> Mutex<T> {
 
     #[cold]
     fn lock_slow(&self) {
-        match runtime::context() {
+        match context() {
             Context::Green(cur) => {
                 preempt::disable();
                 let queued = self.lock.with(|| loop {
@@ -294,7 +296,7 @@ impl<T: ?Sized> Mutex<T> {
                 });
                 if queued {
                     // SAFETY: queued above; `unlock` hands us the lock and wakes us.
-                    unsafe { runtime::block_current() };
+                    unsafe { block_current() };
                     std::sync::atomic::fence(Ordering::Acquire);
                 }
                 preempt::enable();
@@ -337,7 +339,7 @@ impl<T: ?Sized> Mutex<T> {
             }
         });
         if !w.is_null() {
-            runtime::wake(w);
+            wake(w);
         }
     }
 
@@ -408,7 +410,7 @@ impl Condvar {
     /// [`wait_while`]: Condvar::wait_while
     pub fn wait<'a, T: ?Sized>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
         let m = guard.m;
-        match runtime::context() {
+        match context() {
             Context::Green(cur) => {
                 preempt::disable();
                 // SAFETY: under `lock`; `cur` is live.
@@ -416,7 +418,7 @@ impl Condvar {
                 // Unlock only after queueing: a notify in between finds us (no lost wake-up).
                 drop(guard);
                 // SAFETY: queued above; notify wakes us.
-                unsafe { runtime::block_current() };
+                unsafe { block_current() };
                 preempt::enable();
                 m.lock()
             }
@@ -447,7 +449,7 @@ impl Condvar {
         // SAFETY: under `lock`.
         let w = self.lock.with(|| unsafe { self.waiters.pop() });
         if !w.is_null() {
-            runtime::wake(w);
+            wake(w);
         }
     }
 
@@ -459,7 +461,7 @@ impl Condvar {
             if w.is_null() {
                 break;
             }
-            runtime::wake(w);
+            wake(w);
         }
     }
 }

@@ -178,6 +178,14 @@ fn invalid_parameters_are_errors() {
             .priority(uthread::Priority::RealTime(200))
             .spawn(|| ())
             .is_err());
+        assert!(
+            Builder::new().stack_size(usize::MAX).spawn(|| ()).is_err(),
+            "a stack size too large to map"
+        );
+    });
+    let unguarded = Runtime::builder().guard_pages(false).build().unwrap();
+    unguarded.block_on(|| {
+        assert!(Builder::new().stack_size(usize::MAX).spawn(|| ()).is_err());
     });
 }
 

@@ -1,5 +1,6 @@
 //! Preemption evidence: register/FP-heavy threads with per-round checksums under timer
-//! preemption, FP control state and errno preserved per thread, critical sections.
+//! preemption, floating-point environments kept per declaring thread and never leaked to the
+//! others, errno preserved per thread, critical sections.
 //!
 //! `UTHREAD_STRESS_SECS` (default 1.5) sets how long the stress test runs.
 
@@ -139,72 +140,203 @@ fn set_fcw(v: u16) {
 }
 
 const MXCSR_RC_MASK: u32 = 0x6000;
+/// The exception flags, which every floating-point operation may set: not part of what a
+/// thread keeps.
+const MXCSR_FLAGS: u32 = 0x3F;
+const MXCSR_FTZ: u32 = 0x8000;
+const MXCSR_DAZ: u32 = 0x0040;
 
-fn fp_state_thread(rc: u32, fcw: u16, preemptive: bool) -> bool {
-    set_mxcsr((get_mxcsr() & !MXCSR_RC_MASK) | rc);
-    set_fcw(fcw);
-    // SAFETY: __errno_location returns this OS thread's errno slot.
-    unsafe { *libc::__errno_location() = (rc >> 13) as i32 + 100 };
-    for _ in 0..50 {
-        if preemptive {
-            // Spin until the timer preempts us at least once (or 20 ms pass).
-            let start = uthread::stats().unwrap().preemptions;
-            let t = Instant::now();
-            while uthread::stats().unwrap().preemptions == start
-                && t.elapsed() < Duration::from_millis(20)
-            {
-                black_box(0);
-            }
-        } else {
-            uthread::yield_now();
-        }
-        // SAFETY: as above.
-        let errno = unsafe { *libc::__errno_location() };
-        if get_mxcsr() & MXCSR_RC_MASK != rc || get_fcw() != fcw || errno != (rc >> 13) as i32 + 100
-        {
-            return false;
-        }
-    }
-    true
+/// The MXCSR control bits and the x87 control word: what a thread's environment is compared by.
+fn fp_env() -> (u32, u16) {
+    (get_mxcsr() & !MXCSR_FLAGS, get_fcw())
 }
 
-fn check_fp_state(mode: Mode) {
+fn set_fp_env((mxcsr, fcw): (u32, u16)) {
+    set_mxcsr(mxcsr);
+    set_fcw(fcw);
+}
+
+/// Gives up the carrier once: a yield, or (preemptive) spinning until the timer preempts this
+/// thread (or 20 ms pass). The spin polls `stats()`, a runtime call: a preemption deferred at a
+/// tick is taken there, cooperatively, so both kinds of switch happen.
+fn give_way(preemptive: bool) {
+    if preemptive {
+        let start = uthread::stats().unwrap().preemptions;
+        let t = Instant::now();
+        while uthread::stats().unwrap().preemptions == start
+            && t.elapsed() < Duration::from_millis(20)
+        {
+            black_box(0);
+        }
+    } else {
+        uthread::yield_now();
+    }
+}
+
+const ROUNDS: usize = 40;
+
+/// A thread that declared its own environment: sets `env` (and an errno of its own), then
+/// checks both after every switch. Returns the number of rounds that saw something else.
+fn keeps_its_own(env: (u32, u16), errno: i32, preemptive: bool) -> usize {
+    set_fp_env(env);
+    // SAFETY: __errno_location returns this OS thread's errno slot.
+    unsafe { *libc::__errno_location() = errno };
+    let mut wrong = 0;
+    for _ in 0..ROUNDS {
+        give_way(preemptive);
+        // SAFETY: as above.
+        let e = unsafe { *libc::__errno_location() };
+        if fp_env() != env || e != errno {
+            wrong += 1;
+            set_fp_env(env);
+        }
+    }
+    wrong
+}
+
+/// A thread that did not declare one: it must always find the carrier's environment. Returns
+/// the number of rounds that saw something else.
+fn sees_the_carriers(carrier: (u32, u16), preemptive: bool) -> usize {
+    let mut wrong = 0;
+    for _ in 0..ROUNDS {
+        if fp_env() != carrier {
+            wrong += 1;
+        }
+        give_way(preemptive);
+    }
+    wrong
+}
+
+/// Threads that declared their own environment (cooperative and preemptive, each with another
+/// rounding mode) share a carrier with threads that did not (cooperative and preemptive). The
+/// former keep theirs across yields and preemptions; the latter only ever see the carrier's;
+/// the carrier gets its own back from `block_on`.
+fn own_and_shared_envs_on_one_carrier(carrier: (u32, u16), main_own: bool) {
+    let before = fp_env();
+    set_fp_env(carrier);
+    let rt = Runtime::builder()
+        .quantum(Duration::from_micros(200))
+        .main_own_fp_env(main_own)
+        .build()
+        .unwrap();
+    let wrong: Vec<(String, usize)> = rt.block_on(move || {
+        assert_eq!(
+            fp_env(),
+            carrier,
+            "main starts in the carrier's environment"
+        );
+        // Round down / up / toward zero, with matching x87 rounding control bits (10-11).
+        let own = [(0x2000u32, 0x077Fu16), (0x4000, 0x0B7F), (0x6000, 0x0F7F)];
+        let mut hs = Vec::new();
+        for (k, &(rc, fcw)) in own.iter().enumerate() {
+            for preemptive in [false, true] {
+                let env = ((carrier.0 & !MXCSR_RC_MASK) | rc, fcw);
+                let errno = 100 + 2 * k as i32 + preemptive as i32;
+                let h = Builder::new()
+                    .own_fp_env(true)
+                    .mode(if preemptive {
+                        Mode::Preemptive
+                    } else {
+                        Mode::Cooperative
+                    })
+                    .spawn(move || keeps_its_own(env, errno, preemptive))
+                    .unwrap();
+                hs.push((format!("own rc={rc:#x} preemptive={preemptive}"), h));
+            }
+        }
+        for preemptive in [false, true, false, true] {
+            let h = Builder::new()
+                .mode(if preemptive {
+                    Mode::Preemptive
+                } else {
+                    Mode::Cooperative
+                })
+                .spawn(move || sees_the_carriers(carrier, preemptive))
+                .unwrap();
+            hs.push((format!("shared preemptive={preemptive}"), h));
+        }
+        if main_own {
+            // The main thread, declared, takes a mode of its own while the others run.
+            let mine = ((carrier.0 & !MXCSR_RC_MASK) | 0x6000, 0x0F7F);
+            set_fp_env(mine);
+            for _ in 0..ROUNDS {
+                uthread::yield_now();
+                assert_eq!(fp_env(), mine, "main lost its own environment");
+            }
+        }
+        hs.into_iter()
+            .map(|(what, h)| (what, h.join().finished().unwrap()))
+            .collect()
+    });
+    let after = fp_env();
+    set_fp_env(before);
+    let s = rt.stats();
+    eprintln!("carrier env {carrier:x?}: {s:?}");
+    assert!(s.preemptions > 0, "no preemption happened: {s:?}");
+    for (what, n) in &wrong {
+        assert_eq!(
+            *n, 0,
+            "{what}: {n} of {ROUNDS} rounds saw another environment"
+        );
+    }
+    assert_eq!(after, carrier, "the carrier's environment after block_on");
+}
+
+#[test]
+fn own_fp_env_is_kept_and_never_leaks() {
+    own_and_shared_envs_on_one_carrier((get_mxcsr() & !MXCSR_FLAGS, get_fcw()), false);
+}
+
+/// With a carrier environment unlike the one the kernel gives a signal handler (flush-to-zero,
+/// denormals-are-zero, x87 at 53-bit precision), a thread resumed at a cooperative switch point
+/// by a preemption must still find the carrier's: the handler runs in the kernel's initial
+/// environment, so the switch made there must load the carrier's. The main thread declares
+/// its own here too.
+#[test]
+fn own_fp_env_with_a_carrier_environment_of_its_own() {
+    let carrier = ((get_mxcsr() & !MXCSR_FLAGS) | MXCSR_FTZ | MXCSR_DAZ, 0x027F);
+    own_and_shared_envs_on_one_carrier(carrier, true);
+}
+
+/// errno stays per thread whether or not a thread declares a floating-point environment.
+#[test]
+fn errno_preserved_per_thread() {
     let rt = Runtime::builder()
         .quantum(Duration::from_micros(200))
         .build()
         .unwrap();
     rt.block_on(|| {
-        let pre = mode == Mode::Preemptive;
-        // Round down / up / toward zero, with matching x87 rounding control bits (10-11).
-        let cfgs = [(0x2000u32, 0x077Fu16), (0x4000, 0x0B7F), (0x6000, 0x0F7F)];
-        let hs: Vec<_> = cfgs
-            .iter()
-            .map(|&(rc, fcw)| {
+        let hs: Vec<_> = (0..4)
+            .map(|k| {
+                let preemptive = k % 2 == 1;
                 Builder::new()
-                    .mode(mode)
-                    .spawn(move || fp_state_thread(rc, fcw, pre))
+                    .mode(if preemptive {
+                        Mode::Preemptive
+                    } else {
+                        Mode::Cooperative
+                    })
+                    .spawn(move || {
+                        // SAFETY: __errno_location returns this OS thread's errno slot.
+                        unsafe { *libc::__errno_location() = 200 + k };
+                        (0..ROUNDS)
+                            .filter(|_| {
+                                give_way(preemptive);
+                                // SAFETY: as above.
+                                unsafe { *libc::__errno_location() != 200 + k }
+                            })
+                            .count()
+                    })
                     .unwrap()
             })
             .collect();
         for h in hs {
-            assert!(
+            assert_eq!(
                 h.join().finished().unwrap(),
-                "FP control state or errno not preserved ({mode:?})"
+                0,
+                "errno changed under a thread"
             );
         }
     });
-    // The carrier's own state is untouched.
-    assert_eq!(get_mxcsr() & MXCSR_RC_MASK, 0);
-}
-
-#[test]
-fn fp_control_and_errno_preserved_cooperative() {
-    check_fp_state(Mode::Cooperative);
-}
-
-#[test]
-fn fp_control_and_errno_preserved_preemptive() {
-    check_fp_state(Mode::Preemptive);
 }
 
 #[test]

@@ -1,16 +1,14 @@
 //! x86-64 System V context switch.
 //!
 //! All assembly for this architecture lives in this file. A suspended context is represented by
-//! a single stack pointer; everything the ABI requires us to preserve that the compiler cannot
-//! preserve itself is stored just below the suspended code's stack pointer by [`switch`]. The
-//! saved pointer points at that frame; from it upwards:
+//! a single stack pointer; the registers the compiler cannot preserve itself are stored just
+//! below the suspended code's stack pointer by [`switch`]. The saved pointer points at that
+//! frame; from it upwards:
 //!
 //! ```text
-//!   rsp + 0   MXCSR (4 bytes)        SSE control/status: rounding mode, exception masks, FTZ/DAZ
-//!   rsp + 4   x87 FPU control word   (2 bytes, 2 bytes padding)
-//!   rsp + 8   rbx
-//!   rsp + 16  rbp
-//!   rsp + 24  resume address         where the suspended code continues
+//!   rsp + 0   rbx
+//!   rsp + 8   rbp
+//!   rsp + 16  resume address         where the suspended code continues
 //! ```
 //!
 //! The SysV ABI makes rbx, rbp, r12-r15, rsp, the x87 control word and the control bits of
@@ -23,8 +21,15 @@
 //!   preserves them for its own caller in the enclosing function's prologue and epilogue, so a
 //!   switch spills only the ones actually live (usually none, and never per switch in a loop);
 //! * rbx and rbp, which LLVM reserves and will not let inline assembly declare clobbered: the
-//!   switch saves and restores them itself;
-//! * MXCSR and the x87 control word, which the compiler does not model: saved and restored.
+//!   switch saves and restores them itself.
+//!
+//! MXCSR and the x87 control word (the floating-point environment, [`FpEnv`]) are **not**
+//! switched here. Nearly no thread changes them, and `stmxcsr` alone was ~3.5 ns of a 4.8 ns
+//! switch on the machine below (it waits for the FP pipeline). The runtime saves and loads them
+//! around `switch` only for threads that declare an environment of their own
+//! (`Builder::own_fp_env`); every other thread runs in its carrier's environment and must leave
+//! it as it found it. corosensei and Go's runtime make the same choice without the opt-in;
+//! Boost.Context pays on every switch.
 //!
 //! The direction flag is clear at every call and every inline-assembly block by ABI rule, so it
 //! needs no saving.
@@ -46,24 +51,87 @@
 //! Measured on an AMD EPYC (Zen 4, 2.6 GHz), two contexts ping-ponging, ns per switch: called
 //! routine ending in `ret` 10.4; the same ending in `pop` + `jmp` 6.6; inline with `jmp` 6.4;
 //! inline with MXCSR loaded unconditionally instead of compared first 4.8 (reading back the
-//! value `stmxcsr` just stored stalls on that store; with floating-point work in flight around
-//! each switch the unconditional `ldmxcsr` costs nothing measurable either). Without any FP
-//! control state the switch would be 1.1 ns: `stmxcsr`, the price of keeping MXCSR per thread
-//! as the ABI requires, is most of what is left.
+//! value `stmxcsr` just stored stalls on that store); without any FP control state, this
+//! switch, about 1.1.
 
 use core::arch::{asm, global_asm};
 
 /// Size of the frame `switch` leaves on a suspended stack (see the module docs).
-pub const SWITCH_FRAME_BYTES: usize = 32;
+pub const SWITCH_FRAME_BYTES: usize = 24;
 
-/// MXCSR value at process start (all exceptions masked, round to nearest).
-pub const DEFAULT_MXCSR: u32 = 0x1F80;
-/// x87 control word at process start (all exceptions masked, 64-bit precision, round to nearest).
-pub const DEFAULT_FPU_CW: u16 = 0x037F;
+/// The floating-point environment the SysV ABI makes callee-saved: MXCSR (SSE rounding mode,
+/// exception masks, flush-to-zero, denormals-are-zero; its sticky exception flags come along)
+/// and the x87 control word (x87 rounding, precision, exception masks).
+///
+/// Only ever read from the processor (or the process default), so every value is one the
+/// processor accepts back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FpEnv {
+    mxcsr: u32,
+    fcw: u16,
+}
+
+impl FpEnv {
+    /// The environment every process starts with: all exceptions masked, round to nearest,
+    /// no flush-to-zero, x87 at 64-bit precision.
+    pub const PROCESS_DEFAULT: FpEnv = FpEnv {
+        mxcsr: 0x1F80,
+        fcw: 0x037F,
+    };
+
+    /// The calling OS thread's environment now.
+    #[inline(always)]
+    pub fn current() -> FpEnv {
+        let mut env = FpEnv::PROCESS_DEFAULT;
+        // SAFETY: both instructions only store their register (4 and 2 bytes) to the fields
+        // they are given, which are valid for the write.
+        unsafe {
+            asm!(
+                "stmxcsr [{m}]",
+                "fnstcw [{c}]",
+                m = in(reg) &mut env.mxcsr,
+                c = in(reg) &mut env.fcw,
+                options(nostack, preserves_flags),
+            );
+        }
+        env
+    }
+
+    /// Makes `self` the calling OS thread's environment. `ldmxcsr` is issued unconditionally
+    /// (reading MXCSR back to compare costs more than loading it); `fldcw`, the slower of the
+    /// x87 pair, only when the control word differs.
+    #[inline(always)]
+    pub fn load(self) {
+        // SAFETY: `self` holds values read from the processor or the process default, so no
+        // reserved MXCSR bit is set (which would fault); the loads change only the FP
+        // environment, which is what this function is for.
+        unsafe {
+            asm!(
+                "ldmxcsr [{m}]",
+                "fnstcw [{tmp}]",
+                "mov {t:x}, [{tmp}]",
+                "cmp {t:x}, [{c}]",
+                "je 2f",
+                "fldcw [{c}]",
+                "2:",
+                m = in(reg) &self.mxcsr,
+                c = in(reg) &self.fcw,
+                tmp = in(reg) &mut 0u16,
+                t = out(reg) _,
+                options(nostack),
+            );
+        }
+    }
+}
 
 extern "C" {
-    /// First instructions of a fresh context; see [`init_stack`].
-    fn uthread_x86_64_start_v2();
+    /// First instructions of a fresh context; see [`init_stack`]. Assembly symbols are not
+    /// mangled, so the name carries the crate's; `.hidden` keeps it out of the exports of any
+    /// shared object it is linked into. It needs no version: the stub and `init_stack`, which
+    /// lays out the frame the stub expects, are always compiled together. (Two semver-
+    /// incompatible copies of this crate in one binary would clash on it at link time, as on
+    /// any unmangled symbol.)
+    fn uthread_x86_64_start();
 }
 
 global_asm!(
@@ -73,12 +141,12 @@ global_asm!(
     // never returns; the `ud2` makes a broken promise fail loudly instead of running off into
     // garbage. `.cfi_undefined rip` marks the bottom of the call stack for unwinders and
     // debuggers, so a backtrace stops here rather than walking into the stack's unused memory.
-    ".pushsection .text.uthread_x86_64_start_v2,\"ax\",@progbits",
-    ".globl uthread_x86_64_start_v2",
-    ".hidden uthread_x86_64_start_v2",
-    ".type uthread_x86_64_start_v2,@function",
+    ".pushsection .text.uthread_x86_64_start,\"ax\",@progbits",
+    ".globl uthread_x86_64_start",
+    ".hidden uthread_x86_64_start",
+    ".type uthread_x86_64_start,@function",
     ".p2align 4",
-    "uthread_x86_64_start_v2:",
+    "uthread_x86_64_start:",
     ".cfi_startproc",
     ".cfi_undefined rip",
     "mov rdi, rbx",
@@ -87,12 +155,13 @@ global_asm!(
     "call rax",
     "ud2",
     ".cfi_endproc",
-    ".size uthread_x86_64_start_v2, .-uthread_x86_64_start_v2",
+    ".size uthread_x86_64_start, .-uthread_x86_64_start",
     ".popsection",
 );
 
 /// Switches from the running context to the one suspended at `load_sp`, saving the running
 /// context's stack pointer in `*save_sp`. Returns when some context switches back to `*save_sp`.
+/// The floating-point environment is left as it is (module docs).
 ///
 /// # Safety
 /// `load_sp` must be a stack pointer produced by a previous `switch` (or by [`init_stack`]) whose
@@ -100,44 +169,29 @@ global_asm!(
 /// for a write. Nothing may unwind across this call (the entry function catches all panics).
 #[inline(always)]
 pub unsafe fn switch(save_sp: *mut usize, load_sp: usize) {
-    // SAFETY: forwarded contract. The block stores its 32-byte frame just below rsp (allowed:
-    // without `nostack` the compiler keeps nothing there, and on entry rsp is 16-byte aligned,
-    // so the frame is too), stores the frame's address to `*save_sp`, restores the target's
-    // frame and continues on the target stack at its resume address. This context is resumed
-    // at label 7 with rsp exactly as it was on entry, rbx, rbp, MXCSR and the x87 control word
-    // restored, and r12-r15 plus every caller-saved register holding garbage, all of which the
-    // operands declare as clobbered.
+    // SAFETY: forwarded contract. The block stores its 24-byte frame just below rsp (allowed:
+    // without `nostack` the compiler keeps nothing there), stores the frame's address to
+    // `*save_sp`, restores the target's frame and continues on the target stack at its resume
+    // address. This context is resumed at label 7 with rsp exactly as it was on entry, rbx and
+    // rbp restored, and r12-r15 plus every caller-saved register holding garbage, all of which
+    // the operands declare as clobbered.
     unsafe {
         asm!(
-            // Save, below rsp (no `nostack`: the red zone is ours): resume address, the two
-            // registers LLVM reserves, the FP control words. Plain stores, not pushes (module
-            // docs: the frames stay inside the red zone at every instruction).
+            // Save, below rsp (no `nostack`: the red zone is ours): resume address and the two
+            // registers LLVM reserves. Plain stores, not pushes (module docs: the frames stay
+            // inside the red zone at every instruction).
             "lea rax, [rip + 7f]",
             "mov [rsp - 8], rax",
             "mov [rsp - 16], rbp",
             "mov [rsp - 24], rbx",
-            "stmxcsr [rsp - 32]",
-            "fnstcw [rsp - 28]",
-            // Publish our frame; rax (clobbered) keeps it to compare the x87 control words.
-            "lea rax, [rsp - 32]",
+            // Publish our frame.
+            "lea rax, [rsp - 24]",
             "mov [rdi], rax",
-            // Restore the target's FP control state. MXCSR is loaded unconditionally: reading
-            // back the value STMXCSR just stored, to skip an equal load, waits on that store
-            // and cost more than the load itself (module docs). FLDCW is the slow one of the
-            // x87 pair while FNSTCW's value compares cheaply, so the control word is loaded
-            // only when the two threads differ (rarely: few programs change rounding or
-            // precision).
-            "ldmxcsr [rsi]",
-            "movzx edx, word ptr [rsi + 4]",
-            "cmp dx, [rax + 4]",
-            "je 3f",
-            "fldcw [rsi + 4]",
-            "3:",
             // Restore the target's registers, adopt its stack above the frame, resume it.
-            "mov rbx, [rsi + 8]",
-            "mov rbp, [rsi + 16]",
-            "lea rsp, [rsi + 32]",
-            "jmp qword ptr [rsi + 24]",
+            "mov rbx, [rsi]",
+            "mov rbp, [rsi + 8]",
+            "lea rsp, [rsi + 24]",
+            "jmp qword ptr [rsi + 16]",
             "7:",
             in("rdi") save_sp,
             in("rsi") load_sp,
@@ -158,22 +212,18 @@ pub unsafe fn switch(save_sp: *mut usize, load_sp: usize) {
 pub unsafe fn init_stack(top: usize, entry: unsafe extern "C" fn(usize) -> !, arg: usize) -> usize {
     debug_assert_eq!(top % 16, 0);
     // Leave 16 zero bytes at the very top (a null "caller" for any frame-pointer walker), then
-    // the switch frame. When the frame is restored, rsp = sp + 32, which must be 16-aligned (as
-    // at any inline-assembly block) so that the `call` in the start stub gives the entry
-    // function a standard (rsp + 8) % 16 == 0 frame.
+    // the switch frame. When the frame is restored, rsp = sp + 24 = top - 16, which must be
+    // 16-aligned (as at any inline-assembly block) so that the `call` in the start stub gives
+    // the entry function a standard (rsp + 8) % 16 == 0 frame.
     let sp = top - 16 - SWITCH_FRAME_BYTES;
     let words = sp as *mut usize;
     // SAFETY: the caller guarantees [top - 64, top) is writable; we write [sp, top).
     unsafe {
-        core::ptr::write(
-            words,
-            (DEFAULT_MXCSR as usize) | ((DEFAULT_FPU_CW as usize) << 32),
-        );
-        core::ptr::write(words.add(1), arg); // rbx: the argument
-        core::ptr::write(words.add(2), entry as *const () as usize); // rbp: function to call
-        core::ptr::write(words.add(3), uthread_x86_64_start_v2 as *const () as usize); // resume address
+        core::ptr::write(words, arg); // rbx: the argument
+        core::ptr::write(words.add(1), entry as *const () as usize); // rbp: function to call
+        core::ptr::write(words.add(2), uthread_x86_64_start as *const () as usize); // resume
+        core::ptr::write(words.add(3), 0);
         core::ptr::write(words.add(4), 0);
-        core::ptr::write(words.add(5), 0);
     }
     sp
 }

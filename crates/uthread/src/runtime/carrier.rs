@@ -1,0 +1,426 @@
+//! The carrier: the state of one runtime, the `CARRIER` thread-local that says which runtime
+//! the calling OS thread is running, and the carrier's own bookkeeping that never switches
+//! (stacks and ids for new threads, registering them, the timer, the inbox).
+//!
+//! `Local` is touched only by the OS thread inside `block_on` for this carrier, and only with
+//! the preempt count raised (or from the tick handler when the count was zero): that is the
+//! precondition the `unsafe fn`s of `runtime/` state as "carrier thread, count raised".
+
+use super::stats::{bump, StatCounters, Stats};
+use crate::arch::FpEnv;
+use crate::preempt::count as preempt;
+use crate::preempt::timer::Timer;
+use crate::sched::RunQueue;
+use crate::stack::{self, Stack, StackPool};
+use crate::tcb::{CarrierAddr, Mode, RunState, Thread};
+use std::cell::{Cell, UnsafeCell};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io;
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A runtime's settings, fixed when it is built.
+#[derive(Clone, Debug)]
+pub(super) struct Config {
+    pub(super) quantum: Duration,
+    pub(super) guard_pages: bool,
+    pub(super) stack_size: usize,
+    pub(super) main_stack_size: usize,
+    pub(super) main_own_fp_env: bool,
+    pub(super) pool_max: usize,
+}
+
+/// A unit of work for the scheduler context (`synchronize`, `queue`, remote calls).
+pub(super) struct Request {
+    pub(super) call: unsafe fn(*mut ()),
+    pub(super) data: *mut (),
+}
+
+/// Work another OS thread hands to this carrier through its inbox.
+pub(super) enum Remote {
+    Wake(*mut Thread),
+    Call(Box<dyn FnOnce() + Send>),
+}
+
+// SAFETY: `Wake` carries a thread pointer that is only dereferenced by the owning carrier
+// (threads are live while blocked); `Call` is Send by its bound.
+unsafe impl Send for Remote {}
+
+/// Carrier-local state: only the OS thread currently inside `block_on` touches it, and only with
+/// the preempt count raised (or from the tick handler when it was zero).
+pub(super) struct Local {
+    pub(super) current: *mut Thread,
+    pub(super) sched: *mut Thread,
+    pub(super) runq: RunQueue,
+    pub(super) sleepers: BinaryHeap<Reverse<(Instant, u64, usize)>>,
+    pub(super) sleep_seq: u64,
+    pub(super) zombie: *mut Thread,
+    /// Something for the next resumed context to do (a zombie to finish, the signal mask to
+    /// unblock): one flag so that the common switch checks one byte.
+    pub(super) resume_work: bool,
+    /// `exit_current` already made the zombie's (same-carrier) joiner runnable.
+    pub(super) zombie_joiner_woken: bool,
+    /// The OS thread's signal mask still blocks the tick because a switch was made inside the
+    /// handler; the next context resumed outside a handler must unblock it.
+    pub(super) sig_blocked: bool,
+    pub(super) requests: VecDeque<Request>,
+    pub(super) pool: StackPool,
+    pub(super) all_head: *mut Thread,
+    pub(super) alive: usize,
+    pub(super) preemptive_alive: usize,
+    /// Green threads of this carrier blocked joining a thread of another runtime: that runtime
+    /// is inside `block_on` (a thread not done always is) and will finish or abandon the
+    /// thread, waking the joiner, so these waits are not a deadlock.
+    pub(super) remote_joins: usize,
+    pub(super) errno: *mut libc::c_int,
+    /// The carrier's floating-point environment, read when `block_on` starts: the one every
+    /// thread that did not declare its own runs in (see `dispatch::hand_over_fp_env`).
+    pub(super) default_fp_env: FpEnv,
+    pub(super) poll_countdown: u32,
+    pub(super) timer: Option<Timer>,
+    pub(super) timer_armed: bool,
+    pub(super) timer_error: bool,
+    pub(super) id_next: u64,
+    pub(super) id_end: u64,
+    /// Some thread was abandoned: the carrier must never be freed (see `Thread::carrier`).
+    pub(super) abandoned_any: bool,
+}
+
+/// One runtime's state: carrier-local scheduling state plus what other OS threads may touch
+/// (the inbox, the idle futex, the handle count, the counters).
+pub(crate) struct Carrier {
+    pub(super) local: UnsafeCell<Local>,
+    pub(super) inbox: Mutex<Vec<Remote>>,
+    pub(super) inbox_flag: AtomicBool,
+    pub(super) futex: AtomicU32,
+    pub(super) handles: AtomicUsize,
+    pub(super) running: AtomicBool,
+    pub(super) ticks: AtomicU64,
+    pub(super) stats: StatCounters,
+    pub(super) config: Config,
+}
+
+// SAFETY: `local` is only accessed by the OS thread that is inside `block_on` for this carrier
+// (enforced by the CARRIER thread-local being set only there); everything else is atomics or a
+// Mutex.
+unsafe impl Sync for Carrier {}
+// SAFETY: as above; the raw pointers in `local` are owned by the carrier.
+unsafe impl Send for Carrier {}
+
+static NEXT_THREAD_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Yields between two polls of the inbox (remote wake-ups, `Handle` calls) and the sleepers.
+/// A thread that blocks or sleeps polls at once; one that only yields sees remote work within
+/// this many yields of the carrier.
+pub(super) const POLL_EVERY: u32 = 64;
+const ID_BLOCK: u64 = 1024;
+
+thread_local! {
+    /// Non-null while this OS thread is a carrier (inside `block_on`).
+    static CARRIER: Cell<*const Carrier> = const { Cell::new(core::ptr::null()) };
+}
+
+/// The carrier of the calling OS thread, or null outside `block_on`.
+#[inline(always)]
+pub(crate) fn carrier_ptr() -> *const Carrier {
+    CARRIER.with(|c| c.get())
+}
+
+/// Makes the calling OS thread the carrier of `c` (non-null), or no carrier (null). Only
+/// `block_on` calls it, on entry and on exit.
+pub(super) fn set_carrier(c: *const Carrier) {
+    CARRIER.with(|p| p.set(c));
+}
+
+/// The carrier of the calling OS thread, if it is inside `block_on`. The reference is only
+/// used on this OS thread while `block_on` runs (it is not `'static` in truth; callers never
+/// keep it past the current runtime call).
+#[inline]
+pub(crate) fn current_carrier_ref<'a>() -> Option<&'a Carrier> {
+    let c = carrier_ptr();
+    // SAFETY: CARRIER points into an Arc<Carrier> kept alive by the running block_on.
+    unsafe { c.as_ref() }
+}
+
+impl Carrier {
+    /// A carrier that is not running yet; `seed` seeds the lottery.
+    pub(super) fn new(config: Config, seed: u64) -> Carrier {
+        Carrier {
+            local: UnsafeCell::new(Local {
+                current: null_mut(),
+                sched: null_mut(),
+                runq: RunQueue::new(seed),
+                sleepers: BinaryHeap::new(),
+                sleep_seq: 0,
+                zombie: null_mut(),
+                resume_work: false,
+                zombie_joiner_woken: false,
+                sig_blocked: false,
+                requests: VecDeque::new(),
+                pool: StackPool::new(config.pool_max),
+                all_head: null_mut(),
+                alive: 0,
+                preemptive_alive: 0,
+                remote_joins: 0,
+                errno: null_mut(),
+                default_fp_env: FpEnv::PROCESS_DEFAULT,
+                poll_countdown: POLL_EVERY,
+                timer: None,
+                timer_armed: false,
+                timer_error: false,
+                id_next: 0,
+                id_end: 0,
+                abandoned_any: false,
+            }),
+            inbox: Mutex::new(Vec::new()),
+            inbox_flag: AtomicBool::new(false),
+            futex: AtomicU32::new(0),
+            handles: AtomicUsize::new(0),
+            running: AtomicBool::new(false),
+            ticks: AtomicU64::new(0),
+            stats: StatCounters::default(),
+            config,
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn local(&self) -> *mut Local {
+        self.local.get()
+    }
+
+    /// This carrier's address as threads record it.
+    #[inline(always)]
+    pub(crate) fn addr(&self) -> CarrierAddr {
+        CarrierAddr::from_ptr(self as *const Carrier as *const ())
+    }
+
+    /// The carrier a thread recorded. Dereferencing it is sound while the thread can still be
+    /// woken (see `Thread::carrier`).
+    #[inline(always)]
+    pub(crate) fn at(a: CarrierAddr) -> *const Carrier {
+        a.as_ptr() as *const Carrier
+    }
+
+    /// A stack for a new thread with `reserve` extra bytes on top for its control block, and
+    /// a process-unique id. Ids come from the global counter in blocks, so that spawning costs
+    /// no atomic read-modify-write.
+    ///
+    /// # Safety
+    /// On this carrier's thread, count raised.
+    #[inline]
+    pub(super) unsafe fn take_stack(
+        &self,
+        size: Option<usize>,
+        reserve: usize,
+    ) -> io::Result<(Stack, u64)> {
+        let size = stack::round_stack_size(size.unwrap_or(self.config.stack_size));
+        let mapping = size.saturating_add(reserve);
+        // SAFETY: forwarded contract.
+        unsafe {
+            let l = &mut *self.local();
+            match l.pool.get(mapping, self.config.guard_pages) {
+                Ok((stack, fresh)) => {
+                    if fresh {
+                        bump(&self.stats.stacks_mapped);
+                    }
+                    if l.id_next == l.id_end {
+                        l.id_next = NEXT_THREAD_ID.fetch_add(ID_BLOCK, Ordering::Relaxed);
+                        l.id_end = l.id_next + ID_BLOCK;
+                    }
+                    l.id_next += 1;
+                    Ok((stack, l.id_next - 1))
+                }
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// Registers a freshly built thread and makes it runnable (or leaves it suspended).
+    ///
+    /// # Safety
+    /// `t` is a new, fully initialised thread of this carrier in no queue; called on the carrier
+    /// with the count raised.
+    #[inline]
+    pub(super) unsafe fn adopt(&self, t: *mut Thread, suspended: bool) {
+        // SAFETY: carrier thread with the count raised; `t` is live and unlinked.
+        unsafe {
+            let l = &mut *self.local();
+            (*t).all_next.set(l.all_head);
+            if !l.all_head.is_null() {
+                (*l.all_head).all_prev.set(t);
+            }
+            l.all_head = t;
+            l.alive += 1;
+            if (*t).own_fp_env {
+                // A new thread starts in the carrier's environment.
+                (*t).fp_env.set(l.default_fp_env);
+            }
+            if (*t).mode == Mode::Preemptive {
+                l.preemptive_alive += 1;
+                self.ensure_timer(l);
+            }
+            bump(&self.stats.threads_spawned);
+            if suspended {
+                (*t).state.set(RunState::Blocked);
+            } else {
+                (*t).state.set(RunState::Runnable);
+                l.runq.push(t);
+            }
+        }
+    }
+
+    pub(super) fn ensure_timer(&self, l: &mut Local) {
+        if l.timer_armed || l.timer_error {
+            return;
+        }
+        if l.timer.is_none() {
+            match Timer::for_current_thread(self.config.quantum) {
+                Ok(t) => l.timer = Some(t),
+                Err(e) => {
+                    // Preemption degrades to cooperative; say so once.
+                    l.timer_error = true;
+                    eprintln!("uthread: cannot create the preemption timer ({e}); preemptive threads will run cooperatively");
+                    return;
+                }
+            }
+        }
+        if let Some(t) = &l.timer {
+            t.arm(true);
+            l.timer_armed = true;
+        }
+    }
+
+    pub(super) fn disarm_timer(l: &mut Local) {
+        if l.timer_armed {
+            if let Some(t) = &l.timer {
+                t.arm(false);
+            }
+            l.timer_armed = false;
+        }
+    }
+
+    /// Hands `r` to this carrier from any OS thread and wakes it if it idles.
+    pub(super) fn push_remote(&self, r: Remote) {
+        match self.inbox.lock() {
+            Ok(mut g) => g.push(r),
+            Err(p) => p.into_inner().push(r),
+        }
+        self.inbox_flag.store(true, Ordering::SeqCst);
+        self.futex.store(1, Ordering::SeqCst);
+        crate::sys::futex_wake(&self.futex, 1);
+    }
+
+    /// Counters, with the pool size when it can be read safely.
+    pub(super) fn stats_snapshot(&self) -> Stats {
+        let mut s = self.stats.snapshot();
+        if !self.running.load(Ordering::Relaxed) || std::ptr::eq(carrier_ptr(), self) {
+            preempt::disable();
+            // SAFETY: either nobody runs this carrier (no concurrent access besides handles,
+            // which do not touch `local`) or we are its carrier thread with the count raised.
+            s.stacks_pooled = unsafe { (*self.local()).pool.pooled() } as u64;
+            preempt::enable();
+        }
+        s
+    }
+}
+
+/// Takes back the stack of a freed thread: into `carrier`'s pool when called on that carrier
+/// (inside its `block_on`), else unmapped (any OS thread may drop the last handle).
+fn recycle_stack(carrier: *const Carrier, stack: Stack) {
+    if !std::ptr::eq(carrier_ptr(), carrier) {
+        drop(stack);
+        return;
+    }
+    preempt::disable();
+    // SAFETY: CARRIER == carrier: we are its carrier thread, inside block_on, count raised.
+    unsafe { (*(*carrier).local()).pool.put(stack) };
+    preempt::enable_no_yield();
+}
+
+/// Frees a thread that both the runtime and its handle have let go of: drops what the block
+/// owns, then recycles the stack the block lives on (into the pool when called on the owning
+/// carrier, else unmapped).
+///
+/// # Safety
+/// As `Thread::dismantle`: the caller holds the last reference and no context runs on the
+/// thread's stack.
+pub(crate) unsafe fn free_thread(t: *mut Thread) {
+    // SAFETY: forwarded contract.
+    let (stack, carrier) = unsafe { Thread::dismantle(t) };
+    recycle_stack(Carrier::at(carrier), stack);
+}
+
+/// What a `JoinHandle` does when dropped: gives up its reference and frees the thread if the
+/// runtime already let go of it.
+///
+/// # Safety
+/// `t` is live and the caller is its handle, giving up its reference.
+pub(crate) unsafe fn release_handle(t: *mut Thread) {
+    // SAFETY: forwarded contract; `true` means we now hold the last reference.
+    unsafe {
+        if Thread::release_handle(t) {
+            free_thread(t);
+        }
+    }
+}
+
+/// What the caller is: a green thread, the scheduler context, or an OS thread outside any runtime.
+pub(crate) enum Context {
+    Green(*mut Thread),
+    Scheduler,
+    Outside,
+}
+
+pub(crate) fn context() -> Context {
+    let c = carrier_ptr();
+    if c.is_null() {
+        return Context::Outside;
+    }
+    // SAFETY: CARRIER set means we are its carrier thread; reading `current` is a plain load of
+    // a field only this thread writes.
+    unsafe {
+        let l = (*c).local();
+        let cur = (*l).current;
+        if cur == (*l).sched {
+            Context::Scheduler
+        } else {
+            Context::Green(cur)
+        }
+    }
+}
+
+/// The running green thread's stack facts, for the overflow report.
+pub(crate) struct StackInfo<'a> {
+    pub(crate) guard: (usize, usize),
+    pub(crate) name: &'a str,
+    pub(crate) id: u64,
+    pub(crate) stack_size: usize,
+}
+
+/// The running green thread's stack facts, for the overflow report; `None` outside a green
+/// thread. Callable from a signal handler on any OS thread.
+pub(crate) fn current_stack_info<'a>() -> Option<StackInfo<'a>> {
+    let c = carrier_ptr();
+    if c.is_null() {
+        return None;
+    }
+    // SAFETY: non-null CARRIER means this OS thread is inside block_on (carrier alive).
+    // `current` is only written with the count raised and is a single word; a fault handler
+    // reads it whatever the count, and the thread it names is live while it runs.
+    unsafe {
+        let l = (*c).local();
+        let cur = core::ptr::read_volatile(&(*l).current);
+        if cur.is_null() || cur == (*l).sched {
+            return None;
+        }
+        Some(StackInfo {
+            guard: (*cur).stack.guard_range(),
+            name: (*cur).display_name(),
+            id: (*cur).id,
+            stack_size: (*cur).usable_stack(),
+        })
+    }
+}

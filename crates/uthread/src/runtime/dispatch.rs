@@ -1,0 +1,442 @@
+//! Dispatch: the switch between contexts and the bookkeeping around it. Making a thread
+//! runnable (here or on another carrier), choosing the next context for a thread that stops
+//! running, polling the inbox and the sleepers, the first and last moments of every green
+//! thread (`thread_entry`, `exit_current`) and the clean-up of a finished one by the context
+//! that runs after it (`finish_zombie`), and spawning.
+//!
+//! Every function here runs on the carrier thread with the preempt count raised; those that
+//! switch (`switch_to` and its callers) take the carrier-local state as a raw pointer, because
+//! other contexts use it while this one is suspended.
+
+use super::carrier::{
+    carrier_ptr, current_carrier_ref, free_thread, Carrier, Local, Remote, Request, POLL_EVERY,
+};
+use super::stats::bump;
+use crate::arch::{self, FpEnv};
+use crate::preempt::count as preempt;
+use crate::preempt::timer;
+use crate::race::{self, RacePoint};
+use crate::sched;
+use crate::stack;
+use crate::sys;
+use crate::tcb::{life, Mode, NewThread, RunState, SpawnOptions, Spawned, Thread};
+use std::cmp::Reverse;
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::null_mut;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// # Safety
+/// Carrier thread, count raised, `t` a live thread of this carrier.
+pub(super) unsafe fn make_runnable(l: &mut Local, t: *mut Thread) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if (*t).state.get() == RunState::Blocked {
+            (*t).state.set(RunState::Runnable);
+            l.runq.push(t);
+        }
+    }
+}
+
+/// Drains the inbox and wakes due sleepers.
+///
+/// # Safety
+/// Carrier thread, count raised.
+pub(super) unsafe fn poll(c: &Carrier, l: &mut Local) {
+    l.poll_countdown = POLL_EVERY;
+    if c.inbox_flag.load(Ordering::Acquire) {
+        c.inbox_flag.store(false, Ordering::SeqCst);
+        let items = match c.inbox.lock() {
+            Ok(mut g) => std::mem::take(&mut *g),
+            Err(p) => std::mem::take(&mut *p.into_inner()),
+        };
+        for r in items {
+            match r {
+                // SAFETY: threads in the inbox are blocked threads of this carrier (live).
+                Remote::Wake(t) => unsafe { make_runnable(l, t) },
+                Remote::Call(f) => {
+                    let data = Box::into_raw(Box::new(f)) as *mut ();
+                    l.requests.push_back(Request {
+                        call: run_remote_call,
+                        data,
+                    });
+                }
+            }
+        }
+    }
+    if !l.sleepers.is_empty() {
+        let now = Instant::now();
+        while let Some(Reverse((when, _, t))) = l.sleepers.peek().copied() {
+            if when > now {
+                break;
+            }
+            l.sleepers.pop();
+            let t = t as *mut Thread;
+            // SAFETY: sleeping threads are live threads of this carrier.
+            unsafe {
+                if (*t).state.get() == RunState::Sleeping {
+                    (*t).state.set(RunState::Runnable);
+                    l.runq.push(t);
+                }
+            }
+        }
+    }
+}
+
+/// Runs a `Handle` call taken from the inbox, on the owner's stack; a panic is discarded.
+///
+/// # Safety
+/// `data` is a request's data made by `poll`, run once.
+unsafe fn run_remote_call(data: *mut ()) {
+    // SAFETY: `data` came from Box::into_raw(Box<Box<dyn FnOnce() + Send>>) in `poll`.
+    let f = unsafe { Box::from_raw(data as *mut Box<dyn FnOnce() + Send>) };
+    let _ = catch_unwind(AssertUnwindSafe(f));
+}
+
+/// Polls when the countdown runs out or the inbox has news.
+///
+/// # Safety
+/// Carrier thread, count raised.
+#[inline(always)]
+pub(super) unsafe fn poll_maybe(c: &Carrier, l: &mut Local) {
+    l.poll_countdown -= 1;
+    if l.poll_countdown == 0 || c.inbox_flag.load(Ordering::Relaxed) {
+        // SAFETY: forwarded contract.
+        unsafe { poll(c, l) }
+    }
+}
+
+/// Next context for a thread that is giving up the carrier without staying runnable.
+///
+/// # Safety
+/// Carrier thread, count raised.
+pub(super) unsafe fn next_for_block(c: &Carrier, l: &mut Local) -> *mut Thread {
+    // SAFETY: forwarded contract.
+    unsafe { poll_maybe(c, l) };
+    if !l.requests.is_empty() {
+        return l.sched;
+    }
+    // SAFETY: queued threads are live.
+    let t = unsafe { l.runq.pop() };
+    if t.is_null() {
+        l.sched
+    } else {
+        t
+    }
+}
+
+/// Switches from `cur` (the running context) to `next` and returns when `cur` is resumed.
+///
+/// # Safety
+/// Carrier thread, count raised, `cur == l.current`, `next` live, suspended and not `cur`.
+#[inline(always)]
+pub(super) unsafe fn switch_to(
+    c: &Carrier,
+    l: *mut Local,
+    cur: *mut Thread,
+    next: *mut Thread,
+    in_handler: bool,
+) {
+    // SAFETY: forwarded contract; `l` stays valid (the carrier outlives every switch).
+    unsafe {
+        let errno = (*l).errno;
+        let saved_errno = *errno;
+        let saved_count = preempt::count();
+        (*next).state.set(RunState::Running);
+        // Only the tick handler reads `start_tick`, and only for preemptive threads (`mode` is
+        // immutable), so cooperative threads skip the load and store.
+        if (*next).mode == Mode::Preemptive {
+            (*next).start_tick.set(c.ticks.load(Ordering::Relaxed));
+        }
+        (*l).current = next;
+        preempt::clear_pending();
+        bump(&c.stats.context_switches);
+        // Between two threads that keep the carrier's floating-point environment there is
+        // nothing to do: it is already theirs. `in_handler` is a constant at every call site.
+        if in_handler || ((*cur).own_fp_env | (*next).own_fp_env) {
+            hand_over_fp_env(l, cur, next, in_handler);
+        }
+        arch::switch((*cur).sp.get(), *(*next).sp.get());
+        // ---- resumed as `cur` ----
+        after_resume(l, in_handler);
+        preempt::set_count(saved_count);
+        *errno = saved_errno;
+    }
+}
+
+/// Gives `next` its floating-point environment before the switch to it: its own if it
+/// declared one (`own_fp_env`), else the carrier's (`Local::default_fp_env`). The environment
+/// that was live is first saved as `cur`'s own when `cur` declared one, except inside the tick
+/// handler:
+///
+/// * the kernel starts a signal handler in the initial FP state (MXCSR 0x1F80, x87 control word
+///   0x037F), not in the interrupted thread's; that one is in the signal frame on the thread's
+///   stack, and `sigreturn` restores it when the thread is resumed (always inside its handler,
+///   where it was switched out), so there is nothing to save: what is live is the kernel's,
+///   not the thread's;
+/// * for the same reason, in the handler the live environment is not the carrier's even when
+///   neither thread declared one, so it is always loaded there: `next` may be resumed at a
+///   cooperative switch point, where nothing else would restore it. (A `next` resumed inside
+///   its own handler gets its interrupted environment back from `sigreturn` regardless.)
+///
+/// Not inlined: only threads that declared an environment, and preemptions, pay for it.
+///
+/// # Safety
+/// Carrier thread, count raised; `cur` is the running context and `next` a live one.
+#[inline(never)]
+unsafe fn hand_over_fp_env(l: *mut Local, cur: *mut Thread, next: *mut Thread, in_handler: bool) {
+    // SAFETY: forwarded contract: both threads are live and only this OS thread touches their
+    // carrier-owned fields.
+    unsafe {
+        if (*cur).own_fp_env && !in_handler {
+            (*cur).fp_env.set(FpEnv::current());
+        }
+        let env = if (*next).own_fp_env {
+            (*next).fp_env.get()
+        } else {
+            (*l).default_fp_env
+        };
+        env.load();
+    }
+}
+
+/// Bookkeeping every context does right after being resumed.
+///
+/// # Safety
+/// Carrier thread, count raised.
+#[inline(always)]
+unsafe fn after_resume(l: *mut Local, in_handler: bool) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if (*l).resume_work {
+            resume_work(l, in_handler);
+        }
+    }
+}
+
+/// # Safety
+/// Carrier thread, count raised.
+#[inline(never)]
+unsafe fn resume_work(l: *mut Local, in_handler: bool) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        (*l).resume_work = false;
+        if !(*l).zombie.is_null() {
+            let z = (*l).zombie;
+            (*l).zombie = null_mut();
+            finish_zombie(&mut *l, z);
+        }
+        if in_handler {
+            // Our own sigreturn restores the pre-signal mask.
+            (*l).sig_blocked = false;
+        } else if (*l).sig_blocked {
+            (*l).sig_blocked = false;
+            timer::unblock_signal();
+        }
+    }
+}
+
+/// Publishes that `z` is done, wakes whoever waits for it, and lets go of it; frees it when
+/// its handle is already gone. Runs on the carrier right after the switch away from `z`, so
+/// nothing runs on `z`'s stack any more when anyone can see `REAPED`.
+///
+/// # Safety
+/// `z` exited on this carrier and no context runs on its stack.
+unsafe fn finish_zombie(l: &mut Local, z: *mut Thread) {
+    // SAFETY: `z` is live: the runtime's reference is only given up below.
+    unsafe {
+        unlink_all(l, z);
+        let joiner_woken = core::mem::replace(&mut l.zombie_joiner_woken, false);
+        let lw = &(*z).life;
+        let cur = lw.load(Ordering::Acquire);
+        if cur & life::HANDLE_GONE != 0 {
+            // Detached: no handle, so nobody else can ever look at `z`.
+            free_thread(z);
+            return;
+        }
+        if cur & life::JOINER != 0 && joiner_woken {
+            // The usual spawn + join: the joiner on this carrier owns the handle (no other
+            // writer exists) and is already runnable. One plain store publishes the outcome
+            // and hands `z` to the handle, which frees it after `join`.
+            lw.store(cur | life::DONE | life::REAPED, Ordering::Release);
+            return;
+        }
+        // Someone elsewhere may be looking: publish DONE, wake, and only then let go, so that
+        // `z` is still ours while we wake its waiters.
+        race::pause(RacePoint::FinishBeforePublish);
+        let old = if cur & (life::JOINER | life::OS_JOINER) != 0 {
+            lw.store(cur | life::DONE, Ordering::Release);
+            cur
+        } else {
+            lw.fetch_or(life::DONE, Ordering::AcqRel)
+        };
+        if old & life::JOINER != 0 {
+            // Read only now: `joiner` is written before the Release RMW that set JOINER, which
+            // `old` (or `cur`) has observed; before that it may be null or being written.
+            wake((*z).joiner.get());
+        }
+        if old & life::OS_JOINER != 0 {
+            sys::futex_wake(lw, i32::MAX);
+        }
+        if lw.fetch_or(life::REAPED, Ordering::AcqRel) & life::HANDLE_GONE != 0 {
+            free_thread(z);
+        }
+    }
+}
+
+unsafe fn unlink_all(l: &mut Local, t: *mut Thread) {
+    // SAFETY: `t` and its neighbours in the all-list are live.
+    unsafe {
+        let p = (*t).all_prev.get();
+        let n = (*t).all_next.get();
+        if p.is_null() {
+            l.all_head = n;
+        } else {
+            (*p).all_next.set(n);
+        }
+        if !n.is_null() {
+            (*n).all_prev.set(p);
+        }
+        (*t).all_prev.set(null_mut());
+        (*t).all_next.set(null_mut());
+    }
+}
+
+/// First Rust code of every green thread (called by the arch start stub).
+unsafe extern "C" fn thread_entry(arg: usize) -> ! {
+    let t = arg as *mut Thread;
+    let c = carrier_ptr();
+    // SAFETY: a thread only starts by a switch from its own carrier, inside block_on, so
+    // CARRIER is set; `t` was passed by init_stack and is live.
+    unsafe {
+        let l = (*c).local();
+        after_resume(l, false);
+        preempt::clear_pending();
+        preempt::set_count(0);
+        *(*l).errno = 0;
+        Thread::run(t);
+        exit_current(&*c, t)
+    }
+}
+
+/// Leaves the carrier for good. The next context publishes the outcome (`finish_zombie`); a
+/// joiner on this carrier is made runnable now so that it can be that next context.
+unsafe fn exit_current(c: &Carrier, t: *mut Thread) -> ! {
+    preempt::set_count(1);
+    // SAFETY: `t` is the running thread of carrier `c` (we are on its stack).
+    unsafe {
+        let l = c.local();
+        if (*t).life.load(Ordering::Acquire) & life::JOINER != 0 {
+            let j = (*t).joiner.get();
+            if (*j).carrier == c.addr() {
+                make_runnable(&mut *l, j);
+                (*l).zombie_joiner_woken = true;
+            }
+        }
+        (*l).alive -= 1;
+        if (*t).mode == Mode::Preemptive {
+            (*l).preemptive_alive -= 1;
+        }
+        (*t).state.set(RunState::Exited);
+        (*l).zombie = t;
+        (*l).resume_work = true;
+        bump(&c.stats.threads_finished);
+        let next = next_for_block(c, &mut *l);
+        // The next context finishes us in after_resume; we never come back.
+        switch_to(c, l, t, next, false);
+    }
+    // SAFETY: unreachable: nothing ever switches back to an exited thread.
+    unsafe { libc::abort() }
+}
+
+/// Makes a blocked (or suspended) thread runnable, wherever its carrier is.
+pub(crate) fn wake(t: *mut Thread) {
+    preempt::disable();
+    let here = carrier_ptr();
+    // SAFETY: `t` is live (blocked threads are owned by their carrier; callers hold it).
+    unsafe {
+        let tc = Carrier::at((*t).carrier);
+        if here == tc {
+            make_runnable(&mut *(*here).local(), t);
+        } else {
+            (*tc).push_remote(Remote::Wake(t));
+        }
+    }
+    preempt::enable();
+}
+
+/// The running thread stays on the carrier: a yield found nothing else runnable.
+///
+/// # Safety
+/// Carrier thread, count raised, `cur` the running green thread.
+#[inline(always)]
+pub(super) unsafe fn resume_without_switch(c: &Carrier, cur: *mut Thread) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        (*cur).state.set(RunState::Running);
+        (*cur).start_tick.set(c.ticks.load(Ordering::Relaxed));
+    }
+    preempt::clear_pending();
+}
+
+/// Spawns a thread on the calling OS thread's carrier and returns it with the handle's
+/// reference, which the caller must give up exactly once (`carrier::release_handle`). No
+/// `Send` bound: `block_on`'s main thread never leaves the calling OS thread; `Builder::spawn`
+/// adds the bounds.
+#[inline(always)]
+pub(crate) fn spawn_current<F, T>(opts: SpawnOptions, f: F) -> io::Result<*mut Thread>
+where
+    F: FnOnce() -> T,
+{
+    let carrier = current_carrier_ref().ok_or_else(|| {
+        io::Error::other(
+            "uthread: spawn called outside a runtime; call it inside Runtime::block_on",
+        )
+    })?;
+    let priority = opts.priority.validate()?;
+    let block = core::mem::size_of::<Spawned<T, F>>();
+    let align = core::mem::align_of::<Spawned<T, F>>().max(16);
+    let reserve = stack::block_reserve(block, align);
+    preempt::disable();
+    // SAFETY: on the carrier (it is the calling OS thread's), count raised.
+    let taken = unsafe { carrier.take_stack(opts.stack_size, reserve) };
+    let (stack, id) = match taken {
+        Ok(x) => x,
+        Err(e) => {
+            preempt::enable();
+            return Err(e);
+        }
+    };
+    let at = (stack.top() - block) & !(align - 1);
+    let initial = if opts.start_suspended {
+        life::SUSPENDED
+    } else {
+        life::READY
+    };
+    // SAFETY: [at, at + block) lies in the reserved top pages of a stack that is ours, mapped
+    // and used by nobody (fresh, or from the pool); `at` is aligned for `Spawned<T, F>`. The
+    // thread's own frames start below `at` (init_stack writes only below its `top`).
+    unsafe {
+        let t = Spawned::<T, F>::write(
+            at as *mut Spawned<T, F>,
+            NewThread {
+                carrier: carrier.addr(),
+                priority,
+                level_key: sched::level_key(priority),
+                mode: opts.mode,
+                own_fp_env: opts.own_fp_env,
+                id,
+                name: opts.name,
+                stack,
+                life: initial,
+            },
+            f,
+        );
+        *(*t).sp.get() = arch::init_stack(at & !15, thread_entry, t as usize);
+        // `t` is a fully initialised thread of this carrier, in no queue; count raised.
+        carrier.adopt(t, opts.start_suspended);
+        preempt::enable();
+        Ok(t)
+    }
+}

@@ -1,0 +1,25 @@
+//! The runtime: one OS thread (the caller of `block_on`) multiplexing green threads (M:1).
+//!
+//! Green threads switch directly to one another (one `switch` per yield). The OS thread's own
+//! stack runs the *scheduler context* (`owner`), entered only to idle, to serve
+//! `synchronize`/`queue` requests and to shut down.
+//!
+//! The files form layers; each uses only those listed before it (`tests/layering.rs` checks):
+//! `stats` (counters), `carrier` (the state and the `CARRIER` thread-local), `dispatch` (the
+//! switch and its bookkeeping), `tick` (the preemption signal handler), `ops` (yield, block,
+//! sleep, join, synchronize, queue), `owner` (the scheduler context's loop and shutdown),
+//! `handle` (`Handle`), `block_on` (`Runtime`, `RuntimeBuilder`).
+
+pub(crate) mod block_on;
+pub(crate) mod carrier;
+pub(crate) mod dispatch;
+pub(crate) mod handle;
+pub(crate) mod ops;
+pub(crate) mod owner;
+pub(crate) mod stats;
+pub(crate) mod tick;
+
+pub use block_on::{run, RunError, Runtime, RuntimeBuilder};
+pub use handle::{Closed, Handle};
+pub use ops::{current_id, current_name, queue, sleep, stats, synchronize, yield_now};
+pub use stats::Stats;

@@ -1,0 +1,359 @@
+//! The operations behind the public API that involve the running green thread: yield, block,
+//! sleep, join, `synchronize` and `queue`, and the queries `stats`, `current_name` and
+//! `current_id`.
+
+use super::carrier::{carrier_ptr, context, Carrier, Context, Request, POLL_EVERY};
+use super::dispatch::{next_for_block, poll, resume_without_switch, switch_to, wake};
+use super::stats::{bump, Stats};
+use crate::preempt::count as preempt;
+use crate::race::{self, RacePoint};
+use crate::sys;
+use crate::tcb::{life, Mode, RunState, Thread};
+use std::cmp::Reverse;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Blocks the running green thread until someone calls `wake` on it.
+///
+/// # Safety
+/// Called from a green thread (not the scheduler) with the count raised, after the thread was
+/// registered somewhere a waker will find it.
+///
+/// `#[inline]`: join's wait loop needs it inlined (left to the heuristics it was not, and a
+/// spawn + run + join took 18 instructions more, callgrind).
+#[inline]
+pub(crate) unsafe fn block_current() {
+    let c = carrier_ptr();
+    // SAFETY: green thread => CARRIER is set; count is raised (caller).
+    unsafe {
+        let c = &*c;
+        let l = c.local();
+        let cur = (*l).current;
+        (*cur).state.set(RunState::Blocked);
+        let next = next_for_block(c, &mut *l);
+        if next == cur {
+            (*cur).state.set(RunState::Running);
+            return;
+        }
+        switch_to(c, l, cur, next, false);
+    }
+}
+
+/// Yields from a green thread to the next runnable one (see the crate docs for the order);
+/// outside a runtime, yields the OS thread.
+///
+/// Inlined into the caller on purpose: the common case is a run-queue rotation and one
+/// context switch, and inlining it lets the caller's own prologue preserve the registers the
+/// switch clobbers, once, instead of a call frame doing it on every yield.
+#[inline(always)]
+pub fn yield_now() {
+    let c = carrier_ptr();
+    if c.is_null() {
+        yield_outside_runtime();
+        return;
+    }
+    preempt::disable();
+    // SAFETY: CARRIER is set, so this is the carrier thread; the count is raised.
+    unsafe {
+        let c = &*c;
+        let l = c.local();
+        let cur = (*l).current;
+        // Remote work (inbox) and requests are seen when the countdown runs out; `queue`
+        // cuts it short (see `POLL_EVERY`). A yield from the scheduler context (a callback,
+        // or a destructor the runtime runs for a finished thread) is a no-op on the slow path.
+        (*l).poll_countdown -= 1;
+        if cur == (*l).sched || (*l).poll_countdown == 0 || std::thread::panicking() {
+            yield_slow(c);
+        } else {
+            debug_assert!(cur != (*l).sched);
+            (*cur).state.set(RunState::Runnable);
+            let next = (*l).runq.rotate(cur);
+            if next == cur {
+                resume_without_switch(c, cur);
+            } else {
+                switch_to(c, l, cur, next, false);
+            }
+        }
+    }
+    preempt::enable_no_yield();
+}
+
+#[cold]
+#[inline(never)]
+fn yield_outside_runtime() {
+    std::thread::yield_now();
+}
+
+/// Every yield that is not a plain rotation: the scheduler context or an unwinding OS thread
+/// (no-ops: another green thread would see this OS thread's `panicking()`), a poll of the inbox
+/// and sleepers, pending `synchronize`/`queue` requests.
+///
+/// # Safety
+/// Carrier thread, count raised.
+#[cold]
+#[inline(never)]
+unsafe fn yield_slow(c: &Carrier) {
+    // SAFETY: carrier thread, count raised (caller).
+    unsafe {
+        let l = c.local();
+        let cur = (*l).current;
+        let poll_due = (*l).poll_countdown == 0 || c.inbox_flag.load(Ordering::Relaxed);
+        if cur == (*l).sched || std::thread::panicking() {
+            if (*l).poll_countdown == 0 {
+                // The scheduler polls in its own loop; an unwinding thread polls later.
+                (*l).poll_countdown = POLL_EVERY;
+            }
+            return;
+        }
+        if poll_due {
+            poll(c, &mut *l);
+        }
+        (*cur).state.set(RunState::Runnable);
+        let next = if (*l).requests.is_empty() {
+            (*l).runq.rotate(cur)
+        } else {
+            (*l).runq.push(cur);
+            (*l).sched
+        };
+        if next == cur {
+            resume_without_switch(c, cur);
+            return;
+        }
+        switch_to(c, l, cur, next, false);
+    }
+}
+
+/// A deferred preemption is being taken at a safe point.
+pub(crate) fn yield_for_preemption() {
+    let c = carrier_ptr();
+    if c.is_null() {
+        return;
+    }
+    // SAFETY: carrier thread.
+    unsafe {
+        let cur = (*(*c).local()).current;
+        if cur == (*(*c).local()).sched || (*cur).mode != Mode::Preemptive {
+            return;
+        }
+        bump(&(*c).stats.pending_preemptions_taken);
+    }
+    yield_now();
+}
+
+/// Puts the running green thread to sleep for `d` (at least). Outside a green thread, sleeps
+/// the OS thread.
+pub fn sleep(d: Duration) {
+    match context() {
+        Context::Green(cur) => {
+            let deadline = Instant::now() + d;
+            let c = carrier_ptr();
+            preempt::disable();
+            // SAFETY: green thread on its carrier, count raised.
+            unsafe {
+                let l = &mut *(*c).local();
+                l.sleep_seq += 1;
+                l.sleepers
+                    .push(Reverse((deadline, l.sleep_seq, cur as usize)));
+                (*cur).state.set(RunState::Sleeping);
+                let next = next_for_block(&*c, l);
+                if next != cur {
+                    switch_to(&*c, l, cur, next, false);
+                }
+            }
+            preempt::enable();
+        }
+        _ => std::thread::sleep(d),
+    }
+}
+
+/// Runs `f` on the runtime owner's context (the OS thread that called `block_on`, on its own
+/// stack, outside any green thread) and waits for its result; other green threads keep running
+/// meanwhile. A panic in `f` is re-raised in the caller. Outside a green thread `f` simply runs
+/// here. `f` must not block on uthread primitives (it does not run in a green thread).
+pub fn synchronize<F, R>(f: F) -> R
+where
+    F: FnOnce() -> R,
+{
+    let Context::Green(cur) = context() else {
+        return f();
+    };
+    struct Call<F, R> {
+        f: Option<F>,
+        result: Option<std::thread::Result<R>>,
+        waiter: *mut Thread,
+    }
+    unsafe fn run<F: FnOnce() -> R, R>(p: *mut ()) {
+        // SAFETY: `p` points to the `Call` on the blocked caller's stack, which stays put until
+        // the caller is woken below.
+        let call = unsafe { &mut *(p as *mut Call<F, R>) };
+        if let Some(f) = call.f.take() {
+            call.result = Some(catch_unwind(AssertUnwindSafe(f)));
+        }
+        wake(call.waiter);
+    }
+    let mut call = Call {
+        f: Some(f),
+        result: None,
+        waiter: cur,
+    };
+    let c = carrier_ptr();
+    preempt::disable();
+    // SAFETY: green thread on its carrier, count raised; `call` outlives the request because we
+    // block until `run` wakes us (the scheduler serves every request before shutting down).
+    unsafe {
+        let l = &mut *(*c).local();
+        l.requests.push_back(Request {
+            call: run::<F, R>,
+            data: &mut call as *mut Call<F, R> as *mut (),
+        });
+        bump(&(*c).stats.synchronize_calls);
+        block_current();
+    }
+    preempt::enable();
+    match call.result {
+        Some(Ok(r)) => r,
+        Some(Err(p)) => resume_unwind(p),
+        None => unreachable!("uthread: synchronize request was not served"),
+    }
+}
+
+/// Queues `f` to run later on the runtime owner's context (like Delphi's `TThread.Queue`) and
+/// returns at once. Requests run in FIFO order, before the runtime idles or shuts down. A panic
+/// in `f` is caught and discarded. Outside any runtime, `f` runs immediately.
+pub fn queue<F>(f: F)
+where
+    F: FnOnce() + 'static,
+{
+    let c = carrier_ptr();
+    if c.is_null() {
+        f();
+        return;
+    }
+    unsafe fn run<F: FnOnce()>(p: *mut ()) {
+        // SAFETY: `p` came from Box::into_raw(Box<F>) below.
+        let f = unsafe { Box::from_raw(p as *mut F) };
+        let _ = catch_unwind(AssertUnwindSafe(*f));
+    }
+    let data = Box::into_raw(Box::new(f)) as *mut ();
+    preempt::disable();
+    // SAFETY: carrier thread, count raised.
+    unsafe {
+        let l = &mut *(*c).local();
+        l.requests.push_back(Request {
+            call: run::<F>,
+            data,
+        });
+        // Serve it at the next yield rather than after up to POLL_EVERY of them.
+        l.poll_countdown = 1;
+        bump(&(*c).stats.queue_calls);
+    }
+    preempt::enable();
+}
+
+/// Waits until thread `t` is done (green: block; OS thread: futex). Starts it first if it is
+/// still suspended.
+pub(crate) fn wait_done(t: *mut Thread) {
+    // SAFETY: the caller (a JoinHandle, consumed by join) holds a reference to `t`.
+    let th = unsafe { &*t };
+    let lw = &th.life;
+    let cur = lw.load(Ordering::Acquire);
+    if cur & life::STATE == life::DONE {
+        return;
+    }
+    if cur & life::STATE == life::SUSPENDED && th.leave_suspended(false) {
+        wake(t);
+    }
+    match context() {
+        Context::Green(cur) => {
+            preempt::disable();
+            th.joiner.set(cur);
+            // SAFETY: `cur` is the running green thread of this carrier (live).
+            let same_carrier = unsafe { (*cur).carrier == th.carrier };
+            let done = if same_carrier {
+                // `t` cannot run while we do (one carrier) and `join` owns the handle: no
+                // other writer exists, so no locked instruction is needed.
+                let v = lw.load(Ordering::Relaxed);
+                if v & life::STATE != life::DONE {
+                    lw.store(v | life::JOINER, Ordering::Relaxed);
+                }
+                v & life::STATE == life::DONE
+            } else {
+                let v = lw.fetch_or(life::JOINER, Ordering::AcqRel);
+                race::pause(RacePoint::JoinAfterRegister);
+                v & life::STATE == life::DONE
+            };
+            // Registered while `t` was not done: exactly one wake-up is on its way (from
+            // exit_current, finish_zombie or abandon_all), so block at least once to take it,
+            // even if DONE is already visible. Returning without blocking would leave that
+            // wake-up to hit this thread later, while it waits for something else (a mutex
+            // or semaphore would then return without the hand-off). The wake cannot be
+            // consumed before we are Blocked: the carrier takes remote wake-ups only inside
+            // the runtime, and the count is raised until block_current marks us.
+            if !done {
+                // SAFETY: `cur` runs on its carrier (this OS thread, inside block_on), whose
+                // local state only this thread touches, with the count raised.
+                let local = unsafe { (*Carrier::at((*cur).carrier)).local() };
+                if !same_carrier {
+                    // SAFETY: as above.
+                    unsafe { (*local).remote_joins += 1 };
+                }
+                loop {
+                    // SAFETY: registered as joiner; whoever finishes `t` wakes us.
+                    unsafe { block_current() };
+                    if lw.load(Ordering::Acquire) & life::STATE == life::DONE {
+                        break;
+                    }
+                }
+                if !same_carrier {
+                    // SAFETY: as above.
+                    unsafe { (*local).remote_joins -= 1 };
+                }
+            }
+            preempt::enable();
+        }
+        Context::Scheduler => {
+            if lw.load(Ordering::Acquire) & life::STATE != life::DONE {
+                panic!(
+                    "uthread: join() inside a synchronize()/queue() callback would deadlock: \
+                     callbacks run on the scheduler, not in a green thread"
+                );
+            }
+        }
+        Context::Outside => {
+            let mut v = lw.fetch_or(life::OS_JOINER, Ordering::AcqRel) | life::OS_JOINER;
+            while v & life::STATE != life::DONE {
+                sys::futex_wait(lw, v, Some(Duration::from_millis(100)));
+                v = lw.load(Ordering::Acquire);
+            }
+        }
+    }
+}
+
+/// Counters of the runtime the caller runs in, or `None` outside a runtime.
+pub fn stats() -> Option<Stats> {
+    let c = carrier_ptr();
+    if c.is_null() {
+        return None;
+    }
+    // SAFETY: carrier alive while CARRIER is set.
+    Some(unsafe { (*c).stats_snapshot() })
+}
+
+/// Name of the running green thread (`None` if unnamed or not in a green thread).
+pub fn current_name() -> Option<String> {
+    match context() {
+        // SAFETY: the running thread is live.
+        Context::Green(t) => unsafe { (*t).name.clone() },
+        _ => None,
+    }
+}
+
+/// Id of the running green thread (`None` outside green threads).
+pub fn current_id() -> Option<u64> {
+    match context() {
+        // SAFETY: the running thread is live.
+        Context::Green(t) => Some(unsafe { (*t).id }),
+        _ => None,
+    }
+}

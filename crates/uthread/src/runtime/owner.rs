@@ -1,0 +1,150 @@
+//! The owner context: what the OS thread inside `block_on` runs on its own stack, outside every
+//! green thread. It is entered only when no green thread should run: to serve
+//! `synchronize`/`queue` requests, to idle (futex wait until the next sleeper is due or another
+//! OS thread hands over work), to tell the end of the run from a deadlock, and to shut down
+//! (cancel what is still suspended, abandon what is blocked forever).
+
+use super::carrier::{Carrier, Local};
+use super::dispatch::{make_runnable, poll, switch_to, wake};
+use crate::sched::RunQueue;
+use crate::sys;
+use crate::tcb::{life, Mode, RunState, Thread};
+use std::cmp::Reverse;
+use std::ptr::null_mut;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The scheduler loop, run on the owner's stack until every thread is done, or blocked for
+/// good while `main` is not (a deadlock: returns `true`).
+///
+/// # Safety
+/// On `c`'s carrier thread, in the scheduler context, count raised.
+pub(super) unsafe fn run(c: &Carrier, main: &Thread) -> bool {
+    let l = c.local();
+    // SAFETY: carrier thread, scheduler context, count raised throughout (user callbacks
+    // run inside it; preemption never applies to the scheduler context).
+    unsafe {
+        loop {
+            while let Some(req) = (*l).requests.pop_front() {
+                (req.call)(req.data);
+            }
+            poll(c, &mut *l);
+            if !(*l).requests.is_empty() {
+                continue;
+            }
+            let t = (*l).runq.pop();
+            if !t.is_null() {
+                if (*l).preemptive_alive > 0 {
+                    c.ensure_timer(&mut *l);
+                }
+                switch_to(c, l, (*l).sched, t, false);
+                continue;
+            }
+            // Nothing runnable.
+            if (*l).alive == 0 {
+                return false;
+            }
+            let main_done = main.is_done();
+            let sleeping = !(*l).sleepers.is_empty();
+            if main_done && !sleeping && cancel_suspended(&mut *l) {
+                continue;
+            }
+            // Wake-ups that are sure to come: a join of another runtime's thread, or a
+            // resume/cancel made on another OS thread whose wake-up has not arrived yet.
+            // Waiting for them is neither the end nor a deadlock. (The all-list walk runs
+            // only here, with nothing runnable and nothing sleeping.)
+            let expected = (*l).remote_joins > 0 || (!sleeping && wakes_in_flight(&*l));
+            if main_done && !sleeping && !expected {
+                return false;
+            }
+            Carrier::disarm_timer(&mut *l);
+            let timeout = (*l)
+                .sleepers
+                .peek()
+                .map(|Reverse((when, _, _))| when.saturating_duration_since(Instant::now()));
+            if timeout.is_none() && c.handles.load(Ordering::SeqCst) == 0 && !expected {
+                return true; // blocked forever: deadlock (main is not done here)
+            }
+            c.futex.store(0, Ordering::SeqCst);
+            if !c.inbox_flag.load(Ordering::SeqCst) && timeout != Some(Duration::ZERO) {
+                sys::futex_wait(&c.futex, 0, timeout);
+            }
+        }
+    }
+}
+
+/// `true` if some thread left SUSPENDED (resumed or cancelled from another OS thread) but
+/// its wake-up has not been taken from the inbox yet: it is about to become runnable.
+unsafe fn wakes_in_flight(l: &Local) -> bool {
+    let mut t = l.all_head;
+    // SAFETY: all-list members are live threads of this carrier.
+    unsafe {
+        while !t.is_null() {
+            let th = &*t;
+            if th.state.get() == RunState::Blocked
+                && th.life.load(Ordering::Acquire) & life::STATE == life::READY
+            {
+                return true;
+            }
+            t = th.all_next.get();
+        }
+    }
+    false
+}
+
+/// Cancels threads still suspended at shutdown (they run their cancellation path).
+/// Returns `true` if any was found.
+unsafe fn cancel_suspended(l: &mut Local) -> bool {
+    let mut found = false;
+    let mut t = l.all_head;
+    // SAFETY: all-list members are live threads of this carrier.
+    unsafe {
+        while !t.is_null() {
+            let th = &*t;
+            if th.leave_suspended(true) {
+                make_runnable(l, t);
+                found = true;
+            }
+            t = th.all_next.get();
+        }
+    }
+    found
+}
+
+/// Marks every remaining (blocked-forever) thread abandoned and leaks it.
+pub(super) unsafe fn abandon_all(l: &mut Local) {
+    let mut t = l.all_head;
+    // SAFETY: all-list members are live threads of this carrier; abandoned threads keep
+    // their stack (with their control block) forever: `REAPED` is never set for them, so
+    // their handles never free them, and pointers to them held by synchronisation
+    // primitives stay valid; `make_runnable` ignores them.
+    unsafe {
+        while !t.is_null() {
+            let th = &*t;
+            let next = th.all_next.get();
+            l.abandoned_any = true;
+            th.state.set(RunState::Abandoned);
+            let old = th.life.fetch_or(life::DONE, Ordering::AcqRel);
+            if old & life::JOINER != 0 {
+                // Read after the RMW that observed JOINER (see finish_zombie).
+                let joiner = th.joiner.get();
+                if (*joiner).carrier != th.carrier {
+                    wake(joiner);
+                }
+            }
+            if old & life::OS_JOINER != 0 {
+                sys::futex_wake(&th.life, i32::MAX);
+            }
+            if th.mode == Mode::Preemptive {
+                l.preemptive_alive -= 1;
+            }
+            l.alive -= 1;
+            t = next;
+        }
+        l.all_head = null_mut();
+        l.runq = RunQueue::new(0x5EED);
+        l.sleepers.clear();
+        // Abandoned joiners never get to count themselves out.
+        l.remote_joins = 0;
+    }
+}

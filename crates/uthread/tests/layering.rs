@@ -1,0 +1,453 @@
+//! The crate's modules form a stack of layers: each may use only the modules below it. This
+//! test reads every file under `src/`, collects the module paths it names (`crate::x::y`,
+//! `super::x`, `self::x`, and a child declared with `mod x;` then used as `x::`), resolves
+//! them to the module they point at, and fails on any that points up (or to a module missing
+//! from the list below, so that a new module must be given its place).
+//!
+//! A reference to a folder's `mod.rs` (for example `crate::preempt::disable`, a re-export)
+//! counts as a reference to the folder's wiring module, which sits above everything in the
+//! folder: lower layers must name the file that defines an item.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Lowest first. A module may use only modules strictly earlier in this list (and itself, and
+/// its own children when it is a folder's wiring module).
+const LAYERS: &[&str] = &[
+    // Leaves.
+    "arch",
+    "race",
+    "stack",
+    "sys",
+    // The thread control block and the plain types around it.
+    "tcb",
+    // The run queue and policy.
+    "sched",
+    // Leaves of preemption and counting.
+    "preempt::count",
+    "preempt::timer",
+    "preempt",
+    "runtime::stats",
+    // The runtime, bottom up.
+    "runtime::carrier",
+    "guard",
+    "runtime::dispatch",
+    "runtime::tick",
+    "runtime::ops",
+    "runtime::owner",
+    "runtime::handle",
+    "runtime::block_on",
+    "runtime",
+    // The public API on top.
+    "sync",
+    "thread",
+    // The crate root wires everything.
+    "",
+];
+
+/// Where `module` sits in `LAYERS`: the longest listed prefix of its path (a file's private
+/// children, like `tcb::tests`, share their parent's place).
+fn rank(module: &str) -> Option<usize> {
+    placed(module).map(|(i, _)| i)
+}
+
+/// The `LAYERS` entry `module` takes its place from, with its index.
+fn placed(module: &str) -> Option<(usize, &'static str)> {
+    let mut m = module.to_string();
+    loop {
+        if let Some(i) = LAYERS.iter().position(|l| *l == m) {
+            return Some((i, LAYERS[i]));
+        }
+        // Only the root file itself is the root: a top-level module must be listed.
+        match m.rfind("::") {
+            Some(i) => m.truncate(i),
+            None => return None,
+        }
+    }
+}
+
+/// The module a source file defines: `src/lib.rs` is the root, `src/a/mod.rs` is `a`,
+/// `src/a/b.rs` is `a::b`.
+fn module_of(rel: &Path) -> String {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let file = parts.pop().unwrap_or_default();
+    let stem = file.trim_end_matches(".rs");
+    if stem != "mod" && stem != "lib" {
+        parts.push(stem.to_string());
+    }
+    parts.join("::")
+}
+
+/// Source text without comments, string literals and char literals, so that a path named in
+/// prose or in a message is not taken for a use.
+fn strip(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = String::with_capacity(src.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"//") {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if b[i..].starts_with(b"/*") {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i..].starts_with(b"/*") {
+                    depth += 1;
+                    i += 2;
+                } else if b[i..].starts_with(b"*/") {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        } else if b[i] == b'r' && (b[i..].starts_with(b"r\"") || b[i..].starts_with(b"r#")) {
+            // Raw string: r"..." or r#"..."#.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while j < b.len() && b[j] == b'#' {
+                hashes += 1;
+                j += 1;
+            }
+            if j < b.len() && b[j] == b'"' {
+                let close: Vec<u8> = std::iter::once(b'"')
+                    .chain(std::iter::repeat(b'#').take(hashes))
+                    .collect();
+                j += 1;
+                while j < b.len() && !b[j..].starts_with(&close) {
+                    j += 1;
+                }
+                i = j + close.len();
+                out.push_str("\"\"");
+            } else {
+                out.push(b[i] as char);
+                i += 1;
+            }
+        } else if b[i] == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if b[i] == b'\''
+            && i + 2 < b.len()
+            && (b[i + 2] == b'\'' || (b[i + 1] == b'\\' && b[i + 3..].contains(&b'\'')))
+        {
+            // A char literal ('x' or '\n'); lifetimes ('a) fall through untouched.
+            i += 1;
+            while i < b.len() && b[i] != b'\'' {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("' '");
+        } else {
+            // Copy one UTF-8 character.
+            let ch = src[i..].chars().next().unwrap_or(' ');
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    PathSep,
+    Open,
+    Close,
+    Comma,
+    Other,
+}
+
+fn tokens(src: &str) -> Vec<Tok> {
+    let b = src.as_bytes();
+    let mut v = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_alphabetic() || c == b'_' {
+            let s = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            v.push(Tok::Ident(src[s..i].to_string()));
+            continue;
+        }
+        if b[i..].starts_with(b"::") {
+            v.push(Tok::PathSep);
+            i += 2;
+            continue;
+        }
+        match c {
+            b'{' => v.push(Tok::Open),
+            b'}' => v.push(Tok::Close),
+            b',' => v.push(Tok::Comma),
+            c if c.is_ascii_whitespace() => {}
+            _ => v.push(Tok::Other),
+        }
+        i += 1;
+    }
+    v
+}
+
+/// Reads a path (or a `use` tree) starting at `toks[*i]`, pushing every complete path it names
+/// onto `out` as segments (a group `a::{b, c::d}` gives `a::b` and `a::c::d`).
+fn read_tree(toks: &[Tok], i: &mut usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+    let mut path = prefix;
+    loop {
+        match toks.get(*i) {
+            Some(Tok::Ident(s)) => {
+                path.push(s.clone());
+                *i += 1;
+                if toks.get(*i) == Some(&Tok::PathSep) {
+                    *i += 1;
+                    continue;
+                }
+                out.push(path);
+                return;
+            }
+            Some(Tok::Open) => {
+                *i += 1;
+                loop {
+                    match toks.get(*i) {
+                        Some(Tok::Close) => {
+                            *i += 1;
+                            return;
+                        }
+                        Some(Tok::Comma) => *i += 1,
+                        None => return,
+                        Some(Tok::Ident(_)) | Some(Tok::Open) => {
+                            read_tree(toks, i, path.clone(), out);
+                            // Skip an `as name` rename.
+                            if toks.get(*i) == Some(&Tok::Ident("as".into())) {
+                                *i += 2;
+                            }
+                        }
+                        Some(_) => *i += 1,
+                    }
+                }
+            }
+            _ => {
+                // `a::*` or a path ending in something else.
+                out.push(path);
+                return;
+            }
+        }
+    }
+}
+
+/// Every module-qualified path in `src` (a file defining `module`), resolved to absolute
+/// segments from the crate root.
+fn references(module: &str, src: &str) -> Vec<Vec<String>> {
+    let toks = tokens(&strip(src));
+    let here: Vec<String> = if module.is_empty() {
+        Vec::new()
+    } else {
+        module.split("::").map(String::from).collect()
+    };
+    // Children declared in this file (`mod x;` or `mod x { .. }`) are reachable as `x::`.
+    let mut children = BTreeSet::new();
+    for w in toks.windows(2) {
+        if let (Tok::Ident(m), Tok::Ident(name)) = (&w[0], &w[1]) {
+            if m == "mod" {
+                children.insert(name.clone());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        let Tok::Ident(first) = &toks[i] else {
+            i += 1;
+            continue;
+        };
+        // Only the start of a path: not the tail of `a::first`.
+        let starts_path = i == 0 || toks[i - 1] != Tok::PathSep;
+        let qualified = toks.get(i + 1) == Some(&Tok::PathSep);
+        if !starts_path || !qualified {
+            i += 1;
+            continue;
+        }
+        let base: Option<Vec<String>> = match first.as_str() {
+            "crate" => Some(Vec::new()),
+            "self" => Some(here.clone()),
+            "super" => {
+                let mut b = here.clone();
+                let mut j = i;
+                // `super::super::..` climbs one level per `super`.
+                loop {
+                    b.pop();
+                    if toks.get(j + 2) == Some(&Tok::Ident("super".into())) {
+                        j += 2;
+                    } else {
+                        break;
+                    }
+                }
+                i = j;
+                Some(b)
+            }
+            name if children.contains(name) => {
+                let mut b = here.clone();
+                b.push(name.to_string());
+                // Re-read from the child's name itself.
+                let mut j = i + 2;
+                let mut paths = Vec::new();
+                read_tree(&toks, &mut j, b, &mut paths);
+                out.extend(paths);
+                i = j;
+                continue;
+            }
+            _ => None,
+        };
+        match base {
+            Some(b) => {
+                let mut j = i + 2;
+                read_tree(&toks, &mut j, b, &mut out);
+                i = j;
+            }
+            None => i += 1,
+        }
+    }
+    out
+}
+
+/// The module a path points into: the longest prefix of its segments that `LAYERS` names.
+fn target_module(path: &[String]) -> String {
+    for n in (0..=path.len()).rev() {
+        let m = path[..n].join("::");
+        if LAYERS.contains(&m.as_str()) {
+            return m;
+        }
+    }
+    String::new()
+}
+
+/// The upward (or unknown) edges among `files` (module path, source text), as messages.
+fn violations(files: &[(String, String)]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (module, src) in files {
+        let Some((from, owner)) = placed(module) else {
+            bad.push(format!(
+                "module `{module}` is not in LAYERS: give it its place in tests/layering.rs"
+            ));
+            continue;
+        };
+        for path in references(module, src) {
+            let target = target_module(&path);
+            // Itself, its own children, and (for a private child such as `tcb::tests`) the
+            // module it belongs to: always allowed.
+            if target == *module
+                || target == owner
+                || (!module.is_empty() && target.starts_with(&format!("{module}::")))
+            {
+                continue;
+            }
+            let to = rank(&target).unwrap_or(usize::MAX);
+            if to >= from {
+                bad.push(format!(
+                    "`{}` uses `{}` (module `{}`), which is not below it in LAYERS",
+                    if module.is_empty() { "lib" } else { module },
+                    path.join("::"),
+                    if target.is_empty() { "lib" } else { &target }
+                ));
+            }
+        }
+    }
+    bad.sort();
+    bad.dedup();
+    bad
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in fs::read_dir(dir).expect("readable src dir") {
+        let p = e.expect("dir entry").path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn modules_use_only_lower_layers() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut paths = Vec::new();
+    rust_files(&src, &mut paths);
+    paths.sort();
+    let files: Vec<(String, String)> = paths
+        .iter()
+        .map(|p| {
+            let rel = p.strip_prefix(&src).expect("under src");
+            (
+                module_of(rel),
+                fs::read_to_string(p).expect("readable source"),
+            )
+        })
+        .collect();
+    assert!(files.len() >= 15, "found only {} files", files.len());
+    let bad = violations(&files);
+    assert!(
+        bad.is_empty(),
+        "layering violations:\n  {}",
+        bad.join("\n  ")
+    );
+}
+
+/// The checker itself: it must see each kind of upward edge, and accept downward ones.
+#[test]
+fn the_checker_reports_upward_edges() {
+    let file = |m: &str, s: &str| (m.to_string(), s.to_string());
+    // Downward only: fine.
+    let ok = [
+        file("sched", "use crate::tcb::{Priority, Thread};"),
+        file(
+            "runtime::dispatch",
+            "use super::carrier::{Carrier, Local};\nuse crate::{arch, preempt::count as p};",
+        ),
+        file("runtime", "mod ops;\npub use ops::yield_now;"),
+        file(
+            "tcb",
+            "// crate::runtime::ops in a comment\nlet s = \"crate::sync::X\";",
+        ),
+    ];
+    assert_eq!(violations(&ok), Vec::<String>::new());
+    // Each of these points up.
+    let cases = [
+        file("tcb", "use crate::sched::level_key;"),
+        file("sched", "fn f() { crate::runtime::ops::yield_now() }"),
+        file("runtime::carrier", "use super::dispatch::wake;"),
+        file(
+            "runtime::carrier",
+            "use super::{stats::bump, ops::yield_now};",
+        ),
+        file(
+            "runtime::stats",
+            "use crate::{sys, runtime::block_on::Runtime};",
+        ),
+        file("preempt::count", "use crate::preempt::PreemptGuard;"),
+        file("runtime::tick", "use crate::runtime::yield_now;"),
+        file("sys", "use crate::sys2::x;"),
+        file("brand_new", ""),
+    ];
+    for case in cases {
+        let got = violations(std::slice::from_ref(&case));
+        assert_eq!(got.len(), 1, "{case:?} gave {got:?}");
+    }
+}
