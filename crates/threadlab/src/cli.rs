@@ -7,6 +7,28 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 
+/// Output that never panics: a closed stdout or stderr (`| head -1`, `| true`) is not an error
+/// of the run. What cannot be shown is dropped; the experiments, the results file and the exit
+/// status are as they would have been (see README, "Exit status").
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+macro_rules! say_line {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+macro_rules! say_err {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::experiments::{self, Experiment, Mode};
@@ -106,7 +128,7 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
                     }
                 }
                 _ => {
-                    eprintln!("{}", one_line_clap_error(&e));
+                    say_err!("{}", one_line_clap_error(&e));
                     2
                 }
             };
@@ -115,12 +137,12 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
     match dispatch(cli) {
         Ok(code) => code,
         Err(Error::Usage(msg)) => {
-            eprintln!("threadlab: {msg}");
+            say_err!("threadlab: {msg}");
             2
         }
         Err(Error::Cancelled(sig)) => 128 + sig,
         Err(e) => {
-            eprintln!("threadlab: {e}");
+            say_err!("threadlab: {e}");
             1
         }
     }
@@ -141,19 +163,19 @@ fn one_line_clap_error(e: &clap::Error) -> String {
 fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::List => {
-            print!("{}", list_text());
+            say!("{}", list_text());
             Ok(0)
         }
         Command::Env { json } => {
             let e = env::capture();
             if json {
-                println!(
+                say_line!(
                     "{}",
                     serde_json::to_string_pretty(&e)
                         .map_err(|e| Error::Fail(format!("cannot encode JSON: {e}")))?
                 );
             } else {
-                print!("{}", report::env::render_text(&e));
+                say!("{}", report::env::render_text(&e));
             }
             Ok(0)
         }
@@ -233,9 +255,11 @@ fn run(args: RunArgs) -> Result<i32> {
     if let Some(p) = &args.markdown {
         outputs.push((Format::Markdown, p.clone()));
     }
-    for (_, p) in &outputs {
-        report::check_writable(p)?;
-    }
+    let named: Vec<(&str, &std::path::Path)> = outputs
+        .iter()
+        .map(|(f, p)| (f.flag(), p.as_path()))
+        .collect();
+    let checked = report::output::check_all(&named)?;
 
     let cancel = Cancel::install()?;
     let progress = make_progress();
@@ -258,12 +282,12 @@ fn run(args: RunArgs) -> Result<i32> {
             && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty()),
         width: terminal_width(),
     };
-    print!("{}", table::render(&results, &style));
-    for (format, path) in &outputs {
-        report::write_atomic(path, &format.render(&results)?)?;
-        eprintln!("wrote {}", path.display());
+    say!("{}", table::render(&results, &style));
+    for ((format, _), out) in outputs.iter().zip(&checked) {
+        out.write(format.render(&results)?.as_bytes())?;
+        say_err!("wrote {}", out.given.display());
     }
-    eprintln!("done in {:.1} s", started.elapsed().as_secs_f64());
+    say_err!("done in {:.1} s", started.elapsed().as_secs_f64());
 
     if let Some(sig) = cancel.signal() {
         return Ok(128 + sig);
@@ -347,11 +371,11 @@ struct LineProgress;
 
 impl Progress for LineProgress {
     fn experiment(&self, index: usize, total: usize, name: &str) {
-        eprintln!("[{}/{total}] {name}", index + 1);
+        say_err!("[{}/{total}] {name}", index + 1);
     }
     fn step(&self, _what: &str) {}
     fn finished(&self, name: &str, status: Status, wall_s: f64) {
-        eprintln!("      {name}: {status:?} in {wall_s:.1} s");
+        say_err!("      {name}: {status:?} in {wall_s:.1} s");
     }
 }
 
@@ -370,6 +394,6 @@ fn probe(what: &str, mode: &str, cpu: usize) -> Result<i32> {
     };
     let p = experiments::find_probe(what)
         .ok_or_else(|| Error::Usage(format!("unknown probe '{what}'")))?;
-    println!("{}", (p.run)(mode, cpu)?);
+    say_line!("{}", (p.run)(mode, cpu)?);
     Ok(0)
 }

@@ -44,6 +44,7 @@ pub fn signal_name(sig: i32) -> &'static str {
     match sig {
         libc::SIGINT => "SIGINT",
         libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
         _ => "a signal",
     }
 }

@@ -223,18 +223,52 @@ pub fn descendants(pid: libc::pid_t) -> Vec<libc::pid_t> {
 
 /// A program run by the lab (the Go toolchain, the Go peer, a probe: `std::process::Child`)
 /// that is ended with all its descendants, and reaped, when this guard is dropped: an error, an
-/// interruption or a panic never leaves it running.
+/// interruption or a panic never leaves it running. While it lives it is registered with the
+/// interruption handler, which kills it if a second signal ends the lab at once.
 pub struct Supervised {
     pub child: std::process::Child,
     what: String,
+    registered: Option<crate::cancel::ChildGuard>,
 }
 
 impl Supervised {
     pub fn spawn(cmd: &mut std::process::Command, what: &str) -> std::io::Result<Supervised> {
+        let child = cmd.spawn()?;
+        // `registered` is Some while the child may still run: it doubles as "not yet reaped".
+        let registered = Some(crate::cancel::ChildGuard::register(child.id() as i32));
         Ok(Supervised {
-            child: cmd.spawn()?,
+            child,
             what: what.to_string(),
+            registered,
         })
+    }
+
+    /// Whether the child has ended, without reaping it; when it has, it is unregistered
+    /// first, so the handler can never kill a pid the kernel gave to another process.
+    fn ended(&mut self) -> bool {
+        if self.registered.is_none() {
+            return true;
+        }
+        let pid = self.child.id() as libc::id_t;
+        // SAFETY: siginfo_t is plain data that waitid fills; WNOWAIT leaves the child
+        // waitable, WNOHANG makes it return at once.
+        let (rc, si_pid) = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let rc = libc::waitid(
+                libc::P_PID,
+                pid,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            );
+            (rc, info.si_pid())
+        };
+        // ECHILD: already reaped (through `child`), so certainly ended.
+        let exited = (rc == 0 && si_pid != 0)
+            || (rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD));
+        if exited {
+            self.registered = None;
+        }
+        exited
     }
 
     /// Waits for the program to end, checking `cancel` every 10 ms and giving up after
@@ -246,8 +280,8 @@ impl Supervised {
     ) -> Result<std::process::ExitStatus> {
         let deadline = std::time::Instant::now() + limit;
         loop {
-            if let Some(status) = self.child.try_wait()? {
-                return Ok(status);
+            if self.ended() {
+                return Ok(self.child.wait()?);
             }
             if cancel.is_cancelled() {
                 self.kill();
@@ -279,13 +313,19 @@ impl Supervised {
                 libc::kill(p, libc::SIGKILL);
             }
         }
+        while !self.ended() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let _ = self.child.wait();
     }
 }
 
 impl Drop for Supervised {
     fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
+        if self.ended() {
+            // Reaps it if `wait` did not (a no-op when it did).
+            let _ = self.child.try_wait();
+        } else {
             self.kill();
         }
     }

@@ -4,11 +4,11 @@
 pub mod csv;
 pub mod env;
 pub mod markdown;
+pub mod output;
 pub mod table;
 pub mod warnings;
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::measure::units::Unit;
@@ -23,6 +23,15 @@ pub enum Format {
 }
 
 impl Format {
+    /// The option that names this output, for messages.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Format::Json => "--json",
+            Format::Csv => "--csv",
+            Format::Markdown => "--markdown",
+        }
+    }
+
     pub fn render(self, r: &RunResults) -> Result<String> {
         match self {
             Format::Json => serde_json::to_string_pretty(r)
@@ -37,52 +46,16 @@ impl Format {
     }
 }
 
-/// Fails early, before any measurement, if `path` cannot be written: its folder must exist and
-/// accept a new file.
+/// Fails early, before any measurement, if `path` cannot be written (see output.rs).
 pub fn check_writable(path: &Path) -> Result<()> {
-    if path.is_dir() {
-        return Err(Error::Usage(format!(
-            "{} is a folder; give a file name, e.g. {}/results.json",
-            path.display(),
-            path.display()
-        )));
-    }
-    let probe = temp_path(path);
-    match std::fs::File::create(&probe) {
-        Ok(_) => {
-            let _ = std::fs::remove_file(&probe);
-            Ok(())
-        }
-        Err(e) => Err(Error::Usage(format!(
-            "cannot write {}: {e}; choose a path in a folder that exists and that you can write",
-            path.display()
-        ))),
-    }
+    output::check_one("output", path).map(|_| ())
 }
 
-fn temp_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "results".into());
-    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
-}
-
-/// Writes `contents` to `path` atomically: a temporary file beside it, flushed to disk, then
-/// renamed over `path`. A reader never sees a half-written file.
+/// Writes `contents` to `path`: in place through a temporary file and a rename for a regular
+/// file, directly for a device, FIFO or stream (see output.rs). A reader never sees a
+/// half-written file and nothing but a regular file is ever replaced.
 pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
-    let tmp = temp_path(path);
-    let result = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(contents.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::Fail(format!("cannot write {}: {e}", path.display())));
-    }
-    Ok(())
+    output::write_checked("output", path, contents.as_bytes())
 }
 
 pub use crate::measure::units::fmt_value;
