@@ -91,6 +91,11 @@ impl Cancel {
         &self.signal
     }
 
+    /// The flag, shared, for code that outlives a borrow (green threads need 'static).
+    pub fn shared_flag(&self) -> Arc<AtomicI32> {
+        Arc::clone(&self.signal)
+    }
+
     /// Used by tests to simulate an interruption.
     pub fn trigger(&self, sig: i32) {
         self.signal.store(sig, Ordering::SeqCst);

@@ -58,7 +58,10 @@ pub struct Warning {
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Ok,
+    /// Cannot run here (a limit, a permission, a missing tool): the reason says which.
     Skipped,
+    /// Stopped by SIGINT, SIGTERM or SIGHUP; the metrics it finished are kept.
+    Interrupted,
     Failed,
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::cancel::Cancel;
 use crate::error::{signal_name, Error};
-use crate::experiments::{Ctx, Experiment, Mode};
+use crate::experiments::{Ctx, Experiment, Mode, Outcome};
 use crate::measure::drift::{
     clock_cost_ns, reference_loop_ns, reference_syscall_ns, reference_wide_ns,
 };
@@ -104,10 +104,12 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
         for (i, exp) in plan.experiments.iter().enumerate() {
             let name = exp.info().name;
             if let Some(sig) = cancel.signal() {
-                runs[i].push(not_run(
+                let mut r = not_run(
                     *exp,
                     format!("interrupted by {} before it started", signal_name(sig)),
-                ));
+                );
+                r.status = Status::Interrupted;
+                runs[i].push(r);
                 continue;
             }
             progress.experiment(round * n + i, repeat * n, name);
@@ -246,26 +248,31 @@ fn run_once(
         env: environment,
     };
     let t = Instant::now();
-    let outcome = catch_unwind(AssertUnwindSafe(|| exp.run(&ctx)));
+    let mut out = Outcome::default();
+    let outcome = catch_unwind(AssertUnwindSafe(|| exp.run(&ctx, &mut out)));
     let mut r = empty_result(exp);
     r.wall_s = t.elapsed().as_secs_f64();
+    // What the experiment recorded before it ended is kept, whatever ended it.
+    r.metrics = std::mem::take(&mut out.metrics);
+    r.series = std::mem::take(&mut out.series);
+    r.skipped_metrics = std::mem::take(&mut out.skipped);
+    r.tables = std::mem::take(&mut out.tables);
     match outcome {
-        Ok(Ok(o)) => {
-            r.metrics = o.metrics;
-            r.series = o.series;
-            r.skipped_metrics = o.skipped;
-            r.tables = o.tables;
-            r.conclusion = o.conclusion;
-        }
+        Ok(Ok(())) => r.conclusion = out.conclusion.take(),
         Ok(Err(Error::Skip(reason))) => {
             r.status = Status::Skipped;
             r.reason = Some(reason);
         }
         Ok(Err(Error::Cancelled(sig))) => {
-            r.status = Status::Skipped;
+            r.status = Status::Interrupted;
             r.reason = Some(format!(
-                "interrupted by {} before it finished",
-                signal_name(sig)
+                "interrupted by {} before it finished{}",
+                signal_name(sig),
+                if r.metrics.is_empty() {
+                    String::new()
+                } else {
+                    format!("; the {} metrics it finished are kept", r.metrics.len())
+                }
             ));
         }
         Ok(Err(e)) => {

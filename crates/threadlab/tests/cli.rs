@@ -328,7 +328,7 @@ fn interrupt_run(signal: i32, expected_status: i32, label: &str) {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).expect("complete file");
     assert!(r.interrupted_by.is_some());
     assert_eq!(r.experiments.len(), 3);
-    assert!(r.experiments.iter().any(|e| e.status == Status::Skipped
+    assert!(r.experiments.iter().any(|e| e.status == Status::Interrupted
         && e.reason.as_deref().unwrap_or("").contains("interrupted")));
     // No temporary file is left beside it.
     let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();

@@ -11,7 +11,7 @@
 //! * background: the job at a lower priority (uthread TimeSharing(9), kernel nice 10) beside a
 //!   foreground application that renders 60 frames/s, each frame 1 ms of CPU (6% load).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -64,12 +64,23 @@ pub enum YieldPolicy {
 
 /// Runs the job in `chunks` chunks, calling `yield_fn` as the policy says. Returns
 /// (checksum, yields made).
-pub fn run_job(chunks: u64, policy: YieldPolicy, yield_fn: &dyn Fn()) -> (u64, u64) {
+/// The job stops early (with a wrong checksum, which the caller never compares once the run
+/// is interrupted) when `interrupted` is set: a --full job lasts seconds, an interruption must
+/// act within one. One relaxed load per chunk of 4096 steps.
+pub fn run_job(
+    chunks: u64,
+    policy: YieldPolicy,
+    yield_fn: &dyn Fn(),
+    interrupted: &AtomicI32,
+) -> (u64, u64) {
     let mut s = SEED;
     let mut yields = 0u64;
     let mut next = Instant::now();
     for c in 0..chunks {
         s = job_steps(s, CHUNK);
+        if interrupted.load(Ordering::Relaxed) != 0 {
+            break;
+        }
         match policy {
             YieldPolicy::Never => {}
             YieldPolicy::EveryChunk => {
@@ -193,7 +204,12 @@ const U_MODES: &[UMode] = &[
 ];
 
 /// One uthread run on a carrier pinned to `cpu`. `mode = None` is the never-yielding baseline.
-fn run_uthread(cpu: usize, chunks: u64, mode: Option<UMode>) -> Result<JobRun> {
+fn run_uthread(
+    cpu: usize,
+    chunks: u64,
+    mode: Option<UMode>,
+    interrupted: &Arc<AtomicI32>,
+) -> Result<JobRun> {
     std::thread::scope(|s| {
         spawn_scoped(s, "the carrier thread", move || -> Result<JobRun> {
             pin_current_thread(cpu)?;
@@ -205,13 +221,15 @@ fn run_uthread(cpu: usize, chunks: u64, mode: Option<UMode>) -> Result<JobRun> {
                     Some(m) => (m.worker, m.policy, if m.background { 9 } else { 10 }),
                 };
                 let d = Arc::clone(&done);
+                let interrupted = Arc::clone(interrupted);
                 let worker = uthread::Builder::new()
                     .name("job")
                     .mode(wmode)
                     .priority(uthread::Priority::TimeSharing(prio))
                     .spawn(move || {
                         let t = Instant::now();
-                        let (sum, yields) = run_job(chunks, policy, &uthread::yield_now);
+                        let (sum, yields) =
+                            run_job(chunks, policy, &uthread::yield_now, &interrupted);
                         let secs = t.elapsed().as_secs_f64();
                         d.store(true, Ordering::Release);
                         (secs, sum, yields)
@@ -317,7 +335,7 @@ const K_MODES: &[(KMode, &str, Option<&str>, &str)] = &[
 ];
 
 /// One kernel-thread run, every thread pinned to `cpu`.
-fn run_kernel(cpu: usize, chunks: u64, mode: KMode) -> Result<JobRun> {
+fn run_kernel(cpu: usize, chunks: u64, mode: KMode, interrupted: &AtomicI32) -> Result<JobRun> {
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
         let done = &done;
@@ -374,7 +392,7 @@ fn run_kernel(cpu: usize, chunks: u64, mode: KMode) -> Result<JobRun> {
                     YieldPolicy::Never
                 };
                 let t = Instant::now();
-                let (sum, yields) = run_job(chunks, policy, &sys::sched_yield);
+                let (sum, yields) = run_job(chunks, policy, &sys::sched_yield, interrupted);
                 (t.elapsed().as_secs_f64(), sum, yields)
             });
             done.store(true, Ordering::Release);
@@ -425,7 +443,7 @@ impl Experiment for Coop {
         &INFO
     }
 
-    fn run(&self, ctx: &Ctx) -> Result<Outcome> {
+    fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let cpu = home_cpu();
         let target = ctx.mode.pick(
             Duration::from_millis(15),
@@ -436,7 +454,10 @@ impl Experiment for Coop {
         ctx.step("coop calibration")?;
         let chunks = calibrate(target);
         let expect = reference_checksum(chunks);
+        let flag = ctx.cancel.shared_flag();
         let check = |what: &str, r: &JobRun| -> Result<()> {
+            // An interrupted job stopped early: say so, not that its checksum is wrong.
+            ctx.cancel.check()?;
             if r.1 != expect {
                 return Err(Error::Fail(format!(
                     "{what}: checksum {:#x} differs from the reference {expect:#x}",
@@ -456,17 +477,17 @@ impl Experiment for Coop {
             ctx.step(&format!("coop.uthread rep {}", rep + 1))?;
             // The baseline is run before and after the modes and averaged, so that a drift in
             // the machine's load during the rep does not bias every score one way.
-            let before = run_uthread(cpu, chunks, None)?;
+            let before = run_uthread(cpu, chunks, None, &flag)?;
             check("uthread baseline", &before)?;
             let mut times = Vec::new();
             for (i, m) in U_MODES.iter().enumerate() {
                 ctx.cancel.check()?;
-                let r = run_uthread(cpu, chunks, Some(*m))?;
+                let r = run_uthread(cpu, chunks, Some(*m), &flag)?;
                 check(m.id, &r)?;
                 times.push(r.0);
                 u_yields[i] = r.2;
             }
-            let after = run_uthread(cpu, chunks, None)?;
+            let after = run_uthread(cpu, chunks, None, &flag)?;
             check("uthread baseline", &after)?;
             let base = (before.0 + after.0) / 2.0;
             baselines.0.push(base);
@@ -475,17 +496,17 @@ impl Experiment for Coop {
             }
 
             ctx.step(&format!("coop.kernel rep {}", rep + 1))?;
-            let before = run_kernel(cpu, chunks, KMode::Baseline)?;
+            let before = run_kernel(cpu, chunks, KMode::Baseline, &flag)?;
             check("kernel baseline", &before)?;
             let mut times = Vec::new();
             for (i, m) in K_MODES.iter().enumerate() {
                 ctx.cancel.check()?;
-                let r = run_kernel(cpu, chunks, m.0)?;
+                let r = run_kernel(cpu, chunks, m.0, &flag)?;
                 check(m.1, &r)?;
                 times.push(r.0);
                 k_yields[i] = r.2;
             }
-            let after = run_kernel(cpu, chunks, KMode::Baseline)?;
+            let after = run_kernel(cpu, chunks, KMode::Baseline, &flag)?;
             check("kernel baseline", &after)?;
             let base = (before.0 + after.0) / 2.0;
             baselines.1.push(base);
@@ -493,8 +514,6 @@ impl Experiment for Coop {
                 k_scores[i].push(t / base);
             }
         }
-
-        let mut out = Outcome::default();
         let base_u = Summary::from_samples(&baselines.0, 1).map_or(f64::NAN, |s| s.median);
         let base_k = Summary::from_samples(&baselines.1, 1).map_or(f64::NAN, |s| s.median);
         let mut table = Table::new(
@@ -619,7 +638,7 @@ impl Experiment for Coop {
              study found the Mac's main thread slightly favoured. Choose preemptive threads for \
              CPU-bound jobs; if you must yield cooperatively, yield on time, not on a count."
         ));
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -641,19 +660,29 @@ mod tests {
         let chunks = 40;
         let expect = reference_checksum(chunks);
         let noop = || {};
-        assert_eq!(run_job(chunks, YieldPolicy::Never, &noop).0, expect);
-        let (sum, yields) = run_job(chunks, YieldPolicy::EveryChunk, &noop);
+        let go = AtomicI32::new(0);
+        assert_eq!(run_job(chunks, YieldPolicy::Never, &noop, &go).0, expect);
+        let (sum, yields) = run_job(chunks, YieldPolicy::EveryChunk, &noop, &go);
         assert_eq!((sum, yields), (expect, chunks));
         assert_eq!(
-            run_job(chunks, YieldPolicy::Every(Duration::ZERO), &noop).0,
+            run_job(chunks, YieldPolicy::Every(Duration::ZERO), &noop, &go).0,
             expect
         );
+        // An interruption stops the job after its first chunk.
+        let stop = AtomicI32::new(libc::SIGINT);
+        assert_ne!(run_job(chunks, YieldPolicy::Never, &noop, &stop).0, expect);
     }
 
     #[test]
     fn time_based_yield_respects_its_period() {
         let noop = || {};
-        let (_, yields) = run_job(64, YieldPolicy::Every(Duration::from_secs(3600)), &noop);
+        let go = AtomicI32::new(0);
+        let (_, yields) = run_job(
+            64,
+            YieldPolicy::Every(Duration::from_secs(3600)),
+            &noop,
+            &go,
+        );
         assert_eq!(yields, 0);
     }
 
@@ -662,17 +691,23 @@ mod tests {
         let chunks = 50;
         let expect = reference_checksum(chunks);
         let cpu = home_cpu();
-        assert_eq!(run_uthread(cpu, chunks, None).unwrap().1, expect);
+        let flag = Arc::new(AtomicI32::new(0));
+        assert_eq!(run_uthread(cpu, chunks, None, &flag).unwrap().1, expect);
         for m in U_MODES {
             assert_eq!(
-                run_uthread(cpu, chunks, Some(*m)).unwrap().1,
+                run_uthread(cpu, chunks, Some(*m), &flag).unwrap().1,
                 expect,
                 "{}",
                 m.id
             );
         }
         for m in K_MODES {
-            assert_eq!(run_kernel(cpu, chunks, m.0).unwrap().1, expect, "{}", m.1);
+            assert_eq!(
+                run_kernel(cpu, chunks, m.0, &flag).unwrap().1,
+                expect,
+                "{}",
+                m.1
+            );
         }
     }
 }

@@ -158,14 +158,13 @@ impl Experiment for Create {
         &INFO
     }
 
-    fn run(&self, ctx: &Ctx) -> Result<Outcome> {
+    fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let cpu = home_cpu();
         // Everything runs on one CPU, as on the study's uniprocessor: the creator is pinned and
         // new threads, children and the Go peer inherit the mask, so a create+join includes the
         // switch to the new thread and back.
         let _pin = PinGuard::pin(cpu)?;
         let placement = Placement::SameCpu(cpu);
-        let mut out = Outcome::default();
         let state = format!(
             "process state: {} thread(s), {:.0} MiB resident",
             sys::thread_count(),
@@ -322,7 +321,7 @@ impl Experiment for Create {
                 "create.green",
                 "how many times cheaper a green thread is than a goroutine",
             );
-        group.measure(ctx, &mut out)?;
+        group.measure(ctx, out)?;
         drop(go);
 
         ctx.step("creation time vs number created")?;
@@ -401,6 +400,6 @@ impl Experiment for Create {
              pool.{green}",
             thread * 10.0
         ));
-        Ok(out)
+        Ok(())
     }
 }

@@ -426,13 +426,12 @@ impl Experiment for Fairness {
         &INFO
     }
 
-    fn run(&self, ctx: &Ctx) -> Result<Outcome> {
+    fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let cpus = allowed_cpus();
         let (reps, duration) = plan(ctx.mode);
         let ns_unit = ns_per_work_unit();
         let critical_units = (CRITICAL_SECTION_NS / ns_unit).round().max(1.0) as u32;
         let pause_units = (PAUSE_NS / ns_unit).round().max(1.0) as u32;
-        let mut out = Outcome::default();
         let mut medians = Vec::new();
 
         for &threads in &thread_counts(cpus.len()) {
@@ -575,7 +574,7 @@ impl Experiment for Fairness {
             });
         }
         out.conclusion = Some(conclusion(&medians, cpus.len()));
-        Ok(out)
+        Ok(())
     }
 }
 

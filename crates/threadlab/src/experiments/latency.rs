@@ -250,7 +250,7 @@ impl Experiment for Latency {
         &INFO
     }
 
-    fn run(&self, ctx: &Ctx) -> Result<Outcome> {
+    fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let cpu = home_cpu();
         let placement = Placement::SameCpu(cpu).to_string();
         let samples: u64 = ctx.mode.pick(200_000, 12_000_000, 256_000_000);
@@ -263,7 +263,6 @@ impl Experiment for Latency {
         let thr_ns = thr_us * 1000;
         let rt = fifo_permitted();
         let rt_ok = rt.is_ok();
-        let mut out = Outcome::default();
         let mut table = Table::new(
             "latency.gaps",
             &format!("Clock-loop probe: gaps over {thr_us} us, today beside BeOS"),
@@ -504,7 +503,7 @@ impl Experiment for Latency {
              Compare the wake-up rows with cyclictest -m -n -i 1000 on this machine.",
             alone.0, alone.1,
         ));
-        Ok(out)
+        Ok(())
     }
 }
 

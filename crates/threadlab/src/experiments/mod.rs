@@ -492,8 +492,9 @@ impl Measured {
 
 pub trait Experiment: Sync {
     fn info(&self) -> &'static Info;
-    /// Runs it. Err(Skip) when it cannot run here, Err(Cancelled) when interrupted.
-    fn run(&self, ctx: &Ctx) -> Result<Outcome>;
+    /// Runs it, recording into `out` as it goes. Err(Skip) when it cannot run here,
+    /// Err(Cancelled) when interrupted: what `out` holds by then is kept and reported.
+    fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()>;
 }
 
 /// Every experiment, in the order the suite runs them.

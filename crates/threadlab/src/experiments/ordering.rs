@@ -564,7 +564,7 @@ impl Experiment for MemoryOrdering {
         &INFO
     }
 
-    fn run(&self, ctx: &Ctx) -> Result<Outcome> {
+    fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let cpus = allowed_cpus();
         let Some((a, b)) = cpu_pair() else {
             return Err(Error::Skip(
@@ -574,7 +574,6 @@ impl Experiment for MemoryOrdering {
         let plan = plan(ctx.mode);
         let iterations = plan.iterations;
         let (model, hw_allowed) = hardware_model();
-        let mut out = Outcome::default();
         let mut lines = Vec::new();
         let mut violations = Vec::new();
 
@@ -702,7 +701,7 @@ impl Experiment for MemoryOrdering {
         }
         out.tables.push(table);
         out.conclusion = Some(conclusion(model, &lines, &violations));
-        Ok(out)
+        Ok(())
     }
 }
 

@@ -450,11 +450,10 @@ impl Experiment for Preempt {
         &INFO
     }
 
-    fn run(&self, ctx: &Ctx) -> Result<Outcome> {
+    fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let cpu = home_cpu();
         let placement = Placement::SameCpu(cpu);
         let sampler = ctx.sampler();
-        let mut out = Outcome::default();
         let window_ns = ctx.mode.pick(2_000_000u64, 20_000_000, 50_000_000);
 
         {
@@ -533,7 +532,7 @@ impl Experiment for Preempt {
                      signal handler",
                 );
             }
-            group.measure(ctx, &mut out)?;
+            group.measure(ctx, out)?;
         }
 
         {
@@ -562,7 +561,7 @@ impl Experiment for Preempt {
             // Where a check costs issue slots: a throughput-bound loop.
             check_cost(
                 ctx,
-                &mut out,
+                out,
                 "preempt.poll_flag",
                 placement,
                 wide_loop::<false>,
@@ -580,7 +579,7 @@ impl Experiment for Preempt {
             // Where it hides: a loop bound by one dependency chain.
             check_cost(
                 ctx,
-                &mut out,
+                out,
                 "preempt.poll_flag.chain",
                 placement,
                 chain_loop::<false>,
@@ -678,8 +677,8 @@ impl Experiment for Preempt {
         }
 
         out.skip("preempt.uintr", uintr_unavailable_reason());
-        out.conclusion = conclusion(&out);
-        Ok(out)
+        out.conclusion = conclusion(out);
+        Ok(())
     }
 }
 

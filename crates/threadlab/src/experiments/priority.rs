@@ -272,7 +272,7 @@ impl Experiment for PriorityExperiment {
         &INFO
     }
 
-    fn run(&self, ctx: &Ctx) -> Result<Outcome> {
+    fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let cpu = home_cpu();
         let placement = Placement::SameCpu(cpu).to_string();
         let window = ctx.mode.pick(
@@ -281,7 +281,6 @@ impl Experiment for PriorityExperiment {
             Duration::from_secs(1),
         );
         let reps = ctx.mode.pick(1, 3, 7);
-        let mut out = Outcome::default();
         let mut table = Table::new(
             "priority.nice_shares",
             "CPU share of the first thread of each nice mix on one CPU",
@@ -474,7 +473,7 @@ impl Experiment for PriorityExperiment {
              way, use nice 19 (~1.4%) or SCHED_IDLE, not a small nice step.",
             pct[0]
         ));
-        Ok(out)
+        Ok(())
     }
 }
 

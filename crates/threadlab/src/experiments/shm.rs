@@ -211,7 +211,7 @@ impl Experiment for Shm {
         &INFO
     }
 
-    fn run(&self, ctx: &Ctx) -> Result<Outcome> {
+    fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let (cpus, placement) = match cpu_pair() {
             Some((a, b)) => ((a, b), Placement::CrossCpu(a, b)),
             None => ((home_cpu(), home_cpu()), Placement::SameCpu(home_cpu())),
@@ -222,7 +222,6 @@ impl Experiment for Shm {
         } else {
             "writer and reader share one CPU: small sizes are still in its own caches"
         };
-        let mut out = Outcome::default();
         let threads = thread_sweep(ctx, cpus)?;
         let processes = process_sweep(ctx, cpus)?;
 
@@ -290,6 +289,6 @@ impl Experiment for Shm {
                  pays page faults on first touch of a shared mapping."
             ));
         }
-        Ok(out)
+        Ok(())
     }
 }

@@ -322,8 +322,7 @@ impl Experiment for Switch {
         &INFO
     }
 
-    fn run(&self, ctx: &Ctx) -> Result<Outcome> {
-        let mut out = Outcome::default();
+    fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let home = home_cpu();
         let pair = cpu_pair();
         let mut placements = vec![(String::new(), (home, home))];
@@ -442,7 +441,7 @@ impl Experiment for Switch {
                         "how many times cheaper a green switch is than a goroutine switch",
                     );
             }
-            let measured = group.measure(ctx, &mut out)?;
+            let measured = group.measure(ctx, out)?;
             drop(go);
 
             for (row, count) in ROWS.iter().zip(&counts) {
@@ -508,6 +507,6 @@ impl Experiment for Switch {
                 }
             ));
         }
-        Ok(out)
+        Ok(())
     }
 }

@@ -371,7 +371,7 @@ impl Experiment for ThrottleExperiment {
         &INFO
     }
 
-    fn run(&self, ctx: &Ctx) -> Result<Outcome> {
+    fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let per_worker: u64 = ctx.mode.pick(20_000, 4_000_000, 30_000_000);
         // Mann-Whitney needs at least 4 runs a side to reach p < 0.05 at all.
         let reps = ctx.mode.pick(4, 5, 5);
@@ -391,7 +391,6 @@ impl Experiment for ThrottleExperiment {
         };
         let cpus = allowed_cpus();
         let carriers = cpus.len().max(1);
-        let mut out = Outcome::default();
 
         let kernel = sweep(
             ctx,
@@ -629,7 +628,7 @@ impl Experiment for ThrottleExperiment {
             cg: &cg,
             penalty,
         }));
-        Ok(out)
+        Ok(())
     }
 }
 

@@ -58,6 +58,7 @@ fn experiment(e: &ExperimentResult, style: &Style, width: usize) -> String {
     let status = match e.status {
         Status::Ok => String::new(),
         Status::Skipped => " — SKIPPED".into(),
+        Status::Interrupted => " — INTERRUPTED".into(),
         Status::Failed => " — FAILED".into(),
     };
     out.push_str(&format!("{} ({:.1} s){status}\n", e.name, e.wall_s));

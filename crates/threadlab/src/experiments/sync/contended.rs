@@ -5,9 +5,10 @@
 //! divided by the pairs both threads completed, so it includes whatever contention costs with
 //! that lock: cache-line transfers, futex sleeps and wake-ups, spinning, hand-off waits.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::time::Instant;
 
+use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
@@ -44,19 +45,35 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
+/// `n` lock+increment+unlock pairs. A batch under a convoy can last seconds, so the
+/// interruption flag is read every 1024 pairs (a relaxed load: noise next to a lock pair) and
+/// the batch ends early when it is set; the sampler then reports the interruption.
 #[inline]
-fn pairs<L: BenchLock>(lock: &L, counter: &AtomicU64, n: u64) {
-    for _ in 0..n {
-        lock.with(|| {
-            // A load and a store, not an atomic add: a lost update would show a broken lock.
-            let c = counter.load(Ordering::Relaxed);
-            counter.store(c + 1, Ordering::Relaxed);
-        });
+fn pairs<L: BenchLock>(lock: &L, counter: &AtomicU64, n: u64, interrupted: &AtomicI32) {
+    let mut left = n;
+    while left > 0 {
+        let chunk = left.min(1024);
+        for _ in 0..chunk {
+            lock.with(|| {
+                // A load and a store, not an atomic add: a lost update would show a broken lock.
+                let c = counter.load(Ordering::Relaxed);
+                counter.store(c + 1, Ordering::Relaxed);
+            });
+        }
+        left -= chunk;
+        if interrupted.load(Ordering::Relaxed) != 0 {
+            return;
+        }
     }
 }
 
 /// Wall time per lock+unlock pair with two threads on `cpus` (the caller's thread on the first).
-fn contended_pair_ns<L: BenchLock>(sampler: &Sampler, cpus: (usize, usize)) -> Result<Summary> {
+fn contended_pair_ns<L: BenchLock>(
+    sampler: &Sampler,
+    cancel: &Cancel,
+    cpus: (usize, usize),
+) -> Result<Summary> {
+    let interrupted = cancel.flag();
     let lock = L::default();
     let sh = Shared::default();
     let mut total_per_thread = 0u64;
@@ -85,6 +102,7 @@ fn contended_pair_ns<L: BenchLock>(sampler: &Sampler, cpus: (usize, usize)) -> R
                     lock_ref,
                     &sh_ref.counter,
                     sh_ref.iters.load(Ordering::Relaxed),
+                    interrupted,
                 );
                 sh_ref.done.store(seen, Ordering::Release);
             }
@@ -97,11 +115,16 @@ fn contended_pair_ns<L: BenchLock>(sampler: &Sampler, cpus: (usize, usize)) -> R
             sh.iters.store(n, Ordering::Relaxed);
             let t = Instant::now();
             sh.go.store(batch_no, Ordering::Release);
-            pairs(&lock, &sh.counter, n);
+            pairs(&lock, &sh.counter, n, interrupted);
             wait_until(
-                || sh.done.load(Ordering::Acquire) == batch_no || sh.failed.load(Ordering::Acquire),
+                || {
+                    sh.done.load(Ordering::Acquire) == batch_no
+                        || sh.failed.load(Ordering::Acquire)
+                        || cancel.is_cancelled()
+                },
                 30_000_000_000,
             )?;
+            cancel.check()?;
             if sh.failed.load(Ordering::Acquire) {
                 return Err(Error::Fail("the partner thread could not be pinned".into()));
             }
@@ -142,12 +165,17 @@ pub const CONTENDED_LOCKS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-fn measure(lock: &str, sampler: &Sampler, cpus: (usize, usize)) -> Result<Summary> {
+fn measure(
+    lock: &str,
+    sampler: &Sampler,
+    cancel: &Cancel,
+    cpus: (usize, usize),
+) -> Result<Summary> {
     match lock {
-        "pthread" => contended_pair_ns::<PthreadMutex>(sampler, cpus),
-        "std" => contended_pair_ns::<StdMutex>(sampler, cpus),
-        "parking_lot" => contended_pair_ns::<ParkingLotMutex>(sampler, cpus),
-        "ticket" => contended_pair_ns::<TicketLock<()>>(sampler, cpus),
+        "pthread" => contended_pair_ns::<PthreadMutex>(sampler, cancel, cpus),
+        "std" => contended_pair_ns::<StdMutex>(sampler, cancel, cpus),
+        "parking_lot" => contended_pair_ns::<ParkingLotMutex>(sampler, cancel, cpus),
+        "ticket" => contended_pair_ns::<TicketLock<()>>(sampler, cancel, cpus),
         other => Err(Error::Fail(format!("unknown lock {other}"))),
     }
 }
@@ -174,7 +202,7 @@ pub fn contended_metrics(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
             } else {
                 "Threads pinned to two different CPUs: every hand-off moves the lock's cache line (and, for blocking locks, may sleep and wake a thread)."
             };
-            match measure(lock, &ctx.sampler(), cpus) {
+            match measure(lock, &ctx.sampler(), ctx.cancel, cpus) {
                 Ok(s) => {
                     out.add(Metric::from_summary(
                     &id,
@@ -219,7 +247,7 @@ mod tests {
         let cancel = Cancel::never();
         let cpu = home_cpu();
         for (_, lock, _) in CONTENDED_LOCKS {
-            let s = measure(lock, &sampler(&cancel), (cpu, cpu)).unwrap();
+            let s = measure(lock, &sampler(&cancel), &cancel, (cpu, cpu)).unwrap();
             assert!(s.median > 0.0 && s.n >= 7, "{lock}");
         }
     }
@@ -228,7 +256,7 @@ mod tests {
     fn cross_cpu_runs_where_there_are_two_cpus() {
         let Some(pair) = cpu_pair() else { return };
         let cancel = Cancel::never();
-        let s = measure("ticket", &sampler(&cancel), pair).unwrap();
+        let s = measure("ticket", &sampler(&cancel), &cancel, pair).unwrap();
         assert!(s.min > 0.0);
     }
 
@@ -236,7 +264,7 @@ mod tests {
     fn cancellation_stops_and_joins_the_partner() {
         let cancel = Cancel::never();
         cancel.trigger(libc::SIGINT);
-        let r = measure("std", &sampler(&cancel), (home_cpu(), home_cpu()));
+        let r = measure("std", &sampler(&cancel), &cancel, (home_cpu(), home_cpu()));
         assert!(matches!(r, Err(Error::Cancelled(_))));
     }
 }

@@ -230,10 +230,9 @@ impl Experiment for SyncCosts {
         &INFO
     }
 
-    fn run(&self, ctx: &Ctx) -> Result<Outcome> {
+    fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let cpu = home_cpu();
         let placement = Placement::SameCpu(cpu);
-        let mut out = Outcome::default();
 
         {
             let _pin = PinGuard::pin(cpu)?;
@@ -275,7 +274,7 @@ impl Experiment for SyncCosts {
                      blocks), multi-threaded process",
                     semaphore_pairs,
                 );
-            group.measure(ctx, &mut out)?;
+            group.measure(ctx, out)?;
             companion.stop();
         }
 
@@ -329,7 +328,7 @@ impl Experiment for SyncCosts {
             None => out.skip("sync.wake.cross_cpu", "this process may use only one CPU"),
         }
 
-        contended::contended_metrics(ctx, &mut out)?;
+        contended::contended_metrics(ctx, out)?;
         out.explain_modes(
             &ctx.idle_wakeup_modes(),
             "on one CPU nothing waits for an idle CPU, so two clusters here are two phases of the \
@@ -349,6 +348,6 @@ impl Experiment for SyncCosts {
                      wake-up (see sync.wake)."
                 .into(),
         });
-        Ok(out)
+        Ok(())
     }
 }
