@@ -117,15 +117,13 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
         Err(e) => {
             use clap::error::ErrorKind;
             return match e.kind() {
-                ErrorKind::DisplayHelp
-                | ErrorKind::DisplayVersion
-                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
                     let _ = e.print();
-                    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                        2
-                    } else {
-                        0
-                    }
+                    0
+                }
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    say_err!("{}", short_usage());
+                    2
                 }
                 _ => {
                     say_err!("{}", one_line_clap_error(&e));
@@ -146,6 +144,20 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
             1
         }
     }
+}
+
+/// One line for a bare `threadlab`: the commands, and where the rest is.
+fn short_usage() -> String {
+    use clap::CommandFactory;
+    let names: Vec<String> = Cli::command()
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .map(|c| c.get_name().to_string())
+        .collect();
+    format!(
+        "usage: threadlab <{}> [OPTIONS]; start with 'threadlab run', see 'threadlab --help'",
+        names.join("|")
+    )
 }
 
 /// clap's first line ("error: ..."), without colour, plus where to look.
@@ -226,6 +238,7 @@ pub fn select(names: &[String]) -> Result<Vec<&'static dyn Experiment>> {
 
 fn run(args: RunArgs) -> Result<i32> {
     let chosen = select(&args.experiments)?;
+    crate::measure::settings::check_all()?;
     if cfg!(debug_assertions) && !args.allow_debug {
         return Err(Error::Usage(
             "this is a debug build, whose figures are meaningless; use 'cargo run --release -- run' \
@@ -394,6 +407,12 @@ fn probe(what: &str, mode: &str, cpu: usize) -> Result<i32> {
     };
     let p = experiments::find_probe(what)
         .ok_or_else(|| Error::Usage(format!("unknown probe '{what}'")))?;
+    let allowed = crate::measure::placement::allowed_cpus();
+    if !allowed.is_empty() && !allowed.contains(&cpu) {
+        return Err(Error::Usage(format!(
+            "--cpu {cpu} is not a CPU this process may use; choose one of {allowed:?}"
+        )));
+    }
     say_line!("{}", (p.run)(mode, cpu)?);
     Ok(0)
 }

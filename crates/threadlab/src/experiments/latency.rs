@@ -26,7 +26,7 @@ use crate::seeds;
 
 pub struct Latency;
 
-pub const DEFAULT_THRESHOLD_US: u64 = 256;
+pub use crate::measure::settings::DEFAULT_LATENCY_THRESHOLD_US as DEFAULT_THRESHOLD_US;
 /// The study's annoying program ran 10 priority units below the probe; here nice 10 below 0.
 pub const SPINNER_NICE: i32 = 10;
 /// The rescheduler's sleep (the study's snooze(125)).
@@ -77,12 +77,8 @@ impl ProbeResult {
 }
 
 /// The threshold in µs (environment override, else 256).
-pub fn threshold_us() -> u64 {
-    std::env::var("THREADLAB_LATENCY_THRESHOLD_US")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&v| v > 0)
-        .unwrap_or(DEFAULT_THRESHOLD_US)
+pub fn threshold_us() -> Result<u64> {
+    crate::measure::settings::latency_threshold_us()
 }
 
 /// Reads the clock `samples` times (or until `cap` passes) and records every gap.
@@ -259,7 +255,7 @@ impl Experiment for Latency {
             Duration::from_millis(600),
             Duration::from_secs(20),
         );
-        let thr_us = threshold_us();
+        let thr_us = threshold_us()?;
         let thr_ns = thr_us * 1000;
         let rt = fifo_permitted();
         let rt_ok = rt.is_ok();

@@ -8,6 +8,7 @@ pub mod probe;
 pub mod process;
 pub mod sampler;
 pub mod sched;
+pub mod settings;
 pub mod significance;
 pub mod spawn;
 pub mod stats;
