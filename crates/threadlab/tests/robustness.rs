@@ -418,23 +418,19 @@ fn under_limit(resource: u32, soft: u64, exps: &[&str]) -> (Output, RunResults) 
 #[test]
 fn resource_limits_become_skips_with_their_reason() {
     // Few file descriptors: pipes and the Go peer may be refused; nothing fails.
-    let (o, r) = under_limit(
-        libc::RLIMIT_NOFILE as u32,
-        16,
-        &["switch", "create", "sync"],
-    );
+    let (o, r) = under_limit(libc::RLIMIT_NOFILE, 16, &["switch", "create", "sync"]);
     assert!(o.status.success(), "{}", stderr(&o));
     for e in &r.experiments {
         assert_ne!(e.status, Status::Failed, "{}: {:?}", e.name, e.reason);
     }
     // A tiny stack: the CLI still runs (it raises the limit or uses its own stack).
-    let (o, r) = under_limit(libc::RLIMIT_STACK as u32, 64 * 1024, &["sync"]);
+    let (o, r) = under_limit(libc::RLIMIT_STACK, 64 * 1024, &["sync"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_ne!(r.experiments[0].status, Status::Failed);
     // Few processes: only meaningful for an ordinary user (root is exempt from RLIMIT_NPROC).
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        let (o, r) = under_limit(libc::RLIMIT_NPROC as u32, 8, &["throttle"]);
+        let (o, r) = under_limit(libc::RLIMIT_NPROC, 8, &["throttle"]);
         assert!(o.status.success(), "{}", stderr(&o));
         let t = &r.experiments[0];
         assert_eq!(t.status, Status::Skipped, "{:?}", t.reason);
