@@ -206,13 +206,14 @@ impl Drop for Pipe {
 }
 
 /// Round trips of one byte between this process and a child through two pipes: n switches.
-fn pipe_batch(cpus: (usize, usize), n: u64) -> Result<Duration> {
+/// `child_cpu`: where the child is pinned (None: it inherits the caller's mask).
+fn pipe_batch(child_cpu: Option<usize>, n: u64) -> Result<Duration> {
     let there = Pipe::new()?;
     let back = Pipe::new()?;
     let (there_rd, there_wr, back_rd, back_wr) = (there.rd, there.wr, back.rd, back.wr);
     // SAFETY: the child only calls close, read, write and _exit on inherited descriptors.
     let child = unsafe {
-        fork_child(Some(cpus.1), move || {
+        fork_child(child_cpu, move || {
             // Close the child's copies of the ends it does not use, or it would never see EOF.
             libc::close(there_wr);
             libc::close(back_rd);
@@ -372,7 +373,7 @@ impl Experiment for Switch {
             group
                 .input(&pipe_raw, |n| {
                     let run = n.max(2);
-                    Ok(pipe_batch(*cpus, run)?.mul_f64(n as f64 / run as f64))
+                    Ok(pipe_batch(Some(cpus.1), run)?.mul_f64(n as f64 / run as f64))
                 })
                 .input(&pipe_overhead, |n| pipe_overhead_batch(&overhead_pipe, n))
                 .derived(
@@ -383,6 +384,23 @@ impl Experiment for Switch {
                     &[&pipe_raw, &pipe_overhead],
                     |v| (v[0] - v[1]).max(0.0),
                 );
+            if cross {
+                // What `taskset -c a,b perf bench sched pipe` measures: both processes allowed
+                // on both CPUs, the scheduler placing them (wake-affine pulls, migrations).
+                group.derived(
+                    "switch.process.pipe.unpinned",
+                    Unit::Ns,
+                    format!("cpus({},{})", cpus.0, cpus.1),
+                    String::new(),
+                    &["switch.process.pipe.unpinned.raw", &pipe_overhead],
+                    |v| (v[0] - v[1]).max(0.0),
+                );
+                group.input("switch.process.pipe.unpinned.raw", |n| {
+                    let _both = PinGuard::pin_set(&[cpus.0, cpus.1])?;
+                    let run = n.max(2);
+                    Ok(pipe_batch(None, run)?.mul_f64(n as f64 / run as f64))
+                });
+            }
             if !cross {
                 group
                     .row(
@@ -451,6 +469,18 @@ impl Experiment for Switch {
                 }
             }
             let overhead = measured.median_ns(&pipe_overhead).unwrap_or(f64::NAN);
+            if let Some(m) = out.metric_mut("switch.process.pipe.unpinned") {
+                m.note = format!(
+                    "the lmbench lat_ctx method with both processes allowed on CPUs {} and {} \
+                     and placed by the scheduler, which is what `taskset -c {},{} perf bench \
+                     sched pipe` measures (its usecs/op = 2 x (this + {overhead:.0} ns)); \
+                     switch.process.pipe.cross_cpu pins one process per CPU, so every hand-off \
+                     is a cross-CPU wake-up, while here the scheduler may put both on one CPU \
+                     (a same-CPU switch) or move them between hand-offs; per switch = round trip \
+                     / 2 minus one in-process pipe write+read, subtracted round by round",
+                    cpus.0, cpus.1, cpus.0, cpus.1
+                );
+            }
             if let Some(m) = out.metric_mut(&pipe_id) {
                 m.note = format!(
                     "lmbench lat_ctx method: a byte passed back and forth through two pipes \

@@ -200,6 +200,12 @@ pub struct PinGuard {
 
 impl PinGuard {
     pub fn pin(cpu: usize) -> Result<PinGuard> {
+        Self::pin_set(&[cpu])
+    }
+
+    /// Lets the calling thread run on any of `cpus` (the kernel chooses among them, as under
+    /// `taskset -c a,b`) for the guard's lifetime.
+    pub fn pin_set(cpus: &[usize]) -> Result<PinGuard> {
         // SAFETY: as in allowed_cpus: plain data, size passed is the buffer's size.
         let previous = unsafe {
             let mut set: libc::cpu_set_t = mem::zeroed();
@@ -208,7 +214,17 @@ impl PinGuard {
             }
             set
         };
-        pin_current_thread(cpu)?;
+        // SAFETY: the set is zero-initialised plain data with only the bits for `cpus` set.
+        let rc = unsafe {
+            let mut set: libc::cpu_set_t = mem::zeroed();
+            for &c in cpus {
+                libc::CPU_SET(c, &mut set);
+            }
+            libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set)
+        };
+        if rc != 0 {
+            return Err(Error::os(&format!("cannot pin to CPUs {cpus:?}")));
+        }
         Ok(PinGuard { previous })
     }
 }
