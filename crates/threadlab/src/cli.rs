@@ -2,7 +2,7 @@
 //! do, and exit status 2.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
@@ -11,8 +11,8 @@ use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::experiments::{self, Experiment, Mode};
 use crate::measure::env;
-use crate::report::{self, table, Format};
-use crate::results::Status;
+use crate::report::{self, html, table, Format};
+use crate::results::{self, RunResults, Status};
 use crate::runner::{self, Progress};
 
 #[derive(Parser, Debug)]
@@ -33,6 +33,8 @@ pub enum Command {
     Run(RunArgs),
     /// List the experiments: name, study, what it measures, rough duration.
     List,
+    /// Write the HTML report of a results file: one self-contained page that opens offline.
+    Report(ReportArgs),
     /// Describe this machine as the results file records it.
     Env {
         /// Print JSON instead of text.
@@ -66,7 +68,11 @@ pub struct RunArgs {
     /// Also write a Markdown report here.
     #[arg(long, value_name = "PATH")]
     pub markdown: Option<PathBuf>,
-    /// Do not write the default results file (files named with --json/--csv/--markdown still are).
+    /// Write the HTML report here [default: beside the results file, ending in .html].
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
+    /// Do not write the default results file and report (files named with
+    /// --json/--csv/--markdown/--html still are).
     #[arg(long)]
     pub no_save: bool,
     /// Run the chosen experiments K times, interleaved (A B C A B C ...), and report each metric
@@ -86,6 +92,16 @@ pub struct RunArgs {
     /// The smallest run that exercises everything (for tests; figures are not meaningful).
     #[arg(long, hide = true)]
     pub tiny: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// The results file (JSON) that 'threadlab run' wrote.
+    #[arg(value_name = "RESULTS.json")]
+    pub results: PathBuf,
+    /// Write the report here [default: beside the results file, ending in .html].
+    #[arg(short = 'o', long = "output", value_name = "PATH")]
+    pub output: Option<PathBuf>,
 }
 
 /// Parses arguments; on a mistake prints one line and returns the exit status.
@@ -159,7 +175,68 @@ fn dispatch(cli: Cli) -> Result<i32> {
         }
         Command::Probe { what, mode, cpu } => probe(&what, &mode, cpu),
         Command::Run(args) => run(args),
+        Command::Report(args) => report_command(args),
     }
+}
+
+/// Results files larger than this are refused: no run writes one (a full run is ~1 MB).
+const MAX_RESULTS_BYTES: u64 = 256 << 20;
+
+/// Reads and checks a results file; every problem is a usage error saying what to do.
+fn read_results(path: &Path) -> Result<RunResults> {
+    let what = path.display().to_string();
+    let fix = "give the path of a results file that 'threadlab run' wrote";
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Error::Usage(format!("cannot read {what}: {e}; {fix}")))?;
+    if !meta.is_file() {
+        return Err(Error::Usage(format!("{what} is not a regular file; {fix}")));
+    }
+    if meta.len() > MAX_RESULTS_BYTES {
+        return Err(Error::Usage(format!(
+            "{what} is {} MiB, far larger than any results file; {fix}",
+            meta.len() >> 20
+        )));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Usage(format!("cannot read {what}: {e}; {fix}")))?;
+    results::parse_results(&text, &what)
+}
+
+/// Where a report goes by default: beside `results`, the same name ending in .html.
+fn report_path_for(results: &Path) -> PathBuf {
+    let p = results.with_extension("html");
+    if p == results {
+        let mut s = results.as_os_str().to_owned();
+        s.push(".html");
+        PathBuf::from(s)
+    } else {
+        p
+    }
+}
+
+/// The name a page gives its results file.
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.display().to_string())
+}
+
+fn report_command(args: ReportArgs) -> Result<i32> {
+    let out = args
+        .output
+        .clone()
+        .unwrap_or_else(|| report_path_for(&args.results));
+    if out == args.results {
+        return Err(Error::Usage(format!(
+            "the report would overwrite its results file {}; name another with -o PATH",
+            out.display()
+        )));
+    }
+    report::check_writable(&out)?;
+    let r = read_results(&args.results)?;
+    report::write_atomic(&out, &html::render(&r, &file_name(&args.results)))?;
+    eprintln!("wrote {}", out.display());
+    Ok(0)
 }
 
 pub fn list_text() -> String {
@@ -233,7 +310,17 @@ fn run(args: RunArgs) -> Result<i32> {
     if let Some(p) = &args.markdown {
         outputs.push((Format::Markdown, p.clone()));
     }
-    for (_, p) in &outputs {
+    // The report goes beside the results file unless named or not wanted.
+    let json_path = outputs
+        .iter()
+        .find(|(f, _)| *f == Format::Json)
+        .map(|(_, p)| p.clone());
+    let html_path = match (&args.html, &json_path, args.no_save) {
+        (Some(p), _, _) => Some(p.clone()),
+        (None, Some(j), false) => Some(report_path_for(j)),
+        _ => None,
+    };
+    for p in outputs.iter().map(|(_, p)| p).chain(&html_path) {
         report::check_writable(p)?;
     }
 
@@ -261,6 +348,13 @@ fn run(args: RunArgs) -> Result<i32> {
     print!("{}", table::render(&results, &style));
     for (format, path) in &outputs {
         report::write_atomic(path, &format.render(&results)?)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(path) = &html_path {
+        let source = json_path
+            .as_deref()
+            .map_or_else(|| "a run that was not saved".to_string(), file_name);
+        report::write_atomic(path, &html::render(&results, &source))?;
         eprintln!("wrote {}", path.display());
     }
     eprintln!("done in {:.1} s", started.elapsed().as_secs_f64());

@@ -1,7 +1,8 @@
-//! Output: the terminal table, and the JSON, CSV and Markdown files. Exporters read only
-//! `RunResults`; none of them runs anything.
+//! Output: the terminal table, and the JSON, CSV, Markdown and HTML files; the comparison of
+//! runs and the Prometheus export. Exporters read only `RunResults`; none of them runs anything.
 
 pub mod csv;
+pub mod html;
 pub mod markdown;
 pub mod table;
 
@@ -9,6 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::measure::env::Environment;
 use crate::measure::units::Unit;
 use crate::results::{ExperimentResult, Metric, RunResults};
 
@@ -81,6 +83,12 @@ pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
         return Err(Error::Fail(format!("cannot write {}: {e}", path.display())));
     }
     Ok(())
+}
+
+/// The machine in one line and the conditions that make its figures less trustworthy: the one
+/// place the HTML report, `compare` and `export` read them from the environment.
+pub fn machine_text(env: &Environment) -> (String, Vec<String>) {
+    (env.one_line(), env.warnings())
 }
 
 /// A value with about four significant digits, trimmed for reading.

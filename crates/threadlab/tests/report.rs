@@ -1,0 +1,223 @@
+//! The HTML report as a user meets it. These tests check structure
+//! and behaviour only, never durations; one tiny run feeds them all.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use threadlab::report::html;
+use threadlab::results::{parse_results, RunResults};
+
+fn threadlab() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_threadlab"));
+    c.stdin(Stdio::null()).env("NO_COLOR", "1");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    threadlab().args(args).output().expect("threadlab runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("threadlab-report-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn assert_one_line_usage_error(o: &Output, must_contain: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err:?}");
+    assert!(err.contains(must_contain), "{err:?} lacks {must_contain:?}");
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"));
+}
+
+/// One tiny run of every experiment, shared by the tests: its results file (the report was
+/// written beside it by `run`).
+fn tiny() -> &'static Path {
+    static TINY: OnceLock<PathBuf> = OnceLock::new();
+    TINY.get_or_init(|| {
+        let dir = scratch("tiny");
+        let json = dir.join("tiny.json");
+        let o = run(&[
+            "run",
+            "--tiny",
+            "--allow-debug",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "tiny run: {}", stderr(&o));
+        json
+    })
+}
+
+fn results(path: &Path) -> RunResults {
+    parse_results(&std::fs::read_to_string(path).unwrap(), "test").unwrap()
+}
+
+/// Each experiment section of a page: (its data-experiment name, its HTML).
+fn sections(page: &str) -> Vec<(String, String)> {
+    page.split("<section class=\"experiment\"")
+        .skip(1)
+        .map(|s| {
+            let name = s
+                .split("data-experiment=\"")
+                .nth(1)
+                .and_then(|x| x.split('"').next())
+                .unwrap_or("")
+                .to_string();
+            let end = s.find("</section>").unwrap_or(s.len());
+            (name, s[..end].to_string())
+        })
+        .collect()
+}
+
+/// Charts with an SVG inside, in one section's HTML.
+fn charts(section: &str) -> usize {
+    section
+        .split("<figure class=\"chart\"")
+        .skip(1)
+        .filter(|f| f.split("</figure>").next().unwrap_or("").contains("<svg"))
+        .count()
+}
+
+fn assert_every_experiment_has_a_section_and_a_chart(page: &str, r: &RunResults) {
+    let secs = sections(page);
+    for e in &r.experiments {
+        // The page escapes the name in the attribute; a browser's DOM dump gives it back plain.
+        let escaped = html::svg::esc(&e.name);
+        let (_, html) = secs
+            .iter()
+            .find(|(n, _)| *n == e.name || *n == escaped)
+            .unwrap_or_else(|| panic!("no section for {}", e.name));
+        assert!(charts(html) >= 1, "{} has no chart", e.name);
+    }
+}
+
+#[test]
+fn run_writes_a_report_with_every_experiment_charted_and_nothing_from_the_network() {
+    let json = tiny();
+    let page = std::fs::read_to_string(json.with_extension("html")).expect("report beside");
+    let r = results(json);
+    assert_every_experiment_has_a_section_and_a_chart(&page, &r);
+    assert_eq!(html::network_references(&page), Vec::<String>::new());
+    for needle in ["http://", "https://", "//", "@import", " src=", "url("] {
+        assert!(!page.contains(needle), "{needle}");
+    }
+    // Every href is an anchor that exists in the page.
+    for href in page.split("href=\"#").skip(1) {
+        let id = href.split('"').next().unwrap();
+        assert!(page.contains(&format!("id=\"{id}\"")), "dangling #{id}");
+    }
+    // Up front: the machine, the warnings; at the end, what to choose with its figures.
+    assert!(page.contains("class=\"machine\"") && page.contains("What to know first"));
+    let advice = page
+        .split("id=\"advice\"")
+        .nth(1)
+        .expect("an advice section");
+    for topic in [
+        "Pool size",
+        "Lock",
+        "Server design",
+        "Priority",
+        "Cooperative or preemptive",
+        "Green or kernel threads",
+    ] {
+        assert!(advice.contains(topic), "advice lacks {topic}");
+    }
+    assert!(advice.matches("Rests on").count() >= 5, "{advice}");
+    // Well under the size budget (a full run has a few more points per curve).
+    assert!(page.len() < 700_000, "{} bytes", page.len());
+    // Dark mode and print are styled.
+    assert!(page.contains("prefers-color-scheme: dark") && page.contains("@media print"));
+}
+
+#[test]
+fn report_command_writes_where_asked_and_refuses_what_it_cannot_read() {
+    let dir = scratch("report-cmd");
+    let out = dir.join("r.html");
+    let o = run(&[
+        "report",
+        tiny().to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&out).unwrap();
+    assert_every_experiment_has_a_section_and_a_chart(&page, &results(tiny()));
+    // Nothing but the report is left in the folder (no temporary file).
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "not json").unwrap();
+    assert_one_line_usage_error(&run(&["report", bad.to_str().unwrap()]), "not a threadlab");
+    let old = dir.join("old.json");
+    std::fs::write(&old, r#"{"schema_version": 1, "experiments": []}"#).unwrap();
+    assert_one_line_usage_error(&run(&["report", old.to_str().unwrap()]), "version 1");
+    assert_one_line_usage_error(
+        &run(&["report", dir.join("missing.json").to_str().unwrap()]),
+        "cannot read",
+    );
+    assert_one_line_usage_error(&run(&["report", dir.to_str().unwrap()]), "regular file");
+    assert_one_line_usage_error(&run(&["report", "/dev/zero"]), "regular file");
+    assert_one_line_usage_error(
+        &run(&[
+            "report",
+            tiny().to_str().unwrap(),
+            "-o",
+            "/nonexistent-folder/r.html",
+        ]),
+        "/nonexistent-folder",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn hostile_text_in_a_results_file_stays_text() {
+    let mut r = results(tiny());
+    let evil = "<script>alert(1)</script><img src=x onerror=alert(2)> https://evil.example/ \"'&";
+    r.environment.cpu_model = Some(evil.into());
+    for e in r.experiments.iter_mut() {
+        e.study = evil.into();
+        e.conclusion = Some(evil.into());
+        for m in e.metrics.iter_mut() {
+            m.note = evil.into();
+            m.placement = evil.into();
+        }
+        for t in e.tables.iter_mut() {
+            t.title = evil.into();
+            for row in t.rows.iter_mut() {
+                for c in row.iter_mut() {
+                    c.push_str(evil);
+                }
+            }
+        }
+        for s in e.series.iter_mut() {
+            s.note = evil.into();
+            s.x_label = evil.into();
+            // Odd curves: lengths that disagree, values at or below zero.
+            s.y.truncate(1);
+            s.x.push(-1.0);
+        }
+    }
+    if let Some(e) = r.experiments.first_mut() {
+        e.name = format!("x\" onmouseover=\"{evil}");
+        if let Some(m) = e.metrics.first_mut() {
+            m.id = evil.into();
+        }
+    }
+    let page = html::render(&r, evil);
+    assert_eq!(
+        page.matches("<script>").count(),
+        1,
+        "only the page's own script"
+    );
+    assert!(!page.contains("<img"));
+    assert!(!page.contains("onmouseover=\""));
+    assert_eq!(html::network_references(&page), Vec::<String>::new());
+    assert_every_experiment_has_a_section_and_a_chart(&page, &r);
+}
