@@ -1,6 +1,7 @@
 //! Output: the terminal table, and the JSON, CSV, Markdown and HTML files; the comparison of
 //! runs and the Prometheus export. Exporters read only `RunResults`; none of them runs anything.
 
+pub mod compare;
 pub mod csv;
 pub mod html;
 pub mod markdown;

@@ -15,6 +15,7 @@
 //! machine" (`advice.rs`).
 
 pub mod advice;
+pub mod compare;
 pub mod sections;
 pub mod svg;
 
