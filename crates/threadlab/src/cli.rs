@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::experiments::{self, Experiment, Mode};
 use crate::measure::env;
 use crate::report::compare::{self, Run};
-use crate::report::{self, html, table, Format};
+use crate::report::{self, html, prom, table, Format};
 use crate::results::{self, RunResults, Status};
 use crate::runner::{self, Progress};
 
@@ -38,6 +38,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare two results files metric by metric (or more, side by side).
     Compare(CompareArgs),
+    /// Export a results file for monitoring: the Prometheus text format that node_exporter's
+    /// textfile collector reads.
+    Export(ExportArgs),
     /// Describe this machine as the results file records it.
     Env {
         /// Print JSON instead of text.
@@ -128,6 +131,20 @@ pub struct CompareArgs {
     pub html: Option<PathBuf>,
 }
 
+#[derive(clap::Args, Debug)]
+pub struct ExportArgs {
+    /// Write the Prometheus text format (0.0.4) here, e.g.
+    /// /var/lib/prometheus/node-exporter/threadlab.prom.
+    #[arg(long, value_name = "PATH", required = true)]
+    pub prom: PathBuf,
+    /// The results file (JSON) that 'threadlab run' wrote.
+    #[arg(value_name = "RESULTS.json")]
+    pub results: PathBuf,
+    /// The value of the `machine` label [default: the host name the run recorded].
+    #[arg(long, value_name = "NAME")]
+    pub machine: Option<String>,
+}
+
 /// Parses arguments; on a mistake prints one line and returns the exit status.
 pub fn main_with_args(args: Vec<String>) -> i32 {
     let cli = match Cli::try_parse_from(args) {
@@ -201,6 +218,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Run(args) => run(args),
         Command::Report(args) => report_command(args),
         Command::Compare(args) => compare_command(args),
+        Command::Export(args) => export_command(args),
     }
 }
 
@@ -306,6 +324,15 @@ fn compare_command(args: CompareArgs) -> Result<i32> {
         report::write_atomic(p, &html::compare::render_fleet(&f, &runs))?;
         eprintln!("wrote {}", p.display());
     }
+    Ok(0)
+}
+
+fn export_command(args: ExportArgs) -> Result<i32> {
+    report::check_writable(&args.prom)?;
+    let r = read_results(&args.results)?;
+    let machine = prom::machine_label(&r, args.machine.as_deref());
+    report::write_atomic(&args.prom, &prom::render(&r, &machine))?;
+    eprintln!("wrote {}", args.prom.display());
     Ok(0)
 }
 

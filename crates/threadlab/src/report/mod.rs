@@ -5,6 +5,7 @@ pub mod compare;
 pub mod csv;
 pub mod html;
 pub mod markdown;
+pub mod prom;
 pub mod table;
 
 use std::io::Write;
