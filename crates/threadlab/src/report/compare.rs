@@ -9,8 +9,8 @@
 //!    2 samples a side the smallest possible p is 0.33: such a metric is shown, not tested).
 //!    Holm's step-down correction runs over that family.
 //! 3. The noise floor of a metric is the largest of: `--noise` (default 5%); each run's own
-//!    spread of that metric, IQR / median; each run's drift during that experiment (its
-//!    reference loops before and after); when both files come from the same machine and
+//!    spread of that metric, IQR / median; each run's CPU drift during that experiment (its
+//!    throughput-bound reference loop before and after); when both files come from the same machine and
 //!    kernel, how far the throughput-bound reference loop moved between the two runs; and,
 //!    with enough tested metrics, three robust standard deviations of how far they moved.
 //! 4. A metric has changed only when its Holm-adjusted p < alpha *and* its whole interval lies
@@ -290,16 +290,34 @@ fn machine_shift_pct(ea: &ExperimentResult, eb: &ExperimentResult) -> Option<f64
     Some((b / a - 1.0).abs() * 100.0)
 }
 
-/// The kernel-entry reference (one getppid) moved this much, percent, between the runs around
-/// this experiment. On a VM it can double within minutes; only figures that enter the kernel
-/// move with it, so it is reported, not added to every floor.
-fn kernel_entry_shift_pct(ea: &ExperimentResult, eb: &ExperimentResult) -> Option<f64> {
-    let a = reference_mean(kept(ea)?.reference_syscall_ns)?;
-    let b = reference_mean(kept(eb)?.reference_syscall_ns)?;
-    Some((b / a - 1.0) * 100.0)
+/// How far the throughput-bound reference loop moved during the kept attempt of an experiment,
+/// percent (before against after): the CPU's own drift while its figures were taken. The
+/// attempt's `drift_pct` also counts the kernel-entry reference, which is kept out of floors
+/// (see `kernel_entry_move_pct`).
+fn cpu_drift_pct(e: &ExperimentResult) -> Option<f64> {
+    let [before, after] = kept(e)?.reference_wide_ns;
+    (before > 0.0 && after > 0.0).then(|| (after / before - 1.0).abs() * 100.0)
 }
 
-/// Kernel-entry moves between the runs larger than this are reported.
+/// The largest move of the kernel-entry reference (one getppid) around this experiment,
+/// percent: during A's attempt, during B's, or between the two runs. On a VM it can double
+/// within minutes; only figures that enter the kernel move with it, so it is reported, not
+/// added to every floor.
+fn kernel_entry_move_pct(ea: &ExperimentResult, eb: &ExperimentResult) -> Option<f64> {
+    let (ka, kb) = (kept(ea)?, kept(eb)?);
+    let change = |x: f64, y: f64| (x > 0.0 && y > 0.0).then(|| (y / x - 1.0).abs() * 100.0);
+    let between = change(
+        reference_mean(ka.reference_syscall_ns)?,
+        reference_mean(kb.reference_syscall_ns)?,
+    );
+    [ka, kb]
+        .iter()
+        .filter_map(|k| change(k.reference_syscall_ns[0], k.reference_syscall_ns[1]))
+        .chain(between)
+        .reduce(f64::max)
+}
+
+/// Kernel-entry moves (during or between the runs) larger than this are reported.
 const KERNEL_ENTRY_NOTE_PCT: f64 = 10.0;
 
 /// Fewer tested metrics than this give too rough a scatter to set a floor with.
@@ -395,14 +413,15 @@ pub fn compare_pair(a: &Run, b: &Run, o: &Options) -> Result<Comparison> {
             .iter()
             .filter_map(|ea| {
                 let eb = b.results.experiments.iter().find(|e| e.name == ea.name)?;
-                let s = kernel_entry_shift_pct(ea, eb)?;
-                (s.abs() > KERNEL_ENTRY_NOTE_PCT).then(|| format!("{} {s:+.0}%", ea.name))
+                let s = kernel_entry_move_pct(ea, eb)?;
+                (s > KERNEL_ENTRY_NOTE_PCT).then(|| format!("{} {s:.0}%", ea.name))
             })
             .collect();
         if !moved.is_empty() {
             notes.push(format!(
-                "the kernel-entry reference (one getppid) moved between the runs around {}: \
-                 figures that enter the kernel may have moved with it, whatever the code did",
+                "the kernel-entry reference (one getppid) moved by up to this much during or \
+                 between the runs around {}: figures that enter the kernel may have moved with \
+                 it, whatever the code did",
                 moved.join(", ")
             ));
         }
@@ -469,14 +488,8 @@ fn pair_row(
     let a_side = side(ma);
     raise(a_side.spread_pct, "A's spread (IQR/median)".into());
     raise(b_side.spread_pct, "B's spread (IQR/median)".into());
-    raise(
-        kept(ea).map(|x| x.drift_pct),
-        "A's drift during the experiment".into(),
-    );
-    raise(
-        kept(eb).map(|x| x.drift_pct),
-        "B's drift during the experiment".into(),
-    );
+    raise(cpu_drift_pct(ea), "A's drift during the experiment".into());
+    raise(cpu_drift_pct(eb), "B's drift during the experiment".into());
     if same_machine {
         raise(
             machine_shift_pct(ea, eb),
@@ -554,7 +567,7 @@ pub fn rule_text(c: &Comparison) -> String {
         "Changed = Mann-Whitney U p < {} after Holm's correction over the {} metrics with enough \
          samples to be tested, and the bootstrap 95% interval of B/A ({} resamples) wholly beyond \
          the metric's noise floor: the largest of {}% (--noise), each run's IQR/median, each \
-         run's drift during the experiment{}{}. See docs/compare.md.",
+         run's CPU drift during the experiment{}{}. See docs/compare.md.",
         c.options.alpha,
         c.family,
         c.options.resamples,
