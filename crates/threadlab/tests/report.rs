@@ -45,11 +45,14 @@ fn assert_one_line_usage_error(o: &Output, must_contain: &str) {
 }
 
 /// One tiny run of every experiment, shared by the tests: its results file (the report was
-/// written beside it by `run`).
+/// written beside it by `run`). It lives in the target's temporary folder, where the next run
+/// of these tests replaces it, since no test can clean up after all the others.
 fn tiny() -> &'static Path {
     static TINY: OnceLock<PathBuf> = OnceLock::new();
     TINY.get_or_init(|| {
-        let dir = scratch("tiny");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-tiny");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
         let json = dir.join("tiny.json");
         let o = run(&[
             "run",
