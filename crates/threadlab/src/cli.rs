@@ -2,7 +2,7 @@
 //! do, and exit status 2.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
@@ -33,8 +33,9 @@ use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::experiments::{self, Experiment, Mode};
 use crate::measure::env;
-use crate::report::{self, table, Format};
-use crate::results::Status;
+use crate::report::compare::{self, Run};
+use crate::report::{self, html, prom, table, Format};
+use crate::results::{self, RunResults, Status};
 use crate::runner::{self, Progress};
 
 #[derive(Parser, Debug)]
@@ -55,6 +56,13 @@ pub enum Command {
     Run(RunArgs),
     /// List the experiments: name, study, what it measures, rough duration.
     List,
+    /// Write the HTML report of a results file: one self-contained page that opens offline.
+    Report(ReportArgs),
+    /// Compare two results files metric by metric (or more, side by side).
+    Compare(CompareArgs),
+    /// Export a results file for monitoring: the Prometheus text format that node_exporter's
+    /// textfile collector reads.
+    Export(ExportArgs),
     /// Describe this machine as the results file records it.
     Env {
         /// Print JSON instead of text.
@@ -88,7 +96,11 @@ pub struct RunArgs {
     /// Also write a Markdown report here.
     #[arg(long, value_name = "PATH")]
     pub markdown: Option<PathBuf>,
-    /// Do not write the default results file (files named with --json/--csv/--markdown still are).
+    /// Write the HTML report here [default: beside the results file, ending in .html].
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
+    /// Do not write the default results file and report (files named with
+    /// --json/--csv/--markdown/--html still are).
     #[arg(long)]
     pub no_save: bool,
     /// Run the chosen experiments K times, interleaved (A B C A B C ...), and report each metric
@@ -108,6 +120,51 @@ pub struct RunArgs {
     /// The smallest run that exercises everything (for tests; figures are not meaningful).
     #[arg(long, hide = true)]
     pub tiny: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// The results file (JSON) that 'threadlab run' wrote.
+    #[arg(value_name = "RESULTS.json")]
+    pub results: PathBuf,
+    /// Write the report here [default: beside the results file, ending in .html].
+    #[arg(short = 'o', long = "output", value_name = "PATH")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CompareArgs {
+    /// Results files: A (the baseline), then B; more than two give one column per file.
+    #[arg(value_name = "RESULTS.json", required = true, num_args = 2..)]
+    pub files: Vec<PathBuf>,
+    /// Exit with status 1 when a metric got slower by more than PCT percent (and by the
+    /// significance and noise rule of docs/compare.md); two files only.
+    #[arg(long, value_name = "PCT", value_parser = parse_pct)]
+    pub fail_if_slower: Option<f64>,
+    /// The smallest change that counts, percent [default: 5]; a metric's own spread and the
+    /// runs' drift raise it.
+    #[arg(long, value_name = "PCT", value_parser = parse_pct)]
+    pub noise: Option<f64>,
+    /// Family-wise significance level, after Holm's correction [default: 0.05].
+    #[arg(long, value_name = "ALPHA", value_parser = parse_alpha)]
+    pub alpha: Option<f64>,
+    /// Also write the comparison as an HTML page here.
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ExportArgs {
+    /// Write the Prometheus text format (0.0.4) here, e.g.
+    /// /var/lib/prometheus/node-exporter/threadlab.prom.
+    #[arg(long, value_name = "PATH", required = true)]
+    pub prom: PathBuf,
+    /// The results file (JSON) that 'threadlab run' wrote.
+    #[arg(value_name = "RESULTS.json")]
+    pub results: PathBuf,
+    /// The value of the `machine` label [default: the host name the run recorded].
+    #[arg(long, value_name = "NAME")]
+    pub machine: Option<String>,
 }
 
 /// Parses arguments; on a mistake prints one line and returns the exit status.
@@ -193,7 +250,124 @@ fn dispatch(cli: Cli) -> Result<i32> {
         }
         Command::Probe { what, mode, cpu } => probe(&what, &mode, cpu),
         Command::Run(args) => run(args),
+        Command::Report(args) => report_command(args),
+        Command::Compare(args) => compare_command(args),
+        Command::Export(args) => export_command(args),
     }
+}
+
+/// Results files larger than this are refused: no run writes one (a full run is ~1 MB).
+const MAX_RESULTS_BYTES: u64 = 256 << 20;
+
+/// Reads and checks a results file; every problem is a usage error saying what to do.
+fn read_results(path: &Path) -> Result<RunResults> {
+    let what = path.display().to_string();
+    let fix = "give the path of a results file that 'threadlab run' wrote";
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Error::Usage(format!("cannot read {what}: {e}; {fix}")))?;
+    if !meta.is_file() {
+        return Err(Error::Usage(format!("{what} is not a regular file; {fix}")));
+    }
+    if meta.len() > MAX_RESULTS_BYTES {
+        return Err(Error::Usage(format!(
+            "{what} is {} MiB, far larger than any results file; {fix}",
+            meta.len() >> 20
+        )));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Usage(format!("cannot read {what}: {e}; {fix}")))?;
+    results::parse_results(&text, &what)
+}
+
+/// Where a report goes by default: beside `results`, the same name ending in .html.
+fn report_path_for(results: &Path) -> PathBuf {
+    let p = results.with_extension("html");
+    if p == results {
+        let mut s = results.as_os_str().to_owned();
+        s.push(".html");
+        PathBuf::from(s)
+    } else {
+        p
+    }
+}
+
+/// The name a page gives its results file.
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.display().to_string())
+}
+
+fn report_command(args: ReportArgs) -> Result<i32> {
+    let out = args
+        .output
+        .clone()
+        .unwrap_or_else(|| report_path_for(&args.results));
+    if out == args.results {
+        return Err(Error::Usage(format!(
+            "the report would overwrite its results file {}; name another with -o PATH",
+            out.display()
+        )));
+    }
+    report::check_writable(&out)?;
+    let r = read_results(&args.results)?;
+    report::write_atomic(&out, &html::render(&r, &file_name(&args.results)))?;
+    say_err!("wrote {}", out.display());
+    Ok(0)
+}
+
+fn compare_command(args: CompareArgs) -> Result<i32> {
+    if args.files.len() > 2 && args.fail_if_slower.is_some() {
+        return Err(Error::Usage(
+            "--fail-if-slower compares a baseline with one candidate; give exactly two files, or \
+             drop it for a fleet table"
+                .into(),
+        ));
+    }
+    if let Some(p) = &args.html {
+        report::check_writable(p)?;
+    }
+    let runs = args
+        .files
+        .iter()
+        .map(|p| {
+            Ok(Run {
+                label: p.display().to_string(),
+                results: read_results(p)?,
+            })
+        })
+        .collect::<Result<Vec<Run>>>()?;
+    if let [a, b] = runs.as_slice() {
+        let options = compare::Options {
+            alpha: args.alpha.unwrap_or(compare::DEFAULT_ALPHA),
+            noise_pct: args.noise.unwrap_or(compare::DEFAULT_NOISE_PCT),
+            fail_if_slower_pct: args.fail_if_slower,
+            resamples: compare::RESAMPLES,
+        };
+        let c = compare::compare_pair(a, b, &options)?;
+        say!("{}", compare::render_pair_text(&c));
+        if let Some(p) = &args.html {
+            report::write_atomic(p, &html::compare::render_pair(&c, a, b))?;
+            say_err!("wrote {}", p.display());
+        }
+        return Ok(c.exit_status());
+    }
+    let f = compare::fleet(&runs)?;
+    say!("{}", compare::render_fleet_text(&f));
+    if let Some(p) = &args.html {
+        report::write_atomic(p, &html::compare::render_fleet(&f, &runs))?;
+        say_err!("wrote {}", p.display());
+    }
+    Ok(0)
+}
+
+fn export_command(args: ExportArgs) -> Result<i32> {
+    report::check_writable(&args.prom)?;
+    let r = read_results(&args.results)?;
+    let machine = prom::machine_label(&r, args.machine.as_deref());
+    report::write_atomic(&args.prom, &prom::render(&r, &machine))?;
+    say_err!("wrote {}", args.prom.display());
+    Ok(0)
 }
 
 pub fn list_text() -> String {
@@ -268,11 +442,30 @@ fn run(args: RunArgs) -> Result<i32> {
     if let Some(p) = &args.markdown {
         outputs.push((Format::Markdown, p.clone()));
     }
-    let named: Vec<(&str, &std::path::Path)> = outputs
+    // The report goes beside the results file unless named or not wanted; not beside a
+    // device, FIFO or stream (`--json /dev/stdout` must not create /dev/stdout.html).
+    let json_path = outputs
+        .iter()
+        .find(|(f, _)| *f == Format::Json)
+        .map(|(_, p)| p.clone());
+    let json_is_file = match &json_path {
+        Some(j) => !report::output::check_one("--json", j)?.is_direct(),
+        None => false,
+    };
+    let html_path = match (&args.html, &json_path, args.no_save) {
+        (Some(p), _, _) => Some(p.clone()),
+        (None, Some(j), false) if json_is_file => Some(report_path_for(j)),
+        _ => None,
+    };
+    let mut named: Vec<(&str, &std::path::Path)> = outputs
         .iter()
         .map(|(f, p)| (f.flag(), p.as_path()))
         .collect();
-    let checked = report::output::check_all(&named)?;
+    if let Some(p) = &html_path {
+        named.push(("--html", p.as_path()));
+    }
+    let mut checked = report::output::check_all(&named)?;
+    let html_out = html_path.as_ref().and_then(|_| checked.pop());
 
     let cancel = Cancel::install()?;
     let progress = make_progress();
@@ -300,6 +493,13 @@ fn run(args: RunArgs) -> Result<i32> {
         out.write(format.render(&results)?.as_bytes())?;
         say_err!("wrote {}", out.given.display());
     }
+    if let Some(out) = &html_out {
+        let source = json_path
+            .as_deref()
+            .map_or_else(|| "a run that was not saved".to_string(), file_name);
+        out.write(html::render(&results, &source).as_bytes())?;
+        say_err!("wrote {}", out.given.display());
+    }
     say_err!("done in {:.1} s", started.elapsed().as_secs_f64());
 
     if let Some(sig) = cancel.signal() {
@@ -318,6 +518,24 @@ fn parse_drift_pct(s: &str) -> std::result::Result<f64, String> {
         Ok(v) if v > 0.0 && v <= 100.0 => Ok(v),
         _ => Err(format!(
             "'{s}' is not a percentage in (0, 100]; e.g. --drift-threshold 5"
+        )),
+    }
+}
+
+/// A percentage above 0 and at most 1000.
+fn parse_pct(s: &str) -> std::result::Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1000.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a percentage in (0, 1000]; e.g. 10")),
+    }
+}
+
+/// A significance level in (0, 0.5].
+fn parse_alpha(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 0.5 => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a significance level in (0, 0.5]; e.g. 0.05"
         )),
     }
 }

@@ -1,16 +1,20 @@
-//! Output: the terminal table, and the JSON, CSV and Markdown files. Exporters read only
-//! `RunResults`; none of them runs anything.
+//! Output: the terminal table, and the JSON, CSV, Markdown and HTML files; the comparison of
+//! runs and the Prometheus export. Exporters read only `RunResults`; none of them runs anything.
 
+pub mod compare;
 pub mod csv;
 pub mod env;
+pub mod html;
 pub mod markdown;
 pub mod output;
+pub mod prom;
 pub mod table;
 pub mod warnings;
 
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::measure::env::Environment;
 use crate::measure::units::Unit;
 use crate::results::{ExperimentResult, Metric, RunResults};
 
@@ -56,6 +60,11 @@ pub fn check_writable(path: &Path) -> Result<()> {
 /// half-written file and nothing but a regular file is ever replaced.
 pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
     output::write_checked("output", path, contents.as_bytes())
+}
+
+/// The machine in one line, for reports that show runs side by side (`compare`).
+pub fn machine_text(env: &Environment) -> String {
+    env::one_line(env)
 }
 
 pub use crate::measure::units::fmt_value;

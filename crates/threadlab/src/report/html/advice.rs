@@ -1,0 +1,405 @@
+//! "What to choose on this machine": one answer per question (pool size, lock, server design,
+//! priority, cooperative or preemptive, green or kernel threads), each computed from the
+//! file's metrics and tables and naming the figure it rests on. A question whose experiment is
+//! not in the file says which run would answer it.
+
+use std::fmt::Write;
+
+use super::svg::esc;
+use crate::report::{fmt_value, fmt_with_unit};
+use crate::results::{ExperimentResult, RunResults, Status};
+
+/// A chart in the page, for links.
+#[derive(Debug, Clone)]
+pub struct ChartRef {
+    pub experiment: String,
+    pub key: String,
+    pub title: String,
+}
+
+/// One answer: the question, the answer's text, the charts it rests on (experiment, key
+/// suffix), and the experiment to run when the file lacks it.
+struct Answer {
+    topic: &'static str,
+    text: String,
+    rests_on: Vec<(&'static str, &'static str)>,
+}
+
+pub fn render(r: &RunResults, charts: &[ChartRef]) -> String {
+    let answers = [
+        pool_size(r),
+        lock(r),
+        server_design(r),
+        priority(r),
+        cooperative_or_preemptive(r),
+        green_or_kernel(r),
+    ];
+    let mut out = String::from(
+        "<section class=\"advice\" id=\"advice\">\n<h2>What to choose on this machine</h2>\n<ul>\n",
+    );
+    for a in answers {
+        let links: Vec<String> = a
+            .rests_on
+            .iter()
+            .filter_map(|(exp, suffix)| {
+                charts
+                    .iter()
+                    .find(|c| c.experiment == *exp && c.key.contains(suffix))
+                    .map(|c| {
+                        format!(
+                            "<a href=\"#{}\">{}</a> ({})",
+                            c.key,
+                            esc(&c.title),
+                            esc(exp)
+                        )
+                    })
+            })
+            .collect();
+        let _ = write!(out, "<li><b>{}.</b> {}", a.topic, esc(&a.text));
+        if !links.is_empty() {
+            let _ = write!(
+                out,
+                " <span class=\"muted\">Rests on: {}.</span>",
+                links.join("; ")
+            );
+        }
+        out.push_str("</li>\n");
+    }
+    out.push_str("</ul>\n</section>\n");
+    out
+}
+
+fn experiment<'a>(r: &'a RunResults, name: &str) -> Option<&'a ExperimentResult> {
+    r.experiments
+        .iter()
+        .find(|e| e.name == name && e.status == Status::Ok)
+}
+
+fn median(e: &ExperimentResult, id: &str) -> Option<f64> {
+    e.metric(id).map(|m| m.median)
+}
+
+fn with_unit(e: &ExperimentResult, id: &str) -> Option<String> {
+    e.metric(id).map(|m| fmt_with_unit(m.median, m.unit))
+}
+
+/// The first `n` sentences of a text (a sentence ends at ". " before a capital letter).
+fn first_sentences(text: &str, n: usize) -> String {
+    let mut count = 0;
+    for (i, w) in text.as_bytes().windows(3).enumerate() {
+        if w[0] == b'.' && w[1] == b' ' && w[2].is_ascii_uppercase() {
+            count += 1;
+            if count == n {
+                // i + 1 is just after an ASCII '.', so a char boundary.
+                return text[..i + 1].to_string();
+            }
+        }
+    }
+    text.to_string()
+}
+
+fn not_measured(topic: &'static str, run: &str) -> Answer {
+    Answer {
+        topic,
+        text: format!("Not measured in this file: run 'threadlab run {run}' to answer it."),
+        rests_on: Vec::new(),
+    }
+}
+
+fn pool_size(r: &RunResults) -> Answer {
+    let topic = "Pool size";
+    let Some(e) = experiment(r, "throttle") else {
+        return not_measured(topic, "throttle");
+    };
+    let mut text = String::new();
+    if let Some(pool) = median(e, "throttle.recommended_pool") {
+        let _ = write!(
+            text,
+            "Size a pool of CPU-bound workers to {pool:.0} threads (the physical cores this \
+             process may use, capped by any cgroup quota)."
+        );
+    }
+    if let Some(best) = median(e, "throttle.best_concurrency") {
+        let _ = write!(text, " The fastest N admitted at once was {best:.0}");
+        if let Some(p) = median(e, "throttle.penalty_pct") {
+            let _ = write!(
+                text,
+                "; running all 64 workers at once took {p:+.1}% against it"
+            );
+        }
+        text.push_str(" (the study: best at its 2 physical cores, +21.8% unthrottled).");
+    }
+    if let Some(g) = median(e, "throttle.uthread.best_concurrency") {
+        let _ = write!(text, " With uthread's throttle the fastest N was {g:.0}.");
+    }
+    if text.is_empty() {
+        return not_measured(topic, "throttle");
+    }
+    Answer {
+        topic,
+        text,
+        rests_on: vec![("throttle", "throttle-curve")],
+    }
+}
+
+/// One lock at one thread count: medians of its runs.
+struct LockFigure {
+    lock: String,
+    throughput: f64,
+    jain: Option<f64>,
+}
+
+/// The lock with the highest and the fairest median at T threads.
+fn lock(r: &RunResults) -> Answer {
+    let topic = "Lock";
+    let Some(e) = experiment(r, "fairness") else {
+        return not_measured(topic, "fairness");
+    };
+    // fairness.<lock>.t<T>.throughput, grouped by T.
+    let mut by_t: Vec<(usize, Vec<LockFigure>)> = Vec::new();
+    for m in &e.metrics {
+        let p: Vec<&str> = m.id.split('.').collect();
+        if p.len() != 4 || p[3] != "throughput" {
+            continue;
+        }
+        let Ok(t) = p[2].trim_start_matches('t').parse::<usize>() else {
+            continue;
+        };
+        let figure = LockFigure {
+            lock: p[1].to_string(),
+            throughput: m.median,
+            jain: median(e, &format!("fairness.{}.{}.jain", p[1], p[2])),
+        };
+        match by_t.iter_mut().find(|x| x.0 == t) {
+            Some(x) => x.1.push(figure),
+            None => by_t.push((t, vec![figure])),
+        }
+    }
+    by_t.sort_by_key(|x| x.0);
+    if by_t.is_empty() {
+        return not_measured(topic, "fairness");
+    }
+    let cpus = r.environment.allowed_cpus.len().max(1);
+    let mut parts = Vec::new();
+    for (t, locks) in &by_t {
+        let fastest = locks
+            .iter()
+            .max_by(|a, b| a.throughput.total_cmp(&b.throughput));
+        let fairest = locks
+            .iter()
+            .filter(|l| l.jain.is_some())
+            .max_by(|a, b| a.jain.unwrap_or(0.0).total_cmp(&b.jain.unwrap_or(0.0)));
+        if let (Some(f), Some(j)) = (fastest, fairest) {
+            parts.push(format!(
+                "with {t} threads on {cpus} CPU{}, the fastest was {} ({}), the fairest {} (Jain {:.3})",
+                if cpus == 1 { "" } else { "s" },
+                f.lock,
+                fmt_rate(f.throughput),
+                j.lock,
+                j.jain.unwrap_or(0.0)
+            ));
+        }
+    }
+    let mut text = format!(
+        "For throughput take a barging lock, for turn-taking a FIFO one; here {}.",
+        parts.join("; ")
+    );
+    if let Some(s) = experiment(r, "sync").and_then(|s| with_unit(s, "sync.mutex")) {
+        let _ = write!(
+            text,
+            " Uncontended, a pthread mutex pair costs {s}: locking is cheap until threads meet."
+        );
+    }
+    Answer {
+        topic,
+        text,
+        rests_on: vec![("fairness", "throughput_vs_threads"), ("fairness", "wait")],
+    }
+}
+
+/// "8.9 M/s", "527 k/s".
+fn fmt_rate(per_s: f64) -> String {
+    if per_s >= 1e6 {
+        format!("{:.1} M/s", per_s / 1e6)
+    } else if per_s >= 1e3 {
+        format!("{:.0} k/s", per_s / 1e3)
+    } else {
+        format!("{per_s:.0}/s")
+    }
+}
+
+fn server_design(r: &RunResults) -> Answer {
+    let topic = "Server design";
+    if let Some(e) = experiment(r, "server") {
+        let text = e
+            .conclusion
+            .as_deref()
+            .map(|c| first_sentences(c, 3))
+            .unwrap_or_else(|| "See the server section's figures.".into());
+        return Answer {
+            topic,
+            text: format!("From the server experiment: {text}"),
+            rests_on: vec![("server", "")],
+        };
+    }
+    let Some(c) = experiment(r, "create") else {
+        return not_measured(topic, "server");
+    };
+    let (Some(thread), Some(fork)) = (
+        with_unit(c, "create.thread"),
+        with_unit(c, "create.process.fork"),
+    ) else {
+        return not_measured(topic, "server");
+    };
+    let ratio = median(c, "create.process.fork.vs_thread")
+        .map(|x| format!(" ({x:.0}x)"))
+        .unwrap_or_default();
+    Answer {
+        topic,
+        text: format!(
+            "No server experiment in this file. What the start-up costs say: a thread per \
+             connection costs {thread} to start, a process per connection {fork}{ratio}; a pool \
+             pays neither per request. The 1999 study found thread-per-client only ~15% faster \
+             than fork-per-client for short connections (4.0 vs 4.7 ms for 1 KB) and no \
+             difference for long ones, where the network dominates."
+        ),
+        rests_on: vec![("create", "today"), ("create", "fig1")],
+    }
+}
+
+fn priority(r: &RunResults) -> Answer {
+    let topic = "Priority";
+    let p = experiment(r, "priority");
+    let l = experiment(r, "latency");
+    if p.is_none() && l.is_none() {
+        return not_measured(topic, "priority latency");
+    }
+    let mut text = String::new();
+    if let Some(p) = p {
+        if let Some(s) = median(p, "priority.share.0_vs_5") {
+            let _ = write!(
+                text,
+                "Nice is a gentle weight here: beside a nice-5 thread a nice-0 thread got {s:.1}% \
+                 of a CPU"
+            );
+            if let Some(s10) = median(p, "priority.share.0_vs_10") {
+                let _ = write!(text, ", beside nice 10 {s10:.1}%");
+            }
+            text.push_str(
+                " (BeOS's 2x per step would give 97% and 99.9%): use nice to lean, not to \
+                 exclude.",
+            );
+        }
+    }
+    if let Some(l) = l {
+        let normal = with_unit(l, "latency.annoying.longest_gap");
+        let rt = with_unit(l, "latency.rt.annoying.longest_gap");
+        match (normal, rt) {
+            (Some(n), Some(rt)) => {
+                let _ = write!(
+                    text,
+                    " For a thread that must answer promptly beside CPU hogs, real-time priority: \
+                     its longest gap beside a spinner was {rt} at SCHED_FIFO against {n} at \
+                     normal priority."
+                );
+            }
+            (Some(n), None) => {
+                let why = l
+                    .skipped_metrics
+                    .iter()
+                    .find(|s| s.id.starts_with("latency.rt."))
+                    .map(|s| format!(" ({})", s.reason))
+                    .unwrap_or_default();
+                let _ = write!(
+                    text,
+                    " Beside a spinner the longest gap was {n}; real-time priority was not \
+                     measured{why}."
+                );
+            }
+            _ => {}
+        }
+    }
+    if text.is_empty() {
+        return not_measured(topic, "priority latency");
+    }
+    Answer {
+        topic,
+        text: text.trim_start().to_string(),
+        rests_on: vec![("priority", "nice-shares"), ("latency", "longest")],
+    }
+}
+
+fn cooperative_or_preemptive(r: &RunResults) -> Answer {
+    let topic = "Cooperative or preemptive";
+    let c = experiment(r, "coop");
+    let p = experiment(r, "preempt");
+    if c.is_none() && p.is_none() {
+        return not_measured(topic, "coop preempt");
+    }
+    let mut text = String::new();
+    if let Some(c) = c {
+        let fg = median(c, "coop.score.coop_fg_333ms");
+        let pre = median(c, "coop.score.preempt_fg");
+        let count = median(c, "coop.score.coop_fg_every4096");
+        if let (Some(fg), Some(pre)) = (fg, pre) {
+            let _ = write!(
+                text,
+                "On uthread, yielding every 1/3 s scores {fg:.3} and preemption {pre:.3} (1.00 = \
+                 never yielding; the Mac: 1.014 and 1.075)"
+            );
+            if let Some(n) = count {
+                let _ = write!(text, "; yielding on a count (every 4096 iterations) {n:.3}");
+            }
+            text.push('.');
+        }
+    }
+    if let Some(p) = p {
+        if let Some(loss) = median(p, "preempt.loss_at_10ms") {
+            let _ = write!(
+                text,
+                " Preemption at a 10 ms quantum costs a CPU-bound thread {loss:.2}% of its \
+                 throughput."
+            );
+        }
+    }
+    if text.is_empty() {
+        return not_measured(topic, "coop preempt");
+    }
+    text.push_str(
+        " Choose preemptive threads for CPU-bound jobs; if a job yields cooperatively, it should \
+         yield on time, not on a count.",
+    );
+    Answer {
+        topic,
+        text: text.trim_start().to_string(),
+        rests_on: vec![("coop", "coop-scores"), ("preempt", "throughput_loss")],
+    }
+}
+
+fn green_or_kernel(r: &RunResults) -> Answer {
+    let topic = "Green or kernel threads";
+    let create = experiment(r, "create");
+    let switch = experiment(r, "switch");
+    let c = create.and_then(|e| median(e, "create.green.vs_thread"));
+    let s = switch.and_then(|e| median(e, "switch.green.vs_thread"));
+    if c.is_none() && s.is_none() {
+        return not_measured(topic, "create switch");
+    }
+    let mut facts = Vec::new();
+    if let Some(c) = c {
+        facts.push(format!("starts {}x cheaper", fmt_value(c)));
+    }
+    if let Some(s) = s {
+        facts.push(format!("switches {}x cheaper", fmt_value(s)));
+    }
+    Answer {
+        topic,
+        text: format!(
+            "A green thread (uthread) {} than a kernel thread here. Use green threads for many \
+             short tasks or many waiting connections; kernel threads (one carrier per core) for \
+             parallel CPU work and for calls that block outside the runtime.",
+            facts.join(" and ")
+        ),
+        rests_on: vec![("create", "today"), ("switch", "user-level")],
+    }
+}

@@ -1,0 +1,667 @@
+//! The HTML report, `compare` and `export` as a user meets them, and the report in a real
+//! browser (headless Chromium, skipped with the reason when none is installed). These tests
+//! check structure and behaviour only, never durations; one tiny run feeds them all.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use threadlab::measure::units::Direction;
+use threadlab::report::html;
+use threadlab::results::{parse_results, RunResults};
+
+fn threadlab() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_threadlab"));
+    c.stdin(Stdio::null()).env("NO_COLOR", "1");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    threadlab().args(args).output().expect("threadlab runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("threadlab-report-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn assert_one_line_usage_error(o: &Output, must_contain: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err:?}");
+    assert!(err.contains(must_contain), "{err:?} lacks {must_contain:?}");
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"));
+}
+
+/// One tiny run of every experiment, shared by the tests: its results file (the report was
+/// written beside it by `run`). It lives in the target's temporary folder, where the next run
+/// of these tests replaces it, since no test can clean up after all the others.
+fn tiny() -> &'static Path {
+    static TINY: OnceLock<PathBuf> = OnceLock::new();
+    TINY.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-tiny");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let json = dir.join("tiny.json");
+        let o = run(&[
+            "run",
+            "--tiny",
+            "--allow-debug",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "tiny run: {}", stderr(&o));
+        json
+    })
+}
+
+fn results(path: &Path) -> RunResults {
+    parse_results(&std::fs::read_to_string(path).unwrap(), "test").unwrap()
+}
+
+/// Each experiment section of a page: (its data-experiment name, its HTML).
+fn sections(page: &str) -> Vec<(String, String)> {
+    page.split("<section class=\"experiment\"")
+        .skip(1)
+        .map(|s| {
+            let name = s
+                .split("data-experiment=\"")
+                .nth(1)
+                .and_then(|x| x.split('"').next())
+                .unwrap_or("")
+                .to_string();
+            let end = s.find("</section>").unwrap_or(s.len());
+            (name, s[..end].to_string())
+        })
+        .collect()
+}
+
+/// Charts with an SVG inside, in one section's HTML.
+fn charts(section: &str) -> usize {
+    section
+        .split("<figure class=\"chart\"")
+        .skip(1)
+        .filter(|f| f.split("</figure>").next().unwrap_or("").contains("<svg"))
+        .count()
+}
+
+fn assert_every_experiment_has_a_section_and_a_chart(page: &str, r: &RunResults) {
+    let secs = sections(page);
+    for e in &r.experiments {
+        // The page escapes the name in the attribute; a browser's DOM dump gives it back plain.
+        let escaped = html::svg::esc(&e.name);
+        let (_, html) = secs
+            .iter()
+            .find(|(n, _)| *n == e.name || *n == escaped)
+            .unwrap_or_else(|| panic!("no section for {}", e.name));
+        assert!(charts(html) >= 1, "{} has no chart", e.name);
+    }
+}
+
+#[test]
+fn run_writes_a_report_with_every_experiment_charted_and_nothing_from_the_network() {
+    let json = tiny();
+    let page = std::fs::read_to_string(json.with_extension("html")).expect("report beside");
+    let r = results(json);
+    assert_every_experiment_has_a_section_and_a_chart(&page, &r);
+    assert_eq!(html::network_references(&page), Vec::<String>::new());
+    for needle in ["http://", "https://", "//", "@import", " src=", "url("] {
+        assert!(!page.contains(needle), "{needle}");
+    }
+    // Every href is an anchor that exists in the page.
+    for href in page.split("href=\"#").skip(1) {
+        let id = href.split('"').next().unwrap();
+        assert!(page.contains(&format!("id=\"{id}\"")), "dangling #{id}");
+    }
+    // Up front: the machine, the warnings; at the end, what to choose with its figures.
+    assert!(page.contains("class=\"machine\"") && page.contains("What to know first"));
+    let advice = page
+        .split("id=\"advice\"")
+        .nth(1)
+        .expect("an advice section");
+    for topic in [
+        "Pool size",
+        "Lock",
+        "Server design",
+        "Priority",
+        "Cooperative or preemptive",
+        "Green or kernel threads",
+    ] {
+        assert!(advice.contains(topic), "advice lacks {topic}");
+    }
+    assert!(advice.matches("Rests on").count() >= 5, "{advice}");
+    // Well under the size budget (a full run has a few more points per curve).
+    assert!(page.len() < 700_000, "{} bytes", page.len());
+    // Dark mode and print are styled.
+    assert!(page.contains("prefers-color-scheme: dark") && page.contains("@media print"));
+}
+
+#[test]
+fn report_command_writes_where_asked_and_refuses_what_it_cannot_read() {
+    let dir = scratch("report-cmd");
+    let out = dir.join("r.html");
+    let o = run(&[
+        "report",
+        tiny().to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&out).unwrap();
+    assert_every_experiment_has_a_section_and_a_chart(&page, &results(tiny()));
+    // Nothing but the report is left in the folder (no temporary file).
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "not json").unwrap();
+    assert_one_line_usage_error(&run(&["report", bad.to_str().unwrap()]), "not a threadlab");
+    let old = dir.join("old.json");
+    std::fs::write(&old, r#"{"schema_version": 1, "experiments": []}"#).unwrap();
+    assert_one_line_usage_error(&run(&["report", old.to_str().unwrap()]), "version 1");
+    assert_one_line_usage_error(
+        &run(&["report", dir.join("missing.json").to_str().unwrap()]),
+        "cannot read",
+    );
+    assert_one_line_usage_error(&run(&["report", dir.to_str().unwrap()]), "regular file");
+    assert_one_line_usage_error(&run(&["report", "/dev/zero"]), "regular file");
+    assert_one_line_usage_error(
+        &run(&[
+            "report",
+            tiny().to_str().unwrap(),
+            "-o",
+            "/nonexistent-folder/r.html",
+        ]),
+        "/nonexistent-folder",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn hostile_text_in_a_results_file_stays_text() {
+    let mut r = results(tiny());
+    let evil = "<script>alert(1)</script><img src=x onerror=alert(2)> https://evil.example/ \"'&";
+    r.environment.cpu_model = Some(evil.into());
+    for e in r.experiments.iter_mut() {
+        e.study = evil.into();
+        e.conclusion = Some(evil.into());
+        for m in e.metrics.iter_mut() {
+            m.note = evil.into();
+            m.placement = evil.into();
+        }
+        for t in e.tables.iter_mut() {
+            t.title = evil.into();
+            for row in t.rows.iter_mut() {
+                for c in row.iter_mut() {
+                    c.push_str(evil);
+                }
+            }
+        }
+        for s in e.series.iter_mut() {
+            s.note = evil.into();
+            s.x_label = evil.into();
+            // Odd curves: lengths that disagree, values at or below zero.
+            s.y.truncate(1);
+            s.x.push(-1.0);
+        }
+    }
+    if let Some(e) = r.experiments.first_mut() {
+        e.name = format!("x\" onmouseover=\"{evil}");
+        if let Some(m) = e.metrics.first_mut() {
+            m.id = evil.into();
+        }
+    }
+    let page = html::render(&r, evil);
+    assert_eq!(
+        page.matches("<script>").count(),
+        1,
+        "only the page's own script"
+    );
+    assert!(!page.contains("<img"));
+    assert!(!page.contains("onmouseover=\""));
+    assert_eq!(html::network_references(&page), Vec::<String>::new());
+    assert_every_experiment_has_a_section_and_a_chart(&page, &r);
+}
+
+/// The metric a slowdown is planted in: the stablest (smallest max/min) of those whose
+/// samples times 1.3 cannot overlap the originals, with distinct samples (so the U test is
+/// exact, as in any quick run).
+fn stable_metric(r: &RunResults) -> (usize, usize) {
+    let mut best: Option<(f64, usize, usize)> = None;
+    for (i, e) in r.experiments.iter().enumerate() {
+        for (j, m) in e.metrics.iter().enumerate() {
+            let mut sorted = m.values.clone();
+            sorted.sort_by(f64::total_cmp);
+            let distinct = sorted.windows(2).all(|w| w[0] < w[1]);
+            if m.values.len() >= 7
+                && distinct
+                && m.min > 0.0
+                && m.direction == Direction::LowerIsBetter
+                && m.ratio_of.is_none()
+            {
+                let spread = m.max / m.min;
+                if best.map_or(true, |b| spread < b.0) {
+                    best = Some((spread, i, j));
+                }
+            }
+        }
+    }
+    let (spread, i, j) = best.expect("a metric with 7 distinct samples");
+    assert!(
+        spread < 1.15,
+        "no metric stable enough in the tiny run ({spread})"
+    );
+    println!(
+        "planting a 1.3x slowdown in {} (max/min {spread:.3})",
+        r.experiments[i].metrics[j].id
+    );
+    (i, j)
+}
+
+#[test]
+fn compare_flags_nothing_between_equal_runs_and_exactly_a_planted_slowdown() {
+    let dir = scratch("compare");
+    // The tiny run as on a quiet machine: a test run shares the CPUs with the other tests, and
+    // the CPU drift it records during an experiment would (rightly) raise that experiment's
+    // floors; here the rule itself is under test.
+    let mut r = results(tiny());
+    for e in r.experiments.iter_mut() {
+        for at in e.attempts.iter_mut() {
+            at.reference_wide_ns = [at.reference_wide_ns[0]; 2];
+        }
+    }
+    let quiet = dir.join("quiet.json");
+    std::fs::write(&quiet, serde_json::to_string(&r).unwrap()).unwrap();
+    let a = quiet.to_str().unwrap().to_string();
+    // The same run against itself: nothing changed, status 0 even when failing on slowdowns.
+    let o = run(&["compare", &a, &a, "--fail-if-slower", "10"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("0 slower") && text.contains("0 changed"),
+        "{text}"
+    );
+
+    // One metric 1.3x slower in B, statistics recomputed from the scaled samples.
+    let (i, j) = stable_metric(&r);
+    let m = &mut r.experiments[i].metrics[j];
+    let id = m.id.clone();
+    for v in [
+        &mut m.median,
+        &mut m.min,
+        &mut m.max,
+        &mut m.q1,
+        &mut m.q3,
+        &mut m.mean,
+    ] {
+        *v *= 1.3;
+    }
+    for v in m.values.iter_mut() {
+        *v *= 1.3;
+    }
+    let slow = dir.join("slow.json");
+    std::fs::write(&slow, serde_json::to_string(&r).unwrap()).unwrap();
+    let page = dir.join("cmp.html");
+    let o = run(&[
+        "compare",
+        &a,
+        slow.to_str().unwrap(),
+        "--fail-if-slower",
+        "10",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("1 slower"), "{text}");
+    assert!(
+        text.contains("0 faster") && text.contains("0 changed"),
+        "{text}"
+    );
+    let flagged: Vec<&str> = text.lines().filter(|l| l.contains("SLOWER")).collect();
+    assert_eq!(flagged.len(), 1, "{text}");
+    assert!(flagged[0].contains(&id), "{id} not flagged: {text}");
+    // Not beyond 40%: status 0. Without the option: status 0.
+    let o = run(&[
+        "compare",
+        &a,
+        slow.to_str().unwrap(),
+        "--fail-if-slower",
+        "40",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["compare", &a, slow.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    let html_page = std::fs::read_to_string(&page).unwrap();
+    assert_eq!(html::network_references(&html_page), Vec::<String>::new());
+    assert!(html_page.contains("class=\"slower\""));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn compare_refuses_bad_and_incompatible_files_with_status_2() {
+    let dir = scratch("compare-bad");
+    let a = tiny().to_str().unwrap();
+    assert_one_line_usage_error(&run(&["compare", a]), "--help");
+    let old = dir.join("old.json");
+    std::fs::write(&old, r#"{"schema_version": 1}"#).unwrap();
+    assert_one_line_usage_error(&run(&["compare", a, old.to_str().unwrap()]), "version 1");
+    // A results file with no metric in common.
+    let mut r = results(tiny());
+    for e in r.experiments.iter_mut() {
+        e.name = format!("other-{}", e.name);
+    }
+    let other = dir.join("other.json");
+    std::fs::write(&other, serde_json::to_string(&r).unwrap()).unwrap();
+    assert_one_line_usage_error(
+        &run(&["compare", a, other.to_str().unwrap()]),
+        "share no metric",
+    );
+    assert_one_line_usage_error(
+        &run(&["compare", a, a, a, "--fail-if-slower", "5"]),
+        "exactly two",
+    );
+    assert_one_line_usage_error(&run(&["compare", a, a, "--fail-if-slower", "-3"]), "--help");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn compare_of_several_files_is_a_fleet_table() {
+    let dir = scratch("fleet");
+    let a = tiny().to_str().unwrap();
+    let page = dir.join("fleet.html");
+    let o = run(&["compare", a, a, a, "--html", page.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("fleet") && text.contains("  C  "), "{text}");
+    let html_page = std::fs::read_to_string(&page).unwrap();
+    assert_eq!(html::network_references(&html_page), Vec::<String>::new());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Checks the Prometheus text format 0.0.4 as node_exporter's textfile collector reads it.
+fn check_text_format(text: &str) {
+    let mut families: Vec<String> = Vec::new();
+    let mut typed: Option<String> = None;
+    let mut label_names: std::collections::HashMap<String, Vec<String>> = Default::default();
+    let mut seen = std::collections::HashSet::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let name = rest.split(' ').next().unwrap().to_string();
+            assert!(!families.contains(&name), "{name} twice");
+            families.push(name);
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut p = rest.split(' ');
+            let name = p.next().unwrap();
+            assert_eq!(Some(name), families.last().map(String::as_str));
+            assert_eq!(p.next(), Some("gauge"));
+            typed = Some(name.to_string());
+            continue;
+        }
+        assert!(!line.starts_with('#'), "unexpected comment {line}");
+        let (name, rest) = line.split_once('{').expect("labels");
+        assert_eq!(Some(name), typed.as_deref(), "{line}");
+        let (labels, value) = rest.rsplit_once("} ").expect("a value after the labels");
+        assert!(!value.contains(' '), "a timestamp or junk: {line}");
+        assert!(value.parse::<f64>().is_ok(), "{line}");
+        assert!(seen.insert(format!("{name}{{{labels}")), "duplicate {line}");
+        let names: Vec<String> = labels
+            .split("\",")
+            .map(|kv| kv.split('=').next().unwrap().to_string())
+            .collect();
+        let first = label_names.entry(name.to_string()).or_insert(names.clone());
+        assert_eq!(*first, names, "label names differ within {name}");
+        assert!(names.iter().any(|n| n == "machine"), "{line}");
+    }
+    for f in [
+        "threadlab_time_seconds",
+        "threadlab_info",
+        "threadlab_experiment_ok",
+    ] {
+        assert!(families.iter().any(|x| x == f), "no {f}");
+    }
+}
+
+#[test]
+fn export_writes_the_prometheus_text_format_atomically() {
+    let dir = scratch("prom");
+    let prom = dir.join("threadlab.prom");
+    let o = run(&[
+        "export",
+        "--prom",
+        prom.to_str().unwrap(),
+        tiny().to_str().unwrap(),
+        "--machine",
+        "lab \"one\"",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&prom).unwrap();
+    check_text_format(&text);
+    assert!(
+        text.contains("machine=\"lab \\\"one\\\"\""),
+        "label escaping"
+    );
+    assert!(text.contains("metric=\"create.thread\""));
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        1,
+        "a temporary was left"
+    );
+    match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(&prom).unwrap())
+        .output()
+    {
+        Ok(out) => {
+            let said = format!("{}{}", stdout(&out), stderr(&out));
+            assert!(
+                out.status.success() && said.trim().is_empty(),
+                "promtool: {said}"
+            );
+            println!("promtool check metrics: clean");
+        }
+        Err(e) => println!(
+            "skipped promtool check: promtool is not installed ({e}); apt-get install prometheus"
+        ),
+    }
+    assert_one_line_usage_error(
+        &run(&[
+            "export",
+            "--prom",
+            prom.to_str().unwrap(),
+            "/nonexistent.json",
+        ]),
+        "cannot read",
+    );
+    assert_one_line_usage_error(&run(&["export", tiny().to_str().unwrap()]), "--help");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A Chromium to test with: $THREADLAB_CHROMIUM, or the usual names on PATH.
+fn chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("THREADLAB_CHROMIUM") {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH")?;
+    for dir in std::env::split_paths(&path) {
+        for name in [
+            "chromium",
+            "chromium-browser",
+            "google-chrome",
+            "google-chrome-stable",
+        ] {
+            let p = dir.join(name);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// Runs the browser on `url` with `args`, no network: a new network namespace when the
+/// kernel lets us make one, and always a proxy and resolver that lead nowhere.
+fn browse(browser: &Path, url: &str, args: &[&str]) -> (String, String) {
+    let profile = scratch(&format!("profile-{}", args.len()));
+    let isolated = Command::new("unshare")
+        .args(["-n", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let mut cmd = if isolated {
+        let mut c = Command::new("unshare");
+        c.arg("-n").arg(browser);
+        c
+    } else {
+        Command::new(browser)
+    };
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--proxy-server=127.0.0.1:9",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .args(args)
+    .arg(url)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("the browser starts");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let started = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(180) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the browser did not finish within 180 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::fs::remove_dir_all(&profile);
+    println!(
+        "browser run with {}",
+        if isolated {
+            "no network namespace access (unshare -n) and a dead proxy"
+        } else {
+            "a dead proxy and resolver (unshare -n not permitted here)"
+        }
+    );
+    (out_thread.join().unwrap(), err_thread.join().unwrap())
+}
+
+fn console_lines(log: &str) -> Vec<&str> {
+    log.lines().filter(|l| l.contains(":CONSOLE")).collect()
+}
+
+#[test]
+fn the_report_renders_in_headless_chromium_offline() {
+    let Some(browser) = chromium() else {
+        if std::env::var_os("THREADLAB_REQUIRE_BROWSER").is_some() {
+            panic!("THREADLAB_REQUIRE_BROWSER is set but no Chromium was found");
+        }
+        println!(
+            "skipped: no Chromium found (set THREADLAB_CHROMIUM, or apt-get install chromium) \
+             to render the report in a real browser"
+        );
+        return;
+    };
+    let json = tiny();
+    let page = json.with_extension("html");
+    let url = format!("file://{}", page.display());
+    let (dom, log) = browse(&browser, &url, &["--dump-dom"]);
+    assert!(
+        dom.contains("data-ready=\"1\""),
+        "the page did not finish loading: {log}"
+    );
+    assert!(
+        !dom.contains(" data-errors=\""),
+        "errors in the page: {}",
+        {
+            dom.split("data-errors=\"")
+                .nth(1)
+                .unwrap_or("")
+                .chars()
+                .take(400)
+                .collect::<String>()
+        }
+    );
+    assert_eq!(console_lines(&log), Vec::<&str>::new(), "console output");
+    // The DOM as the browser built it: every experiment, its section, its charts.
+    assert_every_experiment_has_a_section_and_a_chart(&dom, &results(json));
+
+    // The check can fail: a page that reaches for the network is caught, by the page's own
+    // error hook and by the console.
+    let dir = scratch("browser");
+    let bad = dir.join("bad.html");
+    std::fs::write(
+        &bad,
+        html::page(
+            "bad",
+            "<p>x</p><img src=\"https://example.com/x.png\" alt=\"\">",
+        ),
+    )
+    .unwrap();
+    let (dom_bad, log_bad) = browse(
+        &browser,
+        &format!("file://{}", bad.display()),
+        &["--dump-dom"],
+    );
+    assert!(
+        dom_bad.contains(" data-errors=\""),
+        "a blocked load went unnoticed: {dom_bad}"
+    );
+    assert!(!console_lines(&log_bad).is_empty());
+
+    // A picture for people to look at.
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("threadlab-report.png");
+    let _ = std::fs::remove_file(&shot);
+    browse(
+        &browser,
+        &url,
+        &[
+            "--window-size=1280,3200",
+            &format!("--screenshot={}", shot.display()),
+        ],
+    );
+    let png = std::fs::read(&shot).expect("a screenshot");
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    println!("screenshot: {}", shot.display());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
