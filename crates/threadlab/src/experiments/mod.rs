@@ -25,6 +25,7 @@ pub mod latency;
 pub mod ordering;
 pub mod preempt;
 pub mod priority;
+pub mod server;
 pub mod shm;
 pub mod switch;
 pub mod sync;
