@@ -469,6 +469,7 @@ pub fn registry() -> Vec<&'static dyn Experiment> {
         &priority::PriorityExperiment,
         &latency::Latency,
         &coop::Coop,
+        &server::LOCAL,
     ]
 }
 

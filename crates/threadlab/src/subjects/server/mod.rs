@@ -92,9 +92,13 @@ pub trait Server: Send {
     fn children(&self) -> Option<ChildUsage> {
         None
     }
-    /// Its pid when it runs as another program (its usage is then known only through STATS).
+    /// Its pid when it runs as another program on this host (its usage is read from /proc).
     fn program_pid(&self) -> Option<libc::pid_t> {
         None
+    }
+    /// It runs on another host (`threadlab run server --target`): usage only through STATS.
+    fn is_remote(&self) -> bool {
+        false
     }
 }
 
