@@ -375,8 +375,8 @@ fn serve(args: ServeArgs) -> Result<i32> {
     drop(s);
     eprintln!(
         "threadlab serve: stopped; {} requests served, {} refused busy, {} bad or late frames, \
-         {} resets, {} accepted",
-        c.served, c.rejected, c.errors, c.resets, c.accepted
+         {} resets, {} accepted, {} times out of descriptors",
+        c.served, c.rejected, c.errors, c.resets, c.accepted, c.fd_exhausted
     );
     Ok(0)
 }
