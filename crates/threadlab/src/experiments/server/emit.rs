@@ -81,6 +81,10 @@ fn per_window(recs: &[&Record], f: impl Fn(&Window) -> Option<f64>) -> Vec<f64> 
         .collect()
 }
 
+fn us_of(ns: Option<u64>) -> Option<f64> {
+    ns.map(|v| v as f64 / 1e3)
+}
+
 fn quantile_us(h: &Histogram<u64>, q: f64) -> Option<f64> {
     (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1e3)
 }
@@ -225,7 +229,7 @@ fn block(e: &mut Emit, records: &Records, d: &str) {
         return;
     }
     let f = union_flags(recs.iter().copied(), e.ceiling);
-    let p99 = per_window(&recs, |w| quantile_us(&w.latency, 0.99));
+    let p99 = per_window(&recs, |w| us_of(w.latency_p99_ns));
     e.windows(
         &format!("server.{d}.block.p99"),
         Unit::Us,
@@ -278,7 +282,13 @@ fn rate(e: &mut Emit, records: &Records, d: &str) {
          connections, 1 KiB; latency from the planned send (no coordinated omission)"
     );
     for (q, name) in [(0.5, "p50"), (0.99, "p99")] {
-        let v = per_window(&recs, |w| quantile_us(&w.latency, q));
+        let v = per_window(&recs, |w| {
+            us_of(if q == 0.5 {
+                w.latency_p50_ns
+            } else {
+                w.latency_p99_ns
+            })
+        });
         let id = format!("server.{d}.rate.{name}");
         e.windows(
             &id,
@@ -305,7 +315,7 @@ fn rate(e: &mut Emit, records: &Records, d: &str) {
             }
         }
     }
-    let svc_p99 = per_window(&recs, |w| quantile_us(&w.service, 0.99));
+    let svc_p99 = per_window(&recs, |w| us_of(w.service_p99_ns));
     e.windows(
         &format!("server.{d}.rate.uncorrected_p99"),
         Unit::Us,
@@ -363,8 +373,12 @@ fn rate(e: &mut Emit, records: &Records, d: &str) {
         &cpu,
         format!(
             "server CPU time (user + system, its children included) per reply at the open-loop \
-             point: {}; one value per window",
-            meter_text(d)
+             point: {}; one value per window{}",
+            meter_text(d),
+            recs[0]
+                .state
+                .as_ref()
+                .map_or(String::new(), |s| format!("; {s}"))
         ),
         &f,
     );
@@ -458,7 +472,7 @@ fn spin(e: &mut Emit, records: &Records, d: &str) {
         return;
     }
     let f = union_flags(recs.iter().copied(), e.ceiling);
-    let v = per_window(&recs, |w| quantile_us(&w.latency, 0.99));
+    let v = per_window(&recs, |w| us_of(w.latency_p99_ns));
     e.windows(
         &format!("server.{d}.spin.p99"),
         Unit::Us,
@@ -481,11 +495,7 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
     if steps.is_empty() {
         return;
     }
-    let ok = |r: &Record| {
-        r.result.saturated.is_none()
-            && r.result.latency.value_at_quantile(0.99) <= super::setup::SLO_P99_NS
-            && r.result.achieved_per_s() >= 0.99 * r.offered
-    };
+    let ok = |r: &Record| super::steps::meets_target(&r.result);
     let mut cap: f64 = 0.0;
     let mut all_ok = true;
     for r in &steps {
@@ -505,7 +515,8 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
         Unit::PerS,
         cap,
         format!(
-            "the highest offered rate with p99 <= {} ms and >= 99% achieved, open loop over {} \
+            "the highest offered rate with p99 <= {} ms and 99% of the planned requests answered, \
+             open loop over {} \
              connections; rates tried: {}{}",
             super::setup::SLO_P99_NS / 1_000_000,
             steps[0].connections,
@@ -537,7 +548,7 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
         ),
         &f,
     );
-    let p99 = per_window(&recs, |w| quantile_us(&w.latency, 0.99));
+    let p99 = per_window(&recs, |w| us_of(w.latency_p99_ns));
     e.windows(
         &format!("server.{d}.overload.p99"),
         Unit::Us,
@@ -574,7 +585,7 @@ fn scale(e: &mut Emit, records: &Records, d: &str) {
         return;
     };
     let f = union_flags(std::iter::once(r), e.ceiling);
-    let v = per_window(&[r], |w| quantile_us(&w.latency, 0.99));
+    let v = per_window(&[r], |w| us_of(w.latency_p99_ns));
     e.windows(
         &format!("server.{d}.c10k.p99"),
         Unit::Us,

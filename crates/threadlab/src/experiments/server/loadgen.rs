@@ -123,12 +123,15 @@ impl Failures {
     }
 }
 
-/// One window of the measured period.
+/// One window of the measured period. Its histograms are reduced to the figures the metrics
+/// use when the step ends (the step's merged histograms are kept whole).
 pub struct Window {
-    /// Requests planned in this window, from planned send to reply.
-    pub latency: Histogram<u64>,
-    /// The same requests from actual send to reply (uncorrected).
-    pub service: Histogram<u64>,
+    /// Requests planned in this window, from planned send to reply: p50 and p99, ns (None
+    /// when no request of the window completed).
+    pub latency_p50_ns: Option<u64>,
+    pub latency_p99_ns: Option<u64>,
+    /// The same requests' p99 from their actual send (uncorrected), ns.
+    pub service_p99_ns: Option<u64>,
     /// Replies that arrived in this window (by arrival time).
     pub completed: u64,
     /// Server usage over this window (from the caller's probe).
@@ -163,6 +166,8 @@ pub struct StepResult {
     pub saturated: Option<String>,
     /// Planned requests that never went out (saturated): recorded with their wait so far.
     pub unsent: u64,
+    /// Requests planned within the measured period (open loop).
+    pub planned: u64,
     pub server_usage: Usage,
 }
 
@@ -745,15 +750,9 @@ impl<'p> Generator<'p> {
         usage: &mut dyn FnMut() -> Usage,
     ) -> Result<StepResult> {
         let windows = plan.windows.max(1);
-        let mut win: Vec<Window> = (0..windows)
-            .map(|_| Window {
-                latency: histogram(),
-                service: histogram(),
-                completed: 0,
-                usage: Usage::default(),
-                length_ns: 0,
-            })
-            .collect();
+        let mut win_latency: Vec<Histogram<u64>> = (0..windows).map(|_| histogram()).collect();
+        let mut win_service: Vec<Histogram<u64>> = (0..windows).map(|_| histogram()).collect();
+        let mut win_completed = vec![0u64; windows];
         let mut latency = histogram();
         let mut service = histogram();
         let mut send_lag = histogram();
@@ -817,6 +816,7 @@ impl<'p> Generator<'p> {
         let spin = plan.spin.as_nanos() as u64;
         let mut done: Option<Done> = None;
         let mut unsent = 0u64;
+        let mut planned_in_period = 0u64;
 
         loop {
             let now = mono_ns();
@@ -838,6 +838,9 @@ impl<'p> Generator<'p> {
             // Plan.
             if open && planning {
                 while next_planned <= now && next_planned < end {
+                    if next_planned >= warm_end {
+                        planned_in_period += 1;
+                    }
                     self.fifo.push_back(next_planned);
                     next_planned += gap().max(1);
                 }
@@ -913,10 +916,10 @@ impl<'p> Generator<'p> {
             let got = if wait == 0 {
                 self.wait(Some(0))
             } else if wait <= spin {
-                let t = mono_ns();
                 let got = self.wait(Some(0));
                 if got == 0 {
-                    spin_ns += mono_ns() - t;
+                    // The whole idle round counts as spinning: its poll and its bookkeeping.
+                    spin_ns += mono_ns() - now;
                 }
                 got
             } else {
@@ -951,15 +954,15 @@ impl<'p> Generator<'p> {
                     let lat = d.now_ns - d.planned_ns;
                     let svc = d.now_ns - d.sent_ns;
                     if let Some(w) = window_of(d.planned_ns) {
-                        record(&mut win[w].latency, lat);
-                        record(&mut win[w].service, svc);
+                        record(&mut win_latency[w], lat);
+                        record(&mut win_service[w], svc);
                         record(&mut latency, lat);
                         record(&mut service, svc);
                         record(&mut send_lag, d.sent_ns.saturating_sub(d.ready_ns));
                         record(&mut server_service, d.server_ns);
                     }
                     if let Some(w) = window_of(d.now_ns) {
-                        win[w].completed += 1;
+                        win_completed[w] += 1;
                         self.conns[d.conn].completed += 1;
                     }
                 } else if was_live && self.conns[ci].st == St::Dead {
@@ -1004,10 +1007,18 @@ impl<'p> Generator<'p> {
         if gen_cpu_at[1] == 0 {
             gen_cpu_at[1] = rusage(libc::RUSAGE_THREAD).cpu_ns;
         }
-        for (k, w) in win.iter_mut().enumerate() {
-            w.usage = usage_at[k + 1].since(usage_at[k]);
-            w.length_ns = wlen;
-        }
+        let q = |h: &Histogram<u64>, p: f64| (!h.is_empty()).then(|| h.value_at_quantile(p));
+        let win: Vec<Window> = (0..windows)
+            .map(|k| Window {
+                latency_p50_ns: q(&win_latency[k], 0.5),
+                latency_p99_ns: q(&win_latency[k], 0.99),
+                service_p99_ns: q(&win_service[k], 0.99),
+                completed: win_completed[k],
+                usage: usage_at[k + 1].since(usage_at[k]),
+                length_ns: wlen,
+            })
+            .collect();
+        drop((win_latency, win_service));
         let measured_ns = end - warm_end;
         let completed = win.iter().map(|w| w.completed).sum();
         let per_conn = self
@@ -1046,6 +1057,7 @@ impl<'p> Generator<'p> {
             mean_in_flight: area / measured_ns.max(1) as f64,
             saturated,
             unsent,
+            planned: planned_in_period,
         })
     }
 }

@@ -119,8 +119,13 @@ impl Experiment for ServerExperiment {
                 steps::calibrate(ctx.cancel, null, &cpus, &sizes, &pattern, &mut records)?;
             }
             let step = |what: &str| ctx.step(what);
+            // Process designs first: a fork copies the lab's address space, which the thread
+            // designs' cached stacks (about two mappings per thread) would otherwise inflate by
+            // the time their turn came; their note gives the lab's mappings at the time.
+            let mut order: Vec<&Running> = running.iter().collect();
+            order.sort_by_key(|r| r.info.model != server::Model::Processes);
             for trial in 0..sizes.trials {
-                for r in &running {
+                for r in order.iter().copied() {
                     match steps::visit(
                         ctx.cancel,
                         r,

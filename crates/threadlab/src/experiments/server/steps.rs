@@ -44,6 +44,9 @@ pub struct Record {
     pub connect_failures: u64,
     /// Why the server's CPU could not be measured (a remote server without STATS for us).
     pub usage_unavailable: Option<String>,
+    /// The state the lab was in, for designs whose cost depends on it (a fork copies the
+    /// lab's address space).
+    pub state: Option<String>,
 }
 
 impl Record {
@@ -126,6 +129,7 @@ pub fn calibrate(
         footprint: None,
         connect_failures: failures as u64,
         usage_unavailable: None,
+        state: None,
     });
     Ok(())
 }
@@ -149,6 +153,13 @@ pub fn visit(
     let holds = (r.info.holds)(&r.cfg);
     let overflow_before = listen_counters();
     let mut made: Vec<Record> = Vec::new();
+    let state = (r.info.model == crate::subjects::server::Model::Processes).then(|| {
+        format!(
+            "each child is a fork of the lab, then {} mappings and {:.0} MiB resident",
+            std::fs::read_to_string("/proc/self/maps").map_or(0, |m| m.lines().count()),
+            crate::subjects::server::usage::rss_bytes(None) as f64 / 1048576.0
+        )
+    });
 
     // A few connections: peak (closed loop) and blocking work.
     let few = sizes.peak_conns.max(sizes.block_conns);
@@ -280,9 +291,7 @@ pub fn visit(
                     ..plan.clone()
                 };
                 let result = gen.run(&p, cancel, &mut || meter.usage())?;
-                let ok = result.saturated.is_none()
-                    && result.latency.value_at_quantile(0.99) <= SLO_P99_NS
-                    && result.achieved_per_s() >= 0.99 * rate;
+                let ok = meets_target(&result);
                 made.push(record(
                     name,
                     Pattern::Sweep(rate),
@@ -326,12 +335,14 @@ pub fn visit(
         (Some(a), Some(b)) => Some((b.0 + b.1).saturating_sub(a.0 + a.1)),
         _ => None,
     };
+    quiesce(r, cancel)?;
     let unavailable = Meter::for_server(r.server.as_ref())
         .unavailable()
         .map(str::to_string);
     for mut m in made {
         m.listen_overflows = overflow;
         m.usage_unavailable = unavailable.clone();
+        m.state = state.clone();
         records.all.push(m);
     }
     Ok(())
@@ -433,6 +444,32 @@ pub fn scale(
     Ok(())
 }
 
+/// A sweep step passes when it was not cut short, its p99 is within the target, and 99% of
+/// the requests planned in its measured period were answered.
+pub fn meets_target(r: &StepResult) -> bool {
+    r.saturated.is_none()
+        && r.latency.value_at_quantile(0.99) <= SLO_P99_NS
+        && r.service.len() as f64 >= 0.99 * r.planned as f64
+}
+
+/// Waits (up to 10 s) until the server has let go of the visit's connections: closed, and
+/// their forked children exited and reaped, so that the next design is not measured while
+/// this one tears down a thousand processes.
+fn quiesce(r: &Running, cancel: &Cancel) -> Result<()> {
+    let resting = (r.info.holds)(&r.cfg).unwrap_or(0) as u64;
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < end {
+        cancel.check()?;
+        let open = r.server.counts().connections_open;
+        let live = r.server.children().map_or(0, |c| c.live);
+        if open == 0 && live <= resting {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
 fn record(
     design: &'static str,
     pattern: Pattern,
@@ -453,5 +490,6 @@ fn record(
         footprint: None,
         connect_failures,
         usage_unavailable: None,
+        state: None,
     }
 }
