@@ -43,7 +43,10 @@ pub fn flags(rec: &Record, ceiling: Option<f64>) -> Vec<String> {
     if r.little_mismatch().is_some_and(|m| m > LITTLE_TOLERANCE) {
         f.push("little_law_mismatch".into());
     }
-    if r.saturated.is_some() {
+    // Cut short, or fewer than 97% of the planned requests answered: the server (or the
+    // generator) did not keep up with the plan.
+    let behind = open && r.planned > 0 && (r.service.len() as f64) < 0.97 * r.planned as f64;
+    if r.saturated.is_some() || behind {
         f.push("saturated".into());
     }
     if rec.errors() > 0 {

@@ -301,11 +301,17 @@ pub fn conclusion(
     let many = best(out, running, "cpu_per_request", |r| {
         matches!(r.info.model, Model::EventLoop | Model::Runtime)
     });
-    let blocking = best(out, running, "block.p99", |r| {
+    let limit_us = 10.0 * sizes.block_us as f64;
+    let copes = |r: &Running| {
         !records
             .of(r.info.name, Pattern::Block)
             .any(|x| x.result.saturated.is_some())
-    });
+            && out
+                .median(&format!("server.{}.block.p99", r.info.name))
+                .is_some_and(|p| p <= limit_us)
+    };
+    let blocking = best(out, running, "block.p99", copes);
+    let blocking_cheap = best(out, running, "cpu_per_request", copes);
     s.push_str("What to choose on this machine: ");
     let mut advice = Vec::new();
     if let Some((d, v)) = few {
@@ -323,9 +329,17 @@ pub fn conclusion(
     }
     if let Some((d, v)) = blocking {
         advice.push(format!(
-            "blocking work in the handler: {d} (p99 {}), or any design that did not saturate \
-             above",
-            us(Some(v))
+            "blocking work in the handler: a design that waits without stalling the others \
+             (lowest p99 here {d}, {}{})",
+            us(Some(v)),
+            match blocking_cheap {
+                Some((c, cpu)) if c != d => format!(
+                    "; of those, {c} also spent the least CPU per request at the open-loop point, \
+                     {}",
+                    us(Some(cpu))
+                ),
+                _ => String::new(),
+            }
         ));
     }
     s.push_str(&advice.join("; "));
