@@ -595,8 +595,9 @@ fn scale(e: &mut Emit, records: &Records, d: &str) {
         &v,
         format!(
             "{} long connections held open, each sending 1 request per second (open loop, \
-             Poisson); p99 from the planned send, one value per window",
-            r.connections
+             Poisson); p99 from the planned send, one value per window{}",
+            r.connections,
+            r.state.as_ref().map_or(String::new(), |s| format!("; {s}"))
         ),
         &f,
     );

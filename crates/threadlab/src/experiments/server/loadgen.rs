@@ -233,6 +233,8 @@ pub struct Generator<'p> {
     sources: Sources,
     workers_seen: Vec<u64>,
     pwait2: bool,
+    /// Connections not dead (kept as a count: the run loop asks every round).
+    alive: usize,
     pub failures: Failures,
 }
 
@@ -264,6 +266,7 @@ impl<'p> Generator<'p> {
             sources: Sources::for_target(target),
             workers_seen: vec![0u64; 65_536 / 64],
             pwait2: true,
+            alive: 0,
             failures: Failures::default(),
         };
         // Touch the FIFO's pages so they are resident before the baseline.
@@ -275,7 +278,7 @@ impl<'p> Generator<'p> {
     }
 
     pub fn live(&self) -> usize {
-        self.conns.iter().filter(|c| c.st != St::Dead).count()
+        self.alive
     }
 
     /// Opens `n` more connections, at most 128 connecting at once (a burst of SYNs larger than
@@ -409,6 +412,7 @@ impl<'p> Generator<'p> {
             libc::EPOLLIN as u32
         };
         let connecting = c.st == St::Connecting;
+        self.alive += 1;
         self.conns.push(c);
         self.ep.ctl(libc::EPOLL_CTL_ADD, fd, interest, ci as u64);
         connecting
@@ -447,6 +451,9 @@ impl<'p> Generator<'p> {
             // SAFETY: closes a descriptor this connection owns; epoll forgets it.
             unsafe { libc::close(c.fd) };
             c.fd = -1;
+        }
+        if c.st != St::Dead {
+            self.alive -= 1;
         }
         c.st = St::Dead;
     }
@@ -658,7 +665,10 @@ impl<'p> Generator<'p> {
             if c.in_got == RESPONSE_HEADER {
                 let h = parse_response(&c.in_hdr)
                     .map_err(|_| Failure::Verify("bad magic or kind".into()))?;
-                if h.seq != c.seq || h.client_tag != c.tag {
+                // An error frame with seq and tag 0 refuses the connection itself (a server
+                // over its connection cap, or out of descriptors), not this request.
+                let refusal = h.kind == KIND_ERROR && h.seq == 0 && h.client_tag == 0;
+                if !refusal && (h.seq != c.seq || h.client_tag != c.tag) {
                     return Err(Failure::Verify(format!(
                         "seq {} for {}, tag {:#x} for {:#x}",
                         h.seq, c.seq, h.client_tag, c.tag
@@ -807,7 +817,10 @@ impl<'p> Generator<'p> {
         let mut saturated: Option<String> = None;
         let mut boundary = 0usize; // next usage sample: warm_end + boundary * wlen
         let mut usage_at: Vec<Usage> = Vec::with_capacity(windows + 1);
-        let mut gen_cpu_at = [0u64; 2];
+        // Both ends start at the step's start: a step that never reaches its measured period
+        // then shows no generator time, rather than the thread's whole life.
+        let mut gen_cpu_at = [rusage(libc::RUSAGE_THREAD).cpu_ns; 2];
+        let mut end_read = false;
         let mut spin_ns = 0u64;
         let mut in_flight = 0u64;
         let mut area = 0f64; // integral of in_flight over the measured period, ns
@@ -828,6 +841,7 @@ impl<'p> Generator<'p> {
                 }
                 if boundary == windows {
                     gen_cpu_at[1] = rusage(libc::RUSAGE_THREAD).cpu_ns;
+                    end_read = true;
                     let t = now.min(end);
                     area += in_flight as f64 * t.saturating_sub(last_change) as f64;
                     last_change = u64::MAX;
@@ -1004,7 +1018,7 @@ impl<'p> Generator<'p> {
         while usage_at.len() < windows + 1 {
             usage_at.push(usage());
         }
-        if gen_cpu_at[1] == 0 {
+        if !end_read {
             gen_cpu_at[1] = rusage(libc::RUSAGE_THREAD).cpu_ns;
         }
         let q = |h: &Histogram<u64>, p: f64| (!h.is_empty()).then(|| h.value_at_quantile(p));

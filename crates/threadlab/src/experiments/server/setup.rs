@@ -201,8 +201,9 @@ pub fn server_config(cpus: &Cpus, env: &Environment, nofile: u64) -> ServerConfi
     let allowed = allowed_cpus();
     let physical = physical_cores(&allowed).unwrap_or(allowed.len().max(1));
     cfg.pool_workers = recommended_pool(physical, env.cgroup_cpu_limit);
-    // Half the descriptors for the servers' ends, half for the generator's, less a margin.
-    cfg.max_connections = (nofile.saturating_sub(256) / 2).clamp(64, 1 << 20) as usize;
+    // What one process can hold, less a margin: in the lab the generator's ends share the
+    // limit, and a server that runs out answers BUSY with its reserve descriptor.
+    cfg.max_connections = nofile.saturating_sub(256).clamp(64, 1 << 20) as usize;
     cfg
 }
 

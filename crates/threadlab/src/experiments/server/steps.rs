@@ -383,26 +383,47 @@ pub fn scale(
         ));
         return Ok(());
     }
-    // Both ends of every connection live in this process for in-process designs.
-    let ends = if r.server.program_pid().is_some() {
-        1
+    // Both ends of every connection live in this process for in-process designs; when that
+    // does not fit under the descriptor limit, the design is served by a `threadlab serve`
+    // child process (the lab then holds only the client ends).
+    let in_process = r.server.program_pid().is_none() && !r.server.is_remote();
+    let both = (2 * n + 512) as u64;
+    let one = (n + 512) as u64;
+    let mut child = None;
+    let mut state = None;
+    let fits = if in_process {
+        nofile.make_room(both)
     } else {
-        2
+        nofile.make_room(one)
     };
-    let need = (n * ends + 512) as u64;
-    if !nofile.make_room(need) {
-        records.skipped.push((
-            name,
-            "c10k",
-            format!(
-                "needs {need} file descriptors (both ends of {n} connections in this process); \
-                 RLIMIT_NOFILE is {} (hard {}) and cannot be raised without privilege",
-                nofile.soft, nofile.hard
-            ),
-        ));
-        return Ok(());
+    if !fits {
+        if in_process && nofile.make_room(one) {
+            child = Some(crate::subjects::server::child::spawn(
+                r.info, &r.cfg, cancel,
+            )?);
+            state = Some(format!(
+                "served by a `threadlab serve` child process: both ends of {n} connections \
+                 ({both} descriptors) do not fit under RLIMIT_NOFILE {} in one process",
+                nofile.soft
+            ));
+        } else {
+            records.skipped.push((
+                name,
+                "c10k",
+                format!(
+                    "needs {one} file descriptors per process; RLIMIT_NOFILE is {} (hard {}) \
+                     and cannot be raised without privilege",
+                    nofile.soft, nofile.hard
+                ),
+            ));
+            return Ok(());
+        }
     }
-    if r.cfg.max_connections < n {
+    let server: &dyn crate::subjects::server::Server = match &child {
+        Some(c) => c.as_ref(),
+        None => r.server.as_ref(),
+    };
+    if child.is_none() && r.cfg.max_connections < n {
         records.skipped.push((
             name,
             "c10k",
@@ -413,9 +434,10 @@ pub fn scale(
         ));
         return Ok(());
     }
+    super::client::wait_listening(server.local_addr(), cancel)?;
     let overflow_before = listen_counters();
-    let mut gen = Generator::new(r.server.local_addr(), Some(r.info.id), pattern, n)?;
-    let mut meter = Meter::for_server(r.server.as_ref());
+    let mut gen = Generator::new(server.local_addr(), Some(r.info.id), pattern, n)?;
+    let mut meter = Meter::for_server(server);
     trim_heap();
     let before = meter.footprint();
     let failed = (n - gen.connect(n, cancel)?) as u64;
@@ -436,6 +458,7 @@ pub fn scale(
     let result = gen.run(&plan, cancel, &mut || meter.usage())?;
     let mut rec = record(name, Pattern::Scale, 0, n as f64, n, result, failed);
     rec.footprint = Some((before, after));
+    rec.state = state;
     rec.listen_overflows = match (overflow_before, listen_counters()) {
         (Some(a), Some(b)) => Some((b.0 + b.1).saturating_sub(a.0 + a.1)),
         _ => None,

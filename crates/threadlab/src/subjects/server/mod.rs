@@ -16,6 +16,7 @@ use crate::cancel::Cancel;
 use crate::error::Result;
 
 pub mod blocking;
+pub mod child;
 pub mod children;
 pub mod evloop;
 pub mod framing;
