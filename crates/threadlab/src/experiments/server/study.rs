@@ -67,6 +67,13 @@ pub fn measure(
         let where_ = cpus.placement(client_cpu);
         let mut group = Interleaved::new();
         let mut ratio_sizes = Vec::new();
+        // A fork copies the lab's address space: its size now is part of what fork rows mean
+        // (a run measured again in the same process finds it larger).
+        let lab_state = format!(
+            "; each fork copies the lab, then {} mappings and {:.0} MiB resident",
+            std::fs::read_to_string("/proc/self/maps").map_or(0, |m| m.lines().count()),
+            crate::subjects::server::usage::rss_bytes(None) as f64 / 1048576.0
+        );
         for r in servers {
             let name = r.info.name;
             let study_design = name == THREAD || name == FORK;
@@ -91,8 +98,13 @@ pub fn measure(
                         "the study's short connection to {name}: connect (source address rotated \
                          over 127.0.0.0/8), one {} request marked CLOSE_AFTER, its echo verified \
                          byte by byte, close; per connection, connect included, as Fig. 4 timed \
-                         it; one client, sequential",
-                        size_label(size)
+                         it; one client, sequential{}",
+                        size_label(size),
+                        if r.info.model == crate::subjects::server::Model::Processes {
+                            lab_state.as_str()
+                        } else {
+                            ""
+                        }
                     ),
                     move |n| client::short_batch(addr, &mut sources, &mut ex, n, &mut seq),
                 );
