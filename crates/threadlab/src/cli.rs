@@ -63,6 +63,8 @@ pub enum Command {
     /// Export a results file for monitoring: the Prometheus text format that node_exporter's
     /// textfile collector reads.
     Export(ExportArgs),
+    /// Serve one server design until interrupted: the far end of `run server --target`.
+    Serve(ServeArgs),
     /// Describe this machine as the results file records it.
     Env {
         /// Print JSON instead of text.
@@ -120,6 +122,24 @@ pub struct RunArgs {
     /// The smallest run that exercises everything (for tests; figures are not meaningful).
     #[arg(long, hide = true)]
     pub tiny: bool,
+    /// Measure the server at HOST:PORT (started with `threadlab serve`) instead of local ones;
+    /// applies to the server experiment.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub target: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// The design: thread_per_client, thread_per_request, fork_per_client, prefork, pool,
+    /// epoll, epoll_per_core, io_uring, tokio or go.
+    #[arg(long)]
+    pub design: String,
+    /// Where to listen.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    pub listen: std::net::SocketAddr,
+    /// Answer STATS (CPU, memory, threads) to peers that are not on loopback.
+    #[arg(long)]
+    pub allow_remote_stats: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -253,6 +273,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Report(args) => report_command(args),
         Command::Compare(args) => compare_command(args),
         Command::Export(args) => export_command(args),
+        Command::Serve(args) => serve(args),
     }
 }
 
@@ -411,8 +432,11 @@ pub fn select(names: &[String]) -> Result<Vec<&'static dyn Experiment>> {
 }
 
 fn run(args: RunArgs) -> Result<i32> {
-    let chosen = select(&args.experiments)?;
+    let mut chosen = select(&args.experiments)?;
     crate::measure::settings::check_all()?;
+    if let Some(target) = &args.target {
+        chosen = with_remote_server(chosen, &args.experiments, target)?;
+    }
     if cfg!(debug_assertions) && !args.allow_debug {
         return Err(Error::Usage(
             "this is a debug build, whose figures are meaningless; use 'cargo run --release -- run' \
@@ -510,6 +534,88 @@ fn run(args: RunArgs) -> Result<i32> {
         .iter()
         .any(|e| e.status == Status::Failed);
     Ok(if failed { 1 } else { 0 })
+}
+
+/// The experiments to run with the server experiment aimed at `target` (the only one when
+/// none was named).
+fn with_remote_server(
+    chosen: Vec<&'static dyn Experiment>,
+    named: &[String],
+    target: &str,
+) -> Result<Vec<&'static dyn Experiment>> {
+    use std::net::ToSocketAddrs;
+    let addr = target
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "--target '{target}' is not an address; give HOST:PORT, e.g. 192.0.2.7:7878"
+            ))
+        })?;
+    if !named.is_empty() && !chosen.iter().any(|e| e.info().name == "server") {
+        return Err(Error::Usage(
+            "--target applies to the server experiment: threadlab run server --target HOST:PORT"
+                .into(),
+        ));
+    }
+    // One instance for the life of the process, as the registry's are.
+    let remote: &'static dyn Experiment = Box::leak(Box::new(
+        experiments::server::ServerExperiment::remote(addr),
+    ));
+    if named.is_empty() {
+        return Ok(vec![remote]);
+    }
+    Ok(chosen
+        .into_iter()
+        .map(|e| if e.info().name == "server" { remote } else { e })
+        .collect())
+}
+
+/// `threadlab serve`: one design on ADDR until SIGINT/SIGTERM, then its counters.
+fn serve(args: ServeArgs) -> Result<i32> {
+    use crate::subjects::server;
+    let design = server::find(&args.design).ok_or_else(|| {
+        let names: Vec<&str> = server::DESIGNS.iter().map(|d| d.name).collect();
+        Error::Usage(format!(
+            "unknown design '{}'; choose from {}",
+            args.design,
+            names.join(", ")
+        ))
+    })?;
+    let _nofile = experiments::server::NofileRaised::raise();
+    let mut cfg = server::ServerConfig::loopback();
+    cfg.listen = args.listen;
+    cfg.allow_remote_stats = args.allow_remote_stats;
+    cfg.stats_snapshots = true;
+    let cancel = Cancel::install()?;
+    let s = match (design.start)(&cfg, &cancel) {
+        Ok(s) => s,
+        Err(Error::Skip(why)) => {
+            return Err(Error::Fail(format!(
+                "{} cannot run here: {why}",
+                design.name
+            )))
+        }
+        Err(e) => return Err(e),
+    };
+    eprintln!(
+        "threadlab serve: {} listening on {} ({}); Ctrl-C stops it",
+        design.name,
+        s.local_addr(),
+        design.summary
+    );
+    while !cancel.is_cancelled() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let c = s.counts();
+    drop(s);
+    eprintln!(
+        "threadlab serve: stopped; {} requests served, {} refused busy, {} bad or late frames, \
+         {} resets, {} accepted, {} times out of descriptors",
+        c.served, c.rejected, c.errors, c.resets, c.accepted, c.fd_exhausted
+    );
+    Ok(0)
 }
 
 /// A drift threshold: a percentage above 0 and at most 100.

@@ -226,6 +226,31 @@ pub struct Metric {
     /// For a ratio row: the two metrics it divides, computed per round of interleaved sampling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ratio_of: Option<[String; 2]>,
+    /// Why this figure should not be taken at face value, as stable snake_case names (the
+    /// server experiment: `client_bound`, `listen_overflow`, `little_law_mismatch`,
+    /// `saturated`, `errors`); empty when there is nothing to say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<String>,
+    /// Histograms the metric was read from, serialized, so that any percentile can be
+    /// recomputed and runs merged later (latency metrics of the server experiment).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub histograms: Vec<SerializedHistogram>,
+}
+
+/// An HdrHistogram in the V2 + DEFLATE format, base64 (HdrHistogram's own interchange format:
+/// `hdrhistogram::serialization::Deserializer` and the Java and C libraries read it).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SerializedHistogram {
+    /// What was recorded, e.g. "latency" (from the planned send), "service" (from the actual
+    /// send), "send_lag".
+    pub name: String,
+    /// The unit of the recorded values.
+    pub unit: Unit,
+    /// Values recorded.
+    pub count: u64,
+    /// "hdr-v2-deflate-base64".
+    pub encoding: String,
+    pub data: String,
 }
 
 /// A curve: y against x, e.g. creation time against number created.
@@ -301,6 +326,8 @@ impl Metric {
             values: s.values.clone(),
             modes,
             ratio_of: None,
+            flags: Vec::new(),
+            histograms: Vec::new(),
         }
     }
 
@@ -332,6 +359,8 @@ impl Metric {
             values: vec![value],
             modes: None,
             ratio_of: None,
+            flags: Vec::new(),
+            histograms: Vec::new(),
         }
     }
 

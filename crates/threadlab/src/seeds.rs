@@ -92,6 +92,11 @@ const fn fd(
     }
 }
 
+/// Where the PThreads study's client/server figures come from.
+const FIG4: &str =
+    "Fig. 4: 1 KB (1,000 bytes) short connection, client and server on different machines";
+const FIG5_EXAMPLE: &str = "Fig. 5 text: 10K sent from the same machine, server not named; printed in us, which beside Fig. 4's 4 ms reads as ms";
+
 /// The Mac machine whose scores are attached to coop metrics as the historical figure.
 pub const MAC_REFERENCE: &str = "Quadra 700 32-bit";
 const BEOS_BARE: &str = "bare-bones system, 256 million samples";
@@ -108,6 +113,59 @@ pub const FIGURES: &[Figure] = &[
     f("switch.thread.yield", 17.925, Unit::Us, &PTHREADS_1999),
     f("switch.green.yield", 23.954, Unit::Us, &PTHREADS_1999),
     f("switch.process.yield", 21.62, Unit::Us, &PTHREADS_1999),
+    // Section 5: "the time to send and receive a 1K bytes to a Heavy Weight Server takes around
+    // 4.7 milliseconds whereas to a Multi-threaded server takes around 4.0 milliseconds".
+    fd(
+        "server.thread_per_client.short.1kib.mean",
+        4.0,
+        Unit::Ms,
+        &PTHREADS_1999,
+        FIG4,
+    ),
+    fd(
+        "server.fork_per_client.short.1kib.mean",
+        4.7,
+        Unit::Ms,
+        &PTHREADS_1999,
+        FIG4,
+    ),
+    fd(
+        "server.fork_per_client.vs_thread.short.1kib",
+        4.7 / 4.0,
+        Unit::Ratio,
+        &PTHREADS_1999,
+        FIG4,
+    ),
+    // "time taken to send a 10K data from the same machine ... took 1.469 us first time, but
+    // then after a while it became almost stable around 0.45 us".
+    fd(
+        "server.thread_per_client.same_cpu.long.10kib.first",
+        1.469,
+        Unit::Us,
+        &PTHREADS_1999,
+        FIG5_EXAMPLE,
+    ),
+    fd(
+        "server.thread_per_client.same_cpu.long.10kib.rest",
+        0.45,
+        Unit::Us,
+        &PTHREADS_1999,
+        FIG5_EXAMPLE,
+    ),
+    fd(
+        "server.fork_per_client.same_cpu.long.10kib.first",
+        1.469,
+        Unit::Us,
+        &PTHREADS_1999,
+        FIG5_EXAMPLE,
+    ),
+    fd(
+        "server.fork_per_client.same_cpu.long.10kib.rest",
+        0.45,
+        Unit::Us,
+        &PTHREADS_1999,
+        FIG5_EXAMPLE,
+    ),
     f("preempt.timer_signal", 24.42, Unit::Ms, &ERLANGEN_MACH),
     // The study's "asynchronous software trap" is today's thread-directed signal; its direct
     // path ("some processor cycles") has no figure to compare with preempt.poll_flag.
@@ -236,6 +294,16 @@ pub fn creation_curve_note() -> &'static str {
      on (average 67.9 us per create+join on the Ultra-1)"
 }
 
+/// Fig. 4's one stated point (1 KB = 1,000 bytes, short connection), for the series.
+pub fn server_fig4_point(ms: f64) -> HistoricalSeries {
+    HistoricalSeries {
+        x: vec![1000.0],
+        y: vec![ms],
+        y_unit: Unit::Ms,
+        source: format!("{}; {FIG4}", PTHREADS_1999.citation),
+    }
+}
+
 /// The Delphi semaphore throttle: seconds per N (Core i3 M380, 64 threads, 20 repetitions).
 pub fn throttle_curve() -> HistoricalSeries {
     HistoricalSeries {
@@ -310,6 +378,23 @@ mod tests {
             "Mac 1997"
         );
         assert_eq!(label_of("Someone else"), "Someone else");
+    }
+
+    #[test]
+    fn server_figures_are_the_texts() {
+        let t = historical("server.thread_per_client.short.1kib.mean").unwrap();
+        let f = historical("server.fork_per_client.short.1kib.mean").unwrap();
+        assert_eq!((t.value, t.unit, f.value), (4.0, Unit::Ms, 4.7));
+        let r = historical("server.fork_per_client.vs_thread.short.1kib").unwrap();
+        assert!((r.value - 1.175).abs() < 1e-12);
+        assert!(t.source.contains("Fig. 4"));
+        assert_eq!(
+            historical("server.thread_per_client.same_cpu.long.10kib.first")
+                .unwrap()
+                .value,
+            1.469
+        );
+        assert_eq!(server_fig4_point(4.7).y, vec![4.7]);
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod latency;
 pub mod ordering;
 pub mod preempt;
 pub mod priority;
+pub mod server;
 pub mod shm;
 pub mod switch;
 pub mod sync;
@@ -511,6 +512,7 @@ pub fn registry() -> Vec<&'static dyn Experiment> {
         &priority::PriorityExperiment,
         &latency::Latency,
         &coop::Coop,
+        &server::LOCAL,
     ]
 }
 

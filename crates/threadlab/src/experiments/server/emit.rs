@@ -1,0 +1,741 @@
+//! The generator's records turned into metrics (one sample per window, trials pooled), the
+//! validity flags on each, the tables, and the serialized histograms kept in the results.
+
+use base64::Engine;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+
+use crate::experiments::Outcome;
+use crate::measure::stats::jain_index;
+use crate::measure::units::Unit;
+use crate::results::{Metric, SerializedHistogram, Table};
+
+use super::loadgen::{histogram, Window};
+use super::steps::{Pattern, Record, Records};
+use super::Running;
+
+/// A step whose generator was busier than this share of the time may have held the load back.
+pub const BUSY_LIMIT: f64 = 0.85;
+/// Closed-loop throughput above this share of the generator's ceiling is flagged: the bar asks
+/// for a ceiling at least twice the fastest design.
+pub const CEILING_SHARE: f64 = 0.5;
+/// Little's law must hold within this relative error.
+pub const LITTLE_TOLERANCE: f64 = 0.10;
+
+/// Why a record's figures should not be taken at face value.
+pub fn flags(rec: &Record, ceiling: Option<f64>) -> Vec<String> {
+    let r = &rec.result;
+    let mut f = Vec::new();
+    let lag_p99 = r.send_lag.value_at_quantile(0.99) as f64;
+    let lat_p50 = r.latency.value_at_quantile(0.5) as f64;
+    let open = !matches!(rec.pattern, Pattern::Peak | Pattern::Calibration);
+    let over_ceiling = rec.pattern == Pattern::Peak
+        && ceiling.is_some_and(|c| r.achieved_per_s() >= CEILING_SHARE * c);
+    if rec.generator_busy() > BUSY_LIMIT
+        || over_ceiling
+        || (open && !r.send_lag.is_empty() && lag_p99 > (50_000f64).max(0.5 * lat_p50))
+    {
+        f.push("client_bound".to_string());
+    }
+    if rec.listen_overflows.is_some_and(|n| n > 0) {
+        f.push("listen_overflow".into());
+    }
+    if r.little_mismatch().is_some_and(|m| m > LITTLE_TOLERANCE) {
+        f.push("little_law_mismatch".into());
+    }
+    // Cut short, or fewer than 97% of the planned requests answered: the server (or the
+    // generator) did not keep up with the plan.
+    let behind = open && r.planned > 0 && (r.service.len() as f64) < 0.97 * r.planned as f64;
+    if r.saturated.is_some() || behind {
+        f.push("saturated".into());
+    }
+    if rec.errors() > 0 {
+        f.push("errors".into());
+    }
+    f
+}
+
+fn union_flags<'a>(recs: impl Iterator<Item = &'a Record>, ceiling: Option<f64>) -> Vec<String> {
+    let mut all: Vec<String> = Vec::new();
+    for r in recs {
+        for f in flags(r, ceiling) {
+            if !all.contains(&f) {
+                all.push(f);
+            }
+        }
+    }
+    all
+}
+
+fn with_flags(mut m: Metric, flags: &[String]) -> Metric {
+    if !flags.is_empty() {
+        m.note = format!("[{}] {}", flags.join(", "), m.note);
+        m.flags = flags.to_vec();
+    }
+    m
+}
+
+/// One value per window over every trial's record of a pattern.
+fn per_window(recs: &[&Record], f: impl Fn(&Window) -> Option<f64>) -> Vec<f64> {
+    recs.iter()
+        .flat_map(|r| r.result.windows.iter())
+        .filter_map(&f)
+        .filter(|v| v.is_finite())
+        .collect()
+}
+
+fn us_of(ns: Option<u64>) -> Option<f64> {
+    ns.map(|v| v as f64 / 1e3)
+}
+
+fn quantile_us(h: &Histogram<u64>, q: f64) -> Option<f64> {
+    (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1e3)
+}
+
+fn merged(recs: &[&Record], pick: impl Fn(&Record) -> &Histogram<u64>) -> Histogram<u64> {
+    let mut h = histogram();
+    for r in recs {
+        let _ = h.add(pick(r));
+    }
+    h
+}
+
+/// HdrHistogram V2 + DEFLATE, base64.
+pub fn serialize(name: &str, h: &Histogram<u64>) -> Option<SerializedHistogram> {
+    let mut buf = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut buf).ok()?;
+    Some(SerializedHistogram {
+        name: name.to_string(),
+        unit: Unit::Ns,
+        count: h.len(),
+        encoding: "hdr-v2-deflate-base64".into(),
+        data: base64::engine::general_purpose::STANDARD.encode(buf),
+    })
+}
+
+struct Emit<'a> {
+    out: &'a mut Outcome,
+    placement: String,
+    ceiling: Option<f64>,
+}
+
+impl Emit<'_> {
+    fn windows(&mut self, id: &str, unit: Unit, values: &[f64], note: String, flags: &[String]) {
+        if let Some(m) = Metric::from_values(id, unit, values, 1, &self.placement, note) {
+            self.out.add(with_flags(m, flags));
+        }
+    }
+
+    fn single(&mut self, id: &str, unit: Unit, v: f64, note: String, flags: &[String]) {
+        if v.is_finite() {
+            let m = Metric::single(id, unit, v, &self.placement, note);
+            self.out.add(with_flags(m, flags));
+        }
+    }
+}
+
+/// Every metric of the generator-driven patterns.
+pub fn metrics(out: &mut Outcome, records: &Records, running: &[Running], placement: &str) {
+    let mut e = Emit {
+        out,
+        placement: placement.to_string(),
+        ceiling: records.ceiling,
+    };
+    if let Some(cal) = records
+        .all
+        .iter()
+        .find(|r| r.pattern == Pattern::Calibration)
+    {
+        let r = &cal.result;
+        let per_req_us = r.generator_cpu_ns as f64 / r.completed.max(1) as f64 / 1e3;
+        let f = union_flags(std::iter::once(cal), None);
+        e.single(
+            "server.generator.ceiling",
+            Unit::PerS,
+            records.ceiling.unwrap_or(f64::NAN),
+            format!(
+                "replies the generator verifies per second of its own CPU: closed loop, {} \
+                 connections, 1 KiB, against the null server ({}: a single loop that only \
+                 echoes), {} replies over {:.0} ms; a design whose closed-loop peak reaches half \
+                 of this is flagged client_bound",
+                cal.connections,
+                cal.design,
+                r.completed,
+                r.measured_ns as f64 / 1e6
+            ),
+            &f,
+        );
+        e.single(
+            "server.generator.cpu_per_request",
+            Unit::Us,
+            per_req_us,
+            "the generator thread's CPU per verified reply in the same calibration (writev, \
+             recv, epoll, verification)"
+                .into(),
+            &f,
+        );
+    }
+    for run in running {
+        let d = run.info.name;
+        peak(&mut e, records, d);
+        block(&mut e, records, d);
+        rate(&mut e, records, d);
+        spin(&mut e, records, d);
+        sweep(&mut e, records, d);
+        scale(&mut e, records, d);
+    }
+    ratios(&mut e, records, running);
+    for (d, pattern, why) in &records.skipped {
+        for id in skipped_ids(d, pattern) {
+            e.out.skip(&id, why.clone());
+        }
+    }
+}
+
+/// The ids a pattern would have given a design.
+pub fn skipped_ids(d: &str, pattern: &str) -> Vec<String> {
+    let ids: &[&str] = match pattern {
+        "peak" => &["peak", "block.p99", "block.achieved"],
+        "rate" => &["rate.p99", "cpu_per_request", "rss_per_connection"],
+        "c10k" => &["c10k.rss_per_connection", "c10k.p99", "c10k.errors"],
+        _ => &["peak", "rate.p99", "cpu_per_request"],
+    };
+    ids.iter().map(|s| format!("server.{d}.{s}")).collect()
+}
+
+fn peak(e: &mut Emit, records: &Records, d: &str) {
+    let recs: Vec<&Record> = records.of(d, Pattern::Peak).collect();
+    if recs.is_empty() {
+        return;
+    }
+    let f = union_flags(recs.iter().copied(), e.ceiling);
+    let v = per_window(&recs, |w| {
+        Some(w.completed as f64 / (w.length_ns as f64 / 1e9))
+    });
+    e.windows(
+        &format!("server.{d}.peak"),
+        Unit::PerS,
+        &v,
+        format!(
+            "closed loop (each of {} connections sends its next 1 KiB request as soon as its \
+             reply is in): peak throughput only, labelled so; one value per window; closed-loop \
+             latency is not comparable and not reported",
+            recs[0].connections
+        ),
+        &f,
+    );
+}
+
+fn block(e: &mut Emit, records: &Records, d: &str) {
+    let recs: Vec<&Record> = records.of(d, Pattern::Block).collect();
+    if recs.is_empty() {
+        return;
+    }
+    let f = union_flags(recs.iter().copied(), e.ceiling);
+    let p99 = per_window(&recs, |w| us_of(w.latency_p99_ns));
+    e.windows(
+        &format!("server.{d}.block.p99"),
+        Unit::Us,
+        &p99,
+        format!(
+            "p99 latency from the planned send when every request blocks the server (sleeps: a \
+             thread in nanosleep, an event loop stalled in it, Tokio and Go awaiting a timer), \
+             open loop at {:.0}/s over {} connections; one value per window{}",
+            recs[0].offered,
+            recs[0].connections,
+            saturated_note(&recs)
+        ),
+        &f,
+    );
+    let ach = per_window(&recs, |w| {
+        Some(w.completed as f64 / (w.length_ns as f64 / 1e9))
+    });
+    e.windows(
+        &format!("server.{d}.block.achieved"),
+        Unit::PerS,
+        &ach,
+        format!(
+            "replies per second in the same blocking-work step (offered {:.0}/s)",
+            recs[0].offered
+        ),
+        &f,
+    );
+}
+
+fn saturated_note(recs: &[&Record]) -> String {
+    recs.iter()
+        .find_map(|r| r.result.saturated.clone())
+        .map(|s| format!("; {s}"))
+        .unwrap_or_default()
+}
+
+fn rate(e: &mut Emit, records: &Records, d: &str) {
+    let recs: Vec<&Record> = records.of(d, Pattern::Rate).collect();
+    if recs.is_empty() {
+        return;
+    }
+    let f = union_flags(recs.iter().copied(), e.ceiling);
+    let (conns, offered) = (recs[0].connections, recs[0].offered);
+    let lat = merged(&recs, |r| &r.result.latency);
+    let svc = merged(&recs, |r| &r.result.service);
+    let lag = merged(&recs, |r| &r.result.send_lag);
+    let srv = merged(&recs, |r| &r.result.server_service);
+    let ctx = format!(
+        "open loop, Poisson arrivals (fixed seed) at {offered:.0}/s over {conns} long \
+         connections, 1 KiB; latency from the planned send (no coordinated omission)"
+    );
+    for (q, name) in [(0.5, "p50"), (0.99, "p99")] {
+        let v = per_window(&recs, |w| {
+            us_of(if q == 0.5 {
+                w.latency_p50_ns
+            } else {
+                w.latency_p99_ns
+            })
+        });
+        let id = format!("server.{d}.rate.{name}");
+        e.windows(
+            &id,
+            Unit::Us,
+            &v,
+            format!(
+                "{ctx}; one value per window (median of the windows' {name}); over the whole \
+                 step {name} = {:.1} us",
+                quantile_us(&lat, q).unwrap_or(f64::NAN)
+            ),
+            &f,
+        );
+        if name == "p99" {
+            if let Some(m) = e.out.metric_mut(&id) {
+                m.histograms = [
+                    ("latency", &lat),
+                    ("service", &svc),
+                    ("send_lag", &lag),
+                    ("server_service", &srv),
+                ]
+                .into_iter()
+                .filter_map(|(n, h)| serialize(n, h))
+                .collect();
+            }
+        }
+    }
+    let svc_p99 = per_window(&recs, |w| us_of(w.service_p99_ns));
+    e.windows(
+        &format!("server.{d}.rate.uncorrected_p99"),
+        Unit::Us,
+        &svc_p99,
+        "the same requests' p99 from their actual send (what a closed-loop tool would print); \
+         beside rate.p99 it shows how much waiting the correction adds"
+            .into(),
+        &f,
+    );
+    e.single(
+        &format!("server.{d}.rate.p999"),
+        Unit::Us,
+        quantile_us(&lat, 0.999).unwrap_or(f64::NAN),
+        format!("{ctx}; p99.9 of the whole step ({} requests)", lat.len()),
+        &f,
+    );
+    e.single(
+        &format!("server.{d}.rate.max"),
+        Unit::Us,
+        lat.max() as f64 / 1e3,
+        format!("{ctx}; the slowest request of the step"),
+        &f,
+    );
+    e.single(
+        &format!("server.{d}.rate.send_lag_p99"),
+        Unit::Us,
+        quantile_us(&lag, 0.99).unwrap_or(f64::NAN),
+        "the generator's own lag (actual send minus the later of the planned time and the \
+         connection freeing): its health, not the server's"
+            .into(),
+        &f,
+    );
+    let ach = per_window(&recs, |w| {
+        Some(w.completed as f64 / (w.length_ns as f64 / 1e9))
+    });
+    e.windows(
+        &format!("server.{d}.rate.achieved"),
+        Unit::PerS,
+        &ach,
+        format!("replies per second; offered {offered:.0}/s"),
+        &f,
+    );
+    if let Some(why) = &recs[0].usage_unavailable {
+        for id in ["cpu_per_request", "switches_per_request"] {
+            e.out.skip(&format!("server.{d}.{id}"), why.clone());
+        }
+    }
+    let cpu = per_window(&recs, |w| {
+        (w.completed > 0 && recs[0].usage_unavailable.is_none())
+            .then(|| w.usage.cpu_ns as f64 / w.completed as f64 / 1e3)
+    });
+    e.windows(
+        &format!("server.{d}.cpu_per_request"),
+        Unit::Us,
+        &cpu,
+        format!(
+            "server CPU time (user + system, its children included) per reply at the open-loop \
+             point: {}; one value per window{}",
+            meter_text(d),
+            recs[0]
+                .state
+                .as_ref()
+                .map_or(String::new(), |s| format!("; {s}"))
+        ),
+        &f,
+    );
+    let sw = per_window(&recs, |w| {
+        (w.completed > 0 && recs[0].usage_unavailable.is_none())
+            .then(|| w.usage.switches() as f64 / w.completed as f64)
+    });
+    e.windows(
+        &format!("server.{d}.switches_per_request"),
+        Unit::Count,
+        &sw,
+        "server context switches (voluntary + involuntary, children included) per reply at the \
+         open-loop point; one value per window"
+            .into(),
+        &f,
+    );
+    let errors: u64 = recs.iter().map(|r| r.errors()).sum();
+    e.single(
+        &format!("server.{d}.errors"),
+        Unit::Count,
+        errors as f64,
+        format!(
+            "client-side failures while connecting {conns} connections and during the open-loop \
+             step ({}); address exhaustion counts as the client's",
+            recs[0].result.failures.describe()
+        ),
+        &f,
+    );
+    footprint(e, recs[0], d, "", &f);
+}
+
+fn meter_text(d: &str) -> &'static str {
+    match d {
+        "go" => "the Go program's tasks' schedstat run time from /proc",
+        _ => "this process's rusage minus the generator thread's, plus the server's children (their rusage slots, wait4 for the reaped)",
+    }
+}
+
+fn footprint(e: &mut Emit, rec: &Record, d: &str, prefix: &str, f: &[String]) {
+    let Some((before, after)) = rec.footprint else {
+        return;
+    };
+    let held = rec.connections as u64 - rec.connect_failures.min(rec.connections as u64);
+    if held == 0 {
+        return;
+    }
+    let per = (after.bytes as f64 - before.bytes as f64) / held as f64 / 1024.0;
+    e.single(
+        &format!("server.{d}.{prefix}rss_per_connection"),
+        Unit::KiB,
+        per,
+        format!(
+            "memory grown per connection held: (after - before) / {held}, proportional set size \
+             of the lab and the server's processes (smaps_rollup Pss), read with the \
+             generator's own tables allocated and touched before, and freed heap trimmed; \
+             {:.1} MiB before, {:.1} MiB after",
+            before.bytes as f64 / 1048576.0,
+            after.bytes as f64 / 1048576.0
+        ),
+        f,
+    );
+    e.single(
+        &format!("server.{d}.{prefix}threads"),
+        Unit::Threads,
+        after.threads as f64,
+        format!("threads the design runs while holding {held} connections"),
+        f,
+    );
+    e.single(
+        &format!("server.{d}.{prefix}processes"),
+        Unit::Count,
+        after.processes as f64,
+        format!(
+            "processes the design runs besides the lab while holding {held} connections (its \
+             children, or its own program)"
+        ),
+        f,
+    );
+    e.single(
+        &format!("server.{d}.{prefix}connections"),
+        Unit::Count,
+        held as f64,
+        "connections made and served once before the step".into(),
+        f,
+    );
+}
+
+fn spin(e: &mut Emit, records: &Records, d: &str) {
+    let recs: Vec<&Record> = records.of(d, Pattern::Spin).collect();
+    if recs.is_empty() {
+        return;
+    }
+    let f = union_flags(recs.iter().copied(), e.ceiling);
+    let v = per_window(&recs, |w| us_of(w.latency_p99_ns));
+    e.windows(
+        &format!("server.{d}.spin.p99"),
+        Unit::Us,
+        &v,
+        format!(
+            "p99 latency from the planned send when every request spins the server's CPU, open \
+             loop at {:.0}/s over {} connections; one value per window",
+            recs[0].offered, recs[0].connections
+        ),
+        &f,
+    );
+}
+
+fn sweep(e: &mut Emit, records: &Records, d: &str) {
+    let steps: Vec<&Record> = records
+        .all
+        .iter()
+        .filter(|r| r.design == d && matches!(r.pattern, Pattern::Sweep(_)))
+        .collect();
+    if steps.is_empty() {
+        return;
+    }
+    let ok = |r: &Record| super::steps::meets_target(&r.result);
+    let mut cap: f64 = 0.0;
+    let mut all_ok = true;
+    for r in &steps {
+        if ok(r) {
+            cap = cap.max(r.offered);
+        } else {
+            all_ok = false;
+        }
+    }
+    let mut f = union_flags(steps.iter().copied(), e.ceiling);
+    if all_ok && !f.contains(&"client_bound".to_string()) {
+        f.push("client_bound".into());
+    }
+    let tested: Vec<String> = steps.iter().map(|r| format!("{:.0}", r.offered)).collect();
+    e.single(
+        &format!("server.{d}.capacity"),
+        Unit::PerS,
+        cap,
+        format!(
+            "the highest offered rate with p99 <= {} ms and 99% of the planned requests answered, \
+             open loop over {} \
+             connections; rates tried: {}{}",
+            super::setup::SLO_P99_NS / 1_000_000,
+            steps[0].connections,
+            tested.join(", "),
+            if all_ok {
+                " (every rate passed: the capacity is at least this, limited by the generator)"
+            } else {
+                ""
+            }
+        ),
+        &f,
+    );
+    let recs: Vec<&Record> = records.of(d, Pattern::Overload).collect();
+    if recs.is_empty() {
+        return;
+    }
+    let r = recs[0];
+    let f = union_flags(recs.iter().copied(), e.ceiling);
+    let good = per_window(&recs, |w| {
+        Some(w.completed as f64 / (w.length_ns as f64 / 1e9))
+    });
+    e.windows(
+        &format!("server.{d}.overload.goodput"),
+        Unit::PerS,
+        &good,
+        format!(
+            "replies per second when offered {:.0}/s (1.5 x capacity)",
+            r.offered
+        ),
+        &f,
+    );
+    let p99 = per_window(&recs, |w| us_of(w.latency_p99_ns));
+    e.windows(
+        &format!("server.{d}.overload.p99"),
+        Unit::Us,
+        &p99,
+        format!(
+            "p99 from the planned send under overload{}",
+            saturated_note(&recs)
+        ),
+        &f,
+    );
+    let sent = r.result.completed + r.result.rejected;
+    e.single(
+        &format!("server.{d}.overload.rejected"),
+        Unit::Percent,
+        100.0 * r.result.rejected as f64 / sent.max(1) as f64,
+        "share of requests answered BUSY (refused at once) under overload".into(),
+        &f,
+    );
+    let per_conn: Vec<f64> = r.result.per_conn.iter().map(|&c| c as f64).collect();
+    e.single(
+        &format!("server.{d}.overload.jain"),
+        Unit::Index,
+        jain_index(&per_conn),
+        format!(
+            "Jain's fairness index over replies per connection ({} connections) under overload",
+            per_conn.len()
+        ),
+        &f,
+    );
+}
+
+fn scale(e: &mut Emit, records: &Records, d: &str) {
+    let Some(r) = records.of(d, Pattern::Scale).next() else {
+        return;
+    };
+    let f = union_flags(std::iter::once(r), e.ceiling);
+    let v = per_window(&[r], |w| us_of(w.latency_p99_ns));
+    e.windows(
+        &format!("server.{d}.c10k.p99"),
+        Unit::Us,
+        &v,
+        format!(
+            "{} long connections held open, each sending 1 request per second (open loop, \
+             Poisson); p99 from the planned send, one value per window{}",
+            r.connections,
+            r.state.as_ref().map_or(String::new(), |s| format!("; {s}"))
+        ),
+        &f,
+    );
+    e.single(
+        &format!("server.{d}.c10k.errors"),
+        Unit::Count,
+        r.errors() as f64,
+        format!(
+            "client-side failures connecting and during the step ({})",
+            r.result.failures.describe()
+        ),
+        &f,
+    );
+    e.single(
+        &format!("server.{d}.c10k.listen_overflows"),
+        Unit::Count,
+        r.listen_overflows.unwrap_or(0) as f64,
+        "TcpExt ListenOverflows + ListenDrops during the step (/proc/net/netstat, system-wide)"
+            .into(),
+        &f,
+    );
+    footprint(e, r, d, "c10k.", &f);
+}
+
+/// CPU per request of every design against thread_per_client's, window by window.
+fn ratios(e: &mut Emit, records: &Records, running: &[Running]) {
+    let base: Vec<&Record> = records.of("thread_per_client", Pattern::Rate).collect();
+    if base.is_empty() {
+        return;
+    }
+    let cpu = |recs: &[&Record]| {
+        per_window(recs, |w| {
+            (w.completed > 0).then(|| w.usage.cpu_ns as f64 / w.completed as f64)
+        })
+    };
+    let b = cpu(&base);
+    for run in running {
+        let d = run.info.name;
+        if d == "thread_per_client" {
+            continue;
+        }
+        let recs: Vec<&Record> = records.of(d, Pattern::Rate).collect();
+        let v = cpu(&recs);
+        let n = v.len().min(b.len());
+        if n == 0 {
+            continue;
+        }
+        let r: Vec<f64> = (0..n).map(|i| v[i] / b[i]).collect();
+        let f = union_flags(recs.iter().copied().chain(base.iter().copied()), e.ceiling);
+        let id = format!("server.{d}.vs_thread_per_client.cpu_per_request");
+        if let Some(mut m) = Metric::from_values(
+            &id,
+            Unit::Ratio,
+            &r,
+            1,
+            &e.placement,
+            format!(
+                "server.{d}.cpu_per_request / server.thread_per_client.cpu_per_request, window \
+                 by window (window k of each design's open-loop step, taken seconds apart); \
+                 below 1: {d} spends less CPU per request"
+            ),
+        ) {
+            m.ratio_of = Some([
+                format!("server.{d}.cpu_per_request"),
+                "server.thread_per_client.cpu_per_request".into(),
+            ]);
+            e.out.add(with_flags(m, &f));
+        }
+    }
+}
+
+/// Per design and pattern: what the generator saw, so a reader can judge each figure.
+pub fn validity_table(records: &Records) -> Table {
+    let mut t = Table::new(
+        "server.validity",
+        "the generator's checks, per design and pattern",
+        &[
+            "design",
+            "pattern",
+            "trial",
+            "conns",
+            "offered/s",
+            "achieved/s",
+            "gen busy",
+            "send lag p99",
+            "Little",
+            "listen ovf",
+            "errors",
+            "busy",
+            "workers",
+            "flags",
+        ],
+    );
+    for r in &records.all {
+        let res = &r.result;
+        t.row(vec![
+            r.design.to_string(),
+            match r.pattern {
+                Pattern::Calibration => "calibration".into(),
+                Pattern::Peak => "peak (closed)".into(),
+                Pattern::Rate => "open loop".into(),
+                Pattern::Block => "blocking work".into(),
+                Pattern::Spin => "spinning work".into(),
+                Pattern::Sweep(x) => format!("sweep {x:.0}"),
+                Pattern::Overload => "overload".into(),
+                Pattern::Scale => "c10k".into(),
+            },
+            (r.trial + 1).to_string(),
+            r.connections.to_string(),
+            if r.offered > 0.0 {
+                format!("{:.0}", r.offered)
+            } else {
+                "closed".into()
+            },
+            format!("{:.0}", res.achieved_per_s()),
+            format!("{:.0}%", r.generator_busy() * 100.0),
+            format!(
+                "{:.1} us",
+                res.send_lag.value_at_quantile(0.99) as f64 / 1e3
+            ),
+            res.little_mismatch()
+                .map_or("-".into(), |m| format!("{:.1}%", m * 100.0)),
+            r.listen_overflows.map_or("-".into(), |n| n.to_string()),
+            r.errors().to_string(),
+            res.rejected.to_string(),
+            res.workers.to_string(),
+            flags(r, records.ceiling).join(" "),
+        ]);
+    }
+    t.note = format!(
+        "gen busy: the generator thread's CPU over the measured time, spinning excluded \
+         (client_bound above {:.0}%); send lag: actual send minus when it could have gone; \
+         Little: |X * W - L| / L with W the mean service time and L the time-averaged requests \
+         in flight (flagged above {:.0}%); listen ovf: TcpExt ListenOverflows + ListenDrops \
+         during the design's visit (system-wide); busy: BUSY replies (refused, not lost); \
+         workers: distinct worker ids in replies",
+        BUSY_LIMIT * 100.0,
+        LITTLE_TOLERANCE * 100.0
+    );
+    t
+}

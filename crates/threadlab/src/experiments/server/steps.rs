@@ -1,0 +1,518 @@
+//! The patterns driven by the load generator: the generator's own ceiling, closed-loop peak,
+//! the open-loop point with many long connections (with the memory each connection costs),
+//! blocking work, and in `--full` spinning work, the rate sweep to the capacity at the latency
+//! target, one overload step and 10,000 connections. Each design is visited in turn, trial by
+//! trial (A B C, A B C ...); its records become metrics afterwards.
+
+use std::time::Duration;
+
+use crate::cancel::Cancel;
+use crate::error::Result;
+
+use super::loadgen::{listen_counters, Arrivals, Generator, LoadMode, Plan, StepResult};
+use super::meter::{Footprint, Meter};
+use super::setup::{trim_heap, Cpus, NofileRaised, Sizes, SLO_P99_NS};
+use super::Running;
+
+/// Which pattern a record comes from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pattern {
+    /// The generator against the null server, closed loop.
+    Calibration,
+    Peak,
+    Rate,
+    Block,
+    Spin,
+    Sweep(f64),
+    Overload,
+    Scale,
+}
+
+/// One step of one design.
+pub struct Record {
+    pub design: &'static str,
+    pub pattern: Pattern,
+    pub trial: usize,
+    pub offered: f64,
+    pub connections: usize,
+    pub result: StepResult,
+    /// ListenOverflows + ListenDrops during the design's visit (system-wide counters).
+    pub listen_overflows: Option<u64>,
+    /// Memory before the connections and after they were made and served once.
+    pub footprint: Option<(Footprint, Footprint)>,
+    /// Connections that could not be made.
+    pub connect_failures: u64,
+    /// Why the server's CPU could not be measured (a remote server without STATS for us).
+    pub usage_unavailable: Option<String>,
+    /// The state the lab was in, for designs whose cost depends on it (a fork copies the
+    /// lab's address space).
+    pub state: Option<String>,
+}
+
+impl Record {
+    /// Share of the measured period the generator's thread was busy (spinning excluded).
+    pub fn generator_busy(&self) -> f64 {
+        let r = &self.result;
+        r.generator_cpu_ns.saturating_sub(r.generator_spin_ns) as f64 / r.measured_ns.max(1) as f64
+    }
+
+    pub fn errors(&self) -> u64 {
+        self.result.failures.total() + self.connect_failures
+    }
+}
+
+/// Everything the generator-driven patterns recorded, and why some were not run.
+#[derive(Default)]
+pub struct Records {
+    pub all: Vec<Record>,
+    /// (design, pattern, reason) for patterns a design could not run.
+    pub skipped: Vec<(&'static str, &'static str, String)>,
+    /// The generator's ceiling, replies per second of its own CPU.
+    pub ceiling: Option<f64>,
+}
+
+impl Records {
+    pub fn of<'a>(&'a self, design: &'a str, pattern: Pattern) -> impl Iterator<Item = &'a Record> {
+        self.all
+            .iter()
+            .filter(move |r| r.design == design && r.pattern == pattern)
+    }
+}
+
+fn spin_for(cpus: &Cpus) -> Duration {
+    if cpus.apart {
+        Duration::from_micros(50)
+    } else {
+        Duration::ZERO
+    }
+}
+
+/// The generator's ceiling: closed loop against the null server (the `epoll` design: a single
+/// loop doing nothing but the echo), replies per second of the generator's own CPU.
+pub fn calibrate(
+    cancel: &Cancel,
+    null: &Running,
+    cpus: &Cpus,
+    sizes: &Sizes,
+    pattern: &[u8],
+    records: &mut Records,
+) -> Result<()> {
+    let mut gen = Generator::new(
+        null.server.local_addr(),
+        Some(null.info.id),
+        pattern,
+        sizes.peak_conns,
+    )?;
+    let failures = sizes.peak_conns - gen.connect(sizes.peak_conns, cancel)?;
+    super::loadgen::require_live(&gen, "calibrating the generator")?;
+    let plan = Plan {
+        payload: 1024,
+        work: (0, 0),
+        mode: LoadMode::Closed,
+        warmup: sizes.peak_warm,
+        measure: sizes.peak_measure,
+        windows: sizes.windows,
+        spin: spin_for(cpus),
+    };
+    let mut meter = Meter::for_server(null.server.as_ref());
+    let result = gen.run(&plan, cancel, &mut || meter.usage())?;
+    let per_cpu_s = result.completed as f64 / (result.generator_cpu_ns.max(1) as f64 / 1e9);
+    records.ceiling = Some(per_cpu_s);
+    records.all.push(Record {
+        design: null.info.name,
+        pattern: Pattern::Calibration,
+        trial: 0,
+        offered: 0.0,
+        connections: sizes.peak_conns,
+        result,
+        listen_overflows: None,
+        footprint: None,
+        connect_failures: failures as u64,
+        usage_unavailable: None,
+        state: None,
+    });
+    Ok(())
+}
+
+/// One design's visit in one trial: peak and blocking work on a few connections, then the
+/// open-loop point on many (and in full mode the sweep, the overload step and spinning work).
+#[allow(clippy::too_many_arguments)]
+pub fn visit(
+    cancel: &Cancel,
+    r: &Running,
+    cpus: &Cpus,
+    sizes: &Sizes,
+    pattern: &[u8],
+    trial: usize,
+    records: &mut Records,
+    step: &dyn Fn(&str) -> Result<()>,
+) -> Result<()> {
+    let name = r.info.name;
+    let addr = r.server.local_addr();
+    let spin = spin_for(cpus);
+    let holds = (r.info.holds)(&r.cfg);
+    let overflow_before = listen_counters();
+    let mut made: Vec<Record> = Vec::new();
+    let state = (r.info.model == crate::subjects::server::Model::Processes).then(|| {
+        format!(
+            "each child is a fork of the lab, then {} mappings and {:.0} MiB resident",
+            std::fs::read_to_string("/proc/self/maps").map_or(0, |m| m.lines().count()),
+            crate::subjects::server::usage::rss_bytes(None) as f64 / 1048576.0
+        )
+    });
+
+    // A few connections: peak (closed loop) and blocking work.
+    let few = sizes.peak_conns.max(sizes.block_conns);
+    if holds.is_some_and(|h| h < few) {
+        records.skipped.push((
+            name,
+            "peak",
+            format!(
+                "holds {} connections at once, the pattern keeps {few}",
+                holds.unwrap_or(0)
+            ),
+        ));
+    } else {
+        step(&format!(
+            "{name}: closed-loop peak, {} connections",
+            sizes.peak_conns
+        ))?;
+        let mut gen = Generator::new(addr, Some(r.info.id), pattern, few)?;
+        let failed = (few - gen.connect(few, cancel)?) as u64;
+        super::loadgen::require_live(&gen, name)?;
+        let mut meter = Meter::for_server(r.server.as_ref());
+        let peak = Plan {
+            payload: 1024,
+            work: (0, 0),
+            mode: LoadMode::Closed,
+            warmup: sizes.peak_warm,
+            measure: sizes.peak_measure,
+            windows: sizes.windows,
+            spin,
+        };
+        let result = gen.run(&peak, cancel, &mut || meter.usage())?;
+        made.push(record(name, Pattern::Peak, trial, 0.0, few, result, failed));
+        step(&format!(
+            "{name}: {} us of blocking work per request at {:.0}/s",
+            sizes.block_us, sizes.block_rate
+        ))?;
+        let block = Plan {
+            work: (0, sizes.block_us),
+            mode: LoadMode::Open {
+                rate: sizes.block_rate,
+                arrivals: Arrivals::Constant,
+            },
+            warmup: sizes.block_warm,
+            measure: sizes.block_measure,
+            ..peak.clone()
+        };
+        let result = gen.run(&block, cancel, &mut || meter.usage())?;
+        made.push(record(
+            name,
+            Pattern::Block,
+            trial,
+            sizes.block_rate,
+            few,
+            result,
+            0,
+        ));
+        if let Some((spin_us, rate)) = sizes.spin {
+            step(&format!(
+                "{name}: {spin_us} us of spinning work per request"
+            ))?;
+            let spinning = Plan {
+                work: (spin_us, 0),
+                mode: LoadMode::Open {
+                    rate,
+                    arrivals: Arrivals::Constant,
+                },
+                ..block.clone()
+            };
+            let result = gen.run(&spinning, cancel, &mut || meter.usage())?;
+            made.push(record(name, Pattern::Spin, trial, rate, few, result, 0));
+        }
+    }
+
+    // Many long connections at a fixed offered rate; memory per connection.
+    let many = sizes.rate_conns;
+    if holds.is_some_and(|h| h < many) {
+        records.skipped.push((
+            name,
+            "rate",
+            format!(
+                "a {name} server holds at most {} connections at once (one per process); this \
+                 pattern keeps {many} open",
+                holds.unwrap_or(0)
+            ),
+        ));
+    } else {
+        step(&format!(
+            "{name}: {many} long connections, open loop at {:.0}/s",
+            sizes.rate
+        ))?;
+        let mut gen = Generator::new(addr, Some(r.info.id), pattern, many)?;
+        let mut meter = Meter::for_server(r.server.as_ref());
+        trim_heap();
+        let before = meter.footprint();
+        let failed = (many - gen.connect(many, cancel)?) as u64;
+        super::loadgen::require_live(&gen, name)?;
+        let after = meter.footprint();
+        let plan = Plan {
+            payload: 1024,
+            work: (0, 0),
+            mode: LoadMode::Open {
+                rate: sizes.rate,
+                arrivals: Arrivals::Poisson {
+                    seed: 0x7e57 + trial as u64,
+                },
+            },
+            warmup: sizes.rate_warm,
+            measure: sizes.rate_measure,
+            windows: sizes.windows,
+            spin,
+        };
+        let result = gen.run(&plan, cancel, &mut || meter.usage())?;
+        let mut rec = record(name, Pattern::Rate, trial, sizes.rate, many, result, failed);
+        rec.footprint = Some((before, after));
+        made.push(rec);
+
+        if let (Some((fractions, len)), Some(ceiling)) = (sizes.sweep, records.ceiling) {
+            let mut capacity = None;
+            for &f in fractions {
+                let rate = (ceiling * f).max(100.0);
+                step(&format!("{name}: sweep at {rate:.0}/s"))?;
+                let p = Plan {
+                    mode: LoadMode::Open {
+                        rate,
+                        arrivals: Arrivals::Poisson { seed: 0x5eed },
+                    },
+                    warmup: len / 4,
+                    measure: len,
+                    ..plan.clone()
+                };
+                let result = gen.run(&p, cancel, &mut || meter.usage())?;
+                let ok = meets_target(&result);
+                made.push(record(
+                    name,
+                    Pattern::Sweep(rate),
+                    trial,
+                    rate,
+                    many,
+                    result,
+                    0,
+                ));
+                if !ok {
+                    break;
+                }
+                capacity = Some(rate);
+            }
+            if let (Some(cap), Some((factor, len))) = (capacity, sizes.overload) {
+                let rate = cap * factor;
+                step(&format!("{name}: overload at {rate:.0}/s"))?;
+                let p = Plan {
+                    mode: LoadMode::Open {
+                        rate,
+                        arrivals: Arrivals::Poisson { seed: 0x0e7 },
+                    },
+                    warmup: len / 4,
+                    measure: len,
+                    ..plan.clone()
+                };
+                let result = gen.run(&p, cancel, &mut || meter.usage())?;
+                made.push(record(
+                    name,
+                    Pattern::Overload,
+                    trial,
+                    rate,
+                    many,
+                    result,
+                    0,
+                ));
+            }
+        }
+    }
+    let overflow = match (overflow_before, listen_counters()) {
+        (Some(a), Some(b)) => Some((b.0 + b.1).saturating_sub(a.0 + a.1)),
+        _ => None,
+    };
+    quiesce(r, cancel)?;
+    let unavailable = Meter::for_server(r.server.as_ref())
+        .unavailable()
+        .map(str::to_string);
+    for mut m in made {
+        m.listen_overflows = overflow;
+        m.usage_unavailable = unavailable.clone();
+        m.state = state.clone();
+        records.all.push(m);
+    }
+    Ok(())
+}
+
+/// Connection scale (full): `n` long connections at 1 request per second each, held while the
+/// step runs; memory, threads and processes per connection.
+#[allow(clippy::too_many_arguments)]
+pub fn scale(
+    cancel: &Cancel,
+    r: &Running,
+    cpus: &Cpus,
+    n: usize,
+    len: Duration,
+    pattern: &[u8],
+    nofile: &mut NofileRaised,
+    records: &mut Records,
+) -> Result<()> {
+    let name = r.info.name;
+    if let Some(h) = (r.info.holds)(&r.cfg) {
+        if h < n {
+            records.skipped.push((
+                name,
+                "c10k",
+                format!("holds at most {h} connections at once"),
+            ));
+            return Ok(());
+        }
+    }
+    if r.info.model == crate::subjects::server::Model::Processes {
+        records.skipped.push((
+            name,
+            "c10k",
+            format!(
+                "{n} forked copies of the lab are not attempted (memory and pid limits); its \
+                 memory per connection is measured at the open-loop point"
+            ),
+        ));
+        return Ok(());
+    }
+    // Both ends of every connection live in this process for in-process designs; when that
+    // does not fit under the descriptor limit, the design is served by a `threadlab serve`
+    // child process (the lab then holds only the client ends).
+    let in_process = r.server.program_pid().is_none() && !r.server.is_remote();
+    let both = (2 * n + 512) as u64;
+    let one = (n + 512) as u64;
+    let mut child = None;
+    let mut state = None;
+    let fits = if in_process {
+        nofile.make_room(both)
+    } else {
+        nofile.make_room(one)
+    };
+    if !fits {
+        if in_process && nofile.make_room(one) {
+            child = Some(crate::subjects::server::child::spawn(
+                r.info, &r.cfg, cancel,
+            )?);
+            state = Some(format!(
+                "served by a `threadlab serve` child process: both ends of {n} connections \
+                 ({both} descriptors) do not fit under RLIMIT_NOFILE {} in one process",
+                nofile.soft
+            ));
+        } else {
+            records.skipped.push((
+                name,
+                "c10k",
+                format!(
+                    "needs {one} file descriptors per process; RLIMIT_NOFILE is {} (hard {}) \
+                     and cannot be raised without privilege",
+                    nofile.soft, nofile.hard
+                ),
+            ));
+            return Ok(());
+        }
+    }
+    let server: &dyn crate::subjects::server::Server = match &child {
+        Some(c) => c.as_ref(),
+        None => r.server.as_ref(),
+    };
+    if child.is_none() && r.cfg.max_connections < n {
+        records.skipped.push((
+            name,
+            "c10k",
+            format!(
+                "the server's connection cap ({}) was set from the descriptor limit at start",
+                r.cfg.max_connections
+            ),
+        ));
+        return Ok(());
+    }
+    super::client::wait_listening(server.local_addr(), cancel)?;
+    let overflow_before = listen_counters();
+    let mut gen = Generator::new(server.local_addr(), Some(r.info.id), pattern, n)?;
+    let mut meter = Meter::for_server(server);
+    trim_heap();
+    let before = meter.footprint();
+    let failed = (n - gen.connect(n, cancel)?) as u64;
+    super::loadgen::require_live(&gen, name)?;
+    let after = meter.footprint();
+    let plan = Plan {
+        payload: 1024,
+        work: (0, 0),
+        mode: LoadMode::Open {
+            rate: n as f64,
+            arrivals: Arrivals::Poisson { seed: 0xc10c },
+        },
+        warmup: len / 4,
+        measure: len,
+        windows: 7,
+        spin: spin_for(cpus),
+    };
+    let result = gen.run(&plan, cancel, &mut || meter.usage())?;
+    let mut rec = record(name, Pattern::Scale, 0, n as f64, n, result, failed);
+    rec.footprint = Some((before, after));
+    rec.state = state;
+    rec.listen_overflows = match (overflow_before, listen_counters()) {
+        (Some(a), Some(b)) => Some((b.0 + b.1).saturating_sub(a.0 + a.1)),
+        _ => None,
+    };
+    records.all.push(rec);
+    Ok(())
+}
+
+/// A sweep step passes when it was not cut short, its p99 is within the target, and 99% of
+/// the requests planned in its measured period were answered.
+pub fn meets_target(r: &StepResult) -> bool {
+    r.saturated.is_none()
+        && r.latency.value_at_quantile(0.99) <= SLO_P99_NS
+        && r.service.len() as f64 >= 0.99 * r.planned as f64
+}
+
+/// Waits (up to 10 s) until the server has let go of the visit's connections: closed, and
+/// their forked children exited and reaped, so that the next design is not measured while
+/// this one tears down a thousand processes.
+fn quiesce(r: &Running, cancel: &Cancel) -> Result<()> {
+    let resting = (r.info.holds)(&r.cfg).unwrap_or(0) as u64;
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < end {
+        cancel.check()?;
+        let open = r.server.counts().connections_open;
+        let live = r.server.children().map_or(0, |c| c.live);
+        if open == 0 && live <= resting {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+fn record(
+    design: &'static str,
+    pattern: Pattern,
+    trial: usize,
+    offered: f64,
+    connections: usize,
+    result: StepResult,
+    connect_failures: u64,
+) -> Record {
+    Record {
+        design,
+        pattern,
+        trial,
+        offered,
+        connections,
+        result,
+        listen_overflows: None,
+        footprint: None,
+        connect_failures,
+        usage_unavailable: None,
+        state: None,
+    }
+}

@@ -1,0 +1,119 @@
+//! A design served by a `threadlab serve` child process instead of the lab's own: for the
+//! connection-scale step, where both ends of 10,000 connections in one process would need more
+//! descriptors than RLIMIT_NOFILE allows without privilege. Ended (and reaped, with its
+//! descendants) when dropped.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::cancel::Cancel;
+use crate::error::{Error, Result};
+use crate::measure::process::Supervised;
+
+use super::shared::{cpu_set, ServerConfig};
+use super::{Counts, DesignInfo, Server};
+
+struct ServeChild {
+    info: &'static DesignInfo,
+    process: Supervised,
+    addr: SocketAddr,
+}
+
+/// Starts `threadlab serve --design <design>` on loopback, pinned to `cfg.cpus`.
+pub fn spawn(
+    design: &'static DesignInfo,
+    cfg: &ServerConfig,
+    cancel: &Cancel,
+) -> Result<Box<dyn Server>> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::Skip(format!("cannot find threadlab's own executable: {e}")))?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["serve", "--design", design.name, "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(mask) = cpu_set(&cfg.cpus) {
+        // SAFETY: the hook runs between fork and exec and only calls sched_setaffinity, which
+        // is async-signal-safe, on a mask computed before the fork.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mask);
+                Ok(())
+            });
+        }
+    }
+    let mut process = Supervised::spawn(
+        &mut cmd,
+        &format!("threadlab serve --design {}", design.name),
+    )
+    .map_err(|e| Error::Skip(format!("cannot start `threadlab serve`: {e}")))?;
+    let stderr = process.child.stderr.take().expect("stderr was piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(stderr);
+        let mut line = String::new();
+        let _ = r.read_line(&mut line);
+        let _ = tx.send(line);
+        // Keep draining so the child never blocks on a full pipe.
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut r, &mut rest);
+    });
+    let began = Instant::now();
+    let line = loop {
+        cancel.check()?;
+        match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(l) => break l,
+            Err(mpsc::RecvTimeoutError::Timeout) if began.elapsed() < Duration::from_secs(10) => {}
+            Err(_) => return Err(Error::Fail("`threadlab serve` did not start".into())),
+        }
+    };
+    let addr = parse_listening(&line)?;
+    Ok(Box::new(ServeChild {
+        info: design,
+        process,
+        addr,
+    }))
+}
+
+/// "threadlab serve: epoll listening on 127.0.0.1:4000 (...)" -> the address.
+pub fn parse_listening(line: &str) -> Result<SocketAddr> {
+    line.split("listening on ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| Error::Fail(format!("`threadlab serve` said: {}", line.trim())))
+}
+
+impl Server for ServeChild {
+    fn info(&self) -> &'static DesignInfo {
+        self.info
+    }
+    fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+    fn counts(&self) -> Counts {
+        Counts::default()
+    }
+    fn program_pid(&self) -> Option<libc::pid_t> {
+        Some(self.process.child.id() as libc::pid_t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_serve_banner_gives_the_address() {
+        let l =
+            "threadlab serve: epoll listening on 127.0.0.1:4000 (one thread); Ctrl-C stops it\n";
+        assert_eq!(
+            parse_listening(l).unwrap(),
+            "127.0.0.1:4000".parse().unwrap()
+        );
+        assert!(parse_listening("threadlab: unknown design").is_err());
+    }
+}

@@ -1,0 +1,37 @@
+//! `epoll_per_core`: one `epoll` loop per server CPU, each pinned to its CPU with a listener of
+//! its own on the same port (SO_REUSEPORT: the kernel spreads connections over them), so no
+//! loop shares a connection or a lock with another (thread-per-core without io_uring).
+
+use crate::cancel::Cancel;
+use crate::error::Result;
+
+use super::epoll::Loops;
+use super::net;
+use super::shared::ServerConfig;
+use super::{unbounded, DesignInfo, Model, Server};
+
+pub const DESIGN: DesignInfo = DesignInfo {
+    name: "epoll_per_core",
+    id: 7,
+    model: Model::EventLoop,
+    summary: "one epoll loop per server CPU, each pinned, each with its own SO_REUSEPORT listener on the same port",
+    start,
+    holds: unbounded,
+};
+
+fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
+    let cpus: Vec<Option<usize>> = if cfg.cpus.is_empty() {
+        vec![None]
+    } else {
+        cfg.cpus.iter().map(|&c| Some(c)).collect()
+    };
+    let first = net::listen(cfg.listen, cfg.backlog, true, true)?;
+    let addr = net::local_addr(&first)?;
+    let mut listeners = vec![first];
+    for _ in 1..cpus.len() {
+        listeners.push(net::listen(addr, cfg.backlog, true, true)?);
+    }
+    Ok(Box::new(Loops::start(&DESIGN, cfg, listeners, |i| {
+        cpus[i].into_iter().collect()
+    })?))
+}

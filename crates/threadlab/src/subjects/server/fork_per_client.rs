@@ -1,0 +1,183 @@
+//! `fork_per_client`: the study's traditional "heavy-weight" server. An acceptor thread blocks
+//! in accept() and forks a process per connection; the child runs the blocking `server()` loop
+//! and exits when the client leaves, and is reaped (wait4, its CPU counted) by `Children`.
+
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use socket2::Socket;
+
+use crate::cancel::Cancel;
+use crate::error::{Error, Result};
+
+use super::blocking::{self, Until, Worker};
+use super::children::{ChildSlot, Children};
+use super::framing::{FrameReader, MappedBuf};
+use super::net::{self, Accepted, Acceptor};
+use super::protocol::RESPONSE_HEADER;
+use super::shared::{pin_to, Counter, ServerConfig, Shared, ThreadMark};
+use super::usage::{live_stats, ChildUsage};
+use super::{unbounded, Counts, DesignInfo, Model, Server};
+
+pub const DESIGN: DesignInfo = DesignInfo {
+    name: "fork_per_client",
+    id: 3,
+    model: Model::Processes,
+    summary: "the study's heavy-weight server: an acceptor forks a process per connection, which runs the blocking server() loop, exits, and is reaped",
+    start,
+    holds: unbounded,
+};
+
+/// At most this many children at once, whatever the connection cap.
+const MAX_CHILDREN: usize = 4096;
+
+pub(super) struct Inner {
+    pub shared: Shared,
+    pub acceptor: Acceptor,
+    pub children: Arc<Children>,
+}
+
+struct ForkPerClient {
+    inner: Arc<Inner>,
+    _listener: Socket,
+    addr: SocketAddr,
+    threads: Vec<JoinHandle<()>>,
+}
+
+fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
+    let listener = net::listen(cfg.listen, cfg.backlog, false, false)?;
+    let addr = net::local_addr(&listener)?;
+    let inner = Arc::new(Inner {
+        shared: Shared::new(cfg, DESIGN.id)?,
+        acceptor: Acceptor::new(net::raw(&listener)),
+        children: Children::new(cfg.max_connections.min(MAX_CHILDREN))?,
+    });
+    let me = inner.clone();
+    let mut threads = vec![std::thread::Builder::new()
+        .name("tl-fork-accept".into())
+        .spawn(move || accept_loop(&me))
+        .map_err(|e| Error::Fail(format!("cannot start the acceptor thread: {e}")))?];
+    if cfg.stats_snapshots {
+        threads.push(start_snapshots(inner.clone())?);
+    }
+    Ok(Box::new(ForkPerClient {
+        inner,
+        _listener: listener,
+        addr,
+        threads,
+    }))
+}
+
+/// Refreshes the STATS snapshot the children answer with, every 20 ms.
+pub(super) fn start_snapshots(inner: Arc<Inner>) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("tl-fork-stats".into())
+        .spawn(move || {
+            while !inner.shared.stopping() {
+                let kids = inner.children.usage();
+                inner
+                    .shared
+                    .store_snapshot(&live_stats(&inner.shared, Some(&kids)));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+        .map_err(|e| Error::Fail(format!("cannot start the stats thread: {e}")))
+}
+
+fn accept_loop(inner: &Inner) {
+    let shared = &inner.shared;
+    // Children inherit the mask.
+    if pin_to(&shared.cfg.cpus).is_err() {
+        return;
+    }
+    let _mark = ThreadMark::new(shared);
+    while !shared.stopping() {
+        match inner.acceptor.accept(shared) {
+            Accepted::Conn(fd) => {
+                // SAFETY: the child only runs `serve_in_child`: raw system calls, atomics in
+                // shared memory and a mapped buffer (no allocation, no lock).
+                let forked = unsafe {
+                    inner
+                        .children
+                        .fork(&[fd], |slot| serve_in_child(fd, shared, slot))
+                };
+                match forked {
+                    Ok(Some(_)) => net::close(fd),
+                    // Out of child slots or fork failed (RLIMIT_NPROC, memory): refuse.
+                    Ok(None) | Err(_) => inner.acceptor.refuse(fd, shared),
+                }
+            }
+            Accepted::Exhausted => net::backoff(shared, net::FD_BACKOFF),
+            Accepted::Closed => return,
+            Accepted::WouldBlock | Accepted::Retry => {}
+        }
+    }
+}
+
+/// Serves one connection in a forked child until it ends.
+pub(super) fn serve_in_child(fd: RawFd, shared: &Shared, slot: &ChildSlot) {
+    shared.add(Counter::ConnectionsOpen, 1);
+    serve_conn_in_child(fd, shared, slot, None);
+    shared.sub(Counter::ConnectionsOpen, 1);
+    net::close(fd);
+}
+
+/// The blocking loop in a child, with a mapped buffer (`buf`, or a fresh one).
+pub(super) fn serve_conn_in_child(
+    fd: RawFd,
+    shared: &Shared,
+    slot: &ChildSlot,
+    buf: Option<&mut MappedBuf>,
+) {
+    blocking::prepare(fd, shared);
+    let mut own;
+    let buf = match buf {
+        Some(b) => b,
+        None => {
+            let Some(b) = MappedBuf::new(RESPONSE_HEADER + shared.cfg.max_payload as usize) else {
+                return;
+            };
+            own = b;
+            &mut own
+        }
+    };
+    let mut reader = FrameReader::new();
+    let record = || slot.record();
+    let w = Worker {
+        shared,
+        // SAFETY: getpid has no preconditions.
+        id: unsafe { libc::getpid() } as u16,
+        after_reply: Some(&record),
+        in_child: true,
+    };
+    blocking::serve(fd, buf, &mut reader, &w, Until::Closed);
+}
+
+impl Server for ForkPerClient {
+    fn info(&self) -> &'static DesignInfo {
+        &DESIGN
+    }
+    fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+    fn counts(&self) -> Counts {
+        self.inner.shared.counts()
+    }
+    fn children(&self) -> Option<ChildUsage> {
+        Some(self.inner.children.usage())
+    }
+}
+
+impl Drop for ForkPerClient {
+    fn drop(&mut self) {
+        self.inner.shared.request_stop();
+        net::shutdown(self.inner.acceptor.fd());
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+        self.inner.children.shutdown();
+    }
+}

@@ -1,0 +1,380 @@
+//! `pool`: the study's producer/consumer (master/slave) server, SEDA's bounded stage. A
+//! dispatcher thread reads whole frames with epoll and puts each on a bounded queue; a fixed
+//! pool of worker threads (sized by the throttle experiment's advice: the physical cores among
+//! the allowed CPUs) does the work and writes the reply, then hands the connection back. A
+//! frame that finds the queue full is answered BUSY at once: refused, not lost or delayed.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use socket2::Socket;
+
+use crate::cancel::Cancel;
+use crate::error::{Error, Result};
+use crate::measure::process::mono_ns;
+
+use super::evloop::{
+    note_expiry, set_nonblocking, Conn, Epoll, ReadOutcome, Slab, Waker, WriteOutcome, LISTENER,
+    SWEEP, WAKE,
+};
+use super::framing::Step;
+use super::net::{self, Accepted, Acceptor};
+use super::protocol::{ErrorCode, Request};
+use super::shared::{pin_to, Counter, ServerConfig, Shared, ThreadMark};
+use super::thread_per_client::wait_threads;
+use super::usage::live_stats;
+use super::{unbounded, Counts, DesignInfo, Model, Server};
+
+pub const DESIGN: DesignInfo = DesignInfo {
+    name: "pool",
+    id: 5,
+    model: Model::ThreadPool,
+    summary: "the study's producer/consumer: an epoll dispatcher reads frames onto a bounded queue served by a fixed pool of worker threads (one per physical core); a full queue is answered BUSY",
+    start,
+    holds: unbounded,
+};
+
+const ARM: u32 = (libc::EPOLLIN | libc::EPOLLONESHOT) as u32;
+
+/// A connection with a complete frame, on its way to a worker.
+struct Job {
+    token: u64,
+    conn: Box<Conn>,
+    req: Request,
+}
+
+/// A connection coming back from a worker; `keep` false when it must be closed.
+struct Returned {
+    token: u64,
+    conn: Box<Conn>,
+    keep: bool,
+}
+
+struct Inner {
+    shared: Shared,
+    acceptor: Acceptor,
+    waker: Waker,
+    queue: Mutex<VecDeque<Job>>,
+    ready: Condvar,
+    returned: Mutex<Vec<Returned>>,
+}
+
+struct Pool {
+    inner: Arc<Inner>,
+    _listener: Socket,
+    addr: SocketAddr,
+    threads: Vec<JoinHandle<()>>,
+}
+
+fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
+    let listener = net::listen(cfg.listen, cfg.backlog, false, true)?;
+    let addr = net::local_addr(&listener)?;
+    let inner = Arc::new(Inner {
+        shared: Shared::new(cfg, DESIGN.id)?,
+        acceptor: Acceptor::new(net::raw(&listener)),
+        waker: Waker::new()?,
+        queue: Mutex::new(VecDeque::with_capacity(cfg.pool_queue)),
+        ready: Condvar::new(),
+        returned: Mutex::new(Vec::new()),
+    });
+    let mut threads = Vec::new();
+    for w in 0..cfg.pool_workers.max(1) {
+        let me = inner.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("tl-pool-{w}"))
+                .spawn(move || worker(&me, w as u16 + 1))
+                .map_err(|e| Error::Fail(format!("cannot start a pool worker: {e}")))?,
+        );
+    }
+    let me = inner.clone();
+    let dispatcher = std::thread::Builder::new()
+        .name("tl-pool-dispatch".into())
+        .spawn(move || {
+            if let Err(e) = dispatch(&me) {
+                // Nothing to report to: the counters stop moving and the client sees errors.
+                let _ = e;
+            }
+        })
+        .map_err(|e| Error::Fail(format!("cannot start the pool dispatcher: {e}")))?;
+    threads.push(dispatcher);
+    Ok(Box::new(Pool {
+        inner,
+        _listener: listener,
+        addr,
+        threads,
+    }))
+}
+
+fn dispatch(inner: &Inner) -> Result<()> {
+    let shared = &inner.shared;
+    pin_to(&shared.cfg.cpus)?;
+    let _mark = ThreadMark::new(shared);
+    let ep = Epoll::new()?;
+    if !ep.ctl(
+        libc::EPOLL_CTL_ADD,
+        inner.acceptor.fd(),
+        libc::EPOLLIN as u32,
+        LISTENER,
+    ) || !ep.ctl(
+        libc::EPOLL_CTL_ADD,
+        inner.waker.0,
+        libc::EPOLLIN as u32,
+        WAKE,
+    ) {
+        return Err(Error::os("epoll_ctl ADD"));
+    }
+    // Connections owned by the dispatcher; a slot whose value is out is with a worker.
+    let mut conns: Slab<Box<Conn>> = Slab::default();
+    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
+    let mut accept_paused_until = 0u64;
+    let mut next_sweep = 0u64;
+    loop {
+        let timeout = if accept_paused_until != 0 {
+            50
+        } else if conns.is_empty() {
+            -1
+        } else {
+            SWEEP.as_millis() as i32
+        };
+        let n = ep.wait(&mut events, timeout);
+        for ev in &events[..n] {
+            match ev.u64 {
+                LISTENER => {
+                    if accept_some(inner, &ep, &mut conns) {
+                        ep.ctl(libc::EPOLL_CTL_DEL, inner.acceptor.fd(), 0, 0);
+                        accept_paused_until = mono_ns() + net::FD_BACKOFF.as_nanos() as u64;
+                    }
+                }
+                WAKE => {
+                    inner.waker.drain();
+                    let back: Vec<Returned> =
+                        std::mem::take(&mut *inner.returned.lock().expect("not poisoned"));
+                    for r in back {
+                        if !r.keep {
+                            conns.remove(r.token);
+                            shared.sub(Counter::ConnectionsOpen, 1);
+                            drop(r.conn);
+                            continue;
+                        }
+                        let step = {
+                            let mut c = r.conn;
+                            let step = c.reader.check(&mut c.buf, shared.cfg.max_payload);
+                            conns.put_back(r.token, c);
+                            step
+                        };
+                        on_step(inner, &ep, &mut conns, r.token, step);
+                    }
+                }
+                token => {
+                    let Some(c) = conns.get_mut(token) else {
+                        continue;
+                    };
+                    match c.read_some(shared) {
+                        ReadOutcome::WouldBlock => {
+                            ep.ctl(libc::EPOLL_CTL_MOD, c.fd, ARM, token);
+                        }
+                        ReadOutcome::Gone => {
+                            conns.remove(token);
+                            shared.sub(Counter::ConnectionsOpen, 1);
+                        }
+                        ReadOutcome::Step(step) => on_step(inner, &ep, &mut conns, token, step),
+                    }
+                }
+            }
+        }
+        if shared.stopping() {
+            shared.sub(Counter::ConnectionsOpen, conns.len() as u64);
+            return Ok(());
+        }
+        let now = mono_ns();
+        if accept_paused_until != 0 && now >= accept_paused_until {
+            accept_paused_until = 0;
+            ep.ctl(
+                libc::EPOLL_CTL_ADD,
+                inner.acceptor.fd(),
+                libc::EPOLLIN as u32,
+                LISTENER,
+            );
+        }
+        if now >= next_sweep {
+            next_sweep = now + SWEEP.as_nanos() as u64;
+            for t in conns.tokens() {
+                let why = conns.get_mut(t).and_then(|c| c.expired(now, shared));
+                if let Some(why) = why {
+                    if let Some(c) = conns.remove(t) {
+                        note_expiry(&c, why, 0, shared);
+                        shared.sub(Counter::ConnectionsOpen, 1);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn accept_some(inner: &Inner, ep: &Epoll, conns: &mut Slab<Box<Conn>>) -> bool {
+    let shared = &inner.shared;
+    for _ in 0..64 {
+        match inner.acceptor.accept(shared) {
+            Accepted::Conn(fd) => {
+                if shared.get(Counter::ConnectionsOpen) >= shared.cfg.max_connections as u64 {
+                    inner.acceptor.refuse(fd, shared);
+                    continue;
+                }
+                set_nonblocking(fd);
+                let token = conns.insert(Box::new(Conn::new(fd)));
+                if !ep.ctl(libc::EPOLL_CTL_ADD, fd, ARM, token) {
+                    conns.remove(token);
+                    continue;
+                }
+                shared.add(Counter::ConnectionsOpen, 1);
+            }
+            Accepted::Exhausted => return true,
+            Accepted::WouldBlock | Accepted::Closed => return false,
+            Accepted::Retry => {}
+        }
+    }
+    false
+}
+
+/// What the dispatcher does with a connection's bytes: wait for more (re-arm), hand a whole
+/// frame to the pool, or answer BUSY / an error itself.
+fn on_step(inner: &Inner, ep: &Epoll, conns: &mut Slab<Box<Conn>>, token: u64, step: Step) {
+    let shared = &inner.shared;
+    let mut step = step;
+    loop {
+        match step {
+            Step::NeedMore => {
+                if let Some(c) = conns.get_mut(token) {
+                    ep.ctl(libc::EPOLL_CTL_MOD, c.fd, ARM, token);
+                }
+                return;
+            }
+            Step::Refused(code, seq, tag) => {
+                if let Some(mut c) = conns.remove(token) {
+                    c.prepare_error(code, seq, tag, 0, shared);
+                    let _ = c.write_some(shared);
+                    shared.sub(Counter::ConnectionsOpen, 1);
+                }
+                return;
+            }
+            Step::Frame(req) => {
+                let mut q = inner.queue.lock().expect("not poisoned");
+                if q.len() < shared.cfg.pool_queue {
+                    let Some(conn) = conns.take(token) else {
+                        return;
+                    };
+                    q.push_back(Job { token, conn, req });
+                    drop(q);
+                    inner.ready.notify_one();
+                    return;
+                }
+                drop(q);
+                // Full: refuse this request at once and go on reading the connection.
+                let Some(c) = conns.get_mut(token) else {
+                    return;
+                };
+                c.prepare_error(ErrorCode::Busy, req.seq, req.client_tag, 0, shared);
+                if c.write_some(shared) != WriteOutcome::Done || !c.finish_reply() {
+                    conns.remove(token);
+                    shared.sub(Counter::ConnectionsOpen, 1);
+                    return;
+                }
+                step = c.reader.check(&mut c.buf, shared.cfg.max_payload);
+            }
+        }
+    }
+}
+
+fn worker(inner: &Inner, id: u16) {
+    let shared = &inner.shared;
+    if pin_to(&shared.cfg.cpus).is_err() {
+        return;
+    }
+    let _mark = ThreadMark::new(shared);
+    let stats = || live_stats(shared, None).encode();
+    loop {
+        let job = {
+            let mut q = inner.queue.lock().expect("not poisoned");
+            loop {
+                if shared.stopping() {
+                    return;
+                }
+                if let Some(j) = q.pop_front() {
+                    break j;
+                }
+                q = inner.ready.wait(q).expect("not poisoned");
+            }
+        };
+        let Job {
+            token,
+            mut conn,
+            req,
+        } = job;
+        conn.prepare_reply(&req, id, shared, &stats);
+        let keep = write_blocking(&mut conn, shared) && conn.finish_reply();
+        inner
+            .returned
+            .lock()
+            .expect("not poisoned")
+            .push(Returned { token, conn, keep });
+        inner.waker.wake();
+    }
+}
+
+/// Writes the whole reply from a worker: the socket is non-blocking (the dispatcher owns it
+/// otherwise), so the worker waits for room with poll(), within the frame deadline.
+fn write_blocking(c: &mut Conn, shared: &Shared) -> bool {
+    let deadline = mono_ns() + shared.cfg.frame_deadline.as_nanos() as u64;
+    loop {
+        match c.write_some(shared) {
+            WriteOutcome::Done => return true,
+            WriteOutcome::Failed => return false,
+            WriteOutcome::WouldBlock => {
+                let left_ms = (deadline.saturating_sub(mono_ns()) / 1_000_000) as i32;
+                if left_ms <= 0 {
+                    shared.add(Counter::Deadline, 1);
+                    return false;
+                }
+                let mut p = libc::pollfd {
+                    fd: c.fd,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd.
+                unsafe {
+                    libc::poll(&mut p, 1, left_ms);
+                }
+            }
+        }
+    }
+}
+
+impl Server for Pool {
+    fn info(&self) -> &'static DesignInfo {
+        &DESIGN
+    }
+    fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+    fn counts(&self) -> Counts {
+        self.inner.shared.counts()
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.inner.shared.request_stop();
+        self.inner.waker.wake();
+        self.inner.ready.notify_all();
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+        wait_threads(&self.inner.shared, std::time::Duration::from_secs(1));
+        // Connections still queued or coming back are closed with their Conn.
+        self.inner.queue.lock().expect("not poisoned").clear();
+        self.inner.returned.lock().expect("not poisoned").clear();
+    }
+}

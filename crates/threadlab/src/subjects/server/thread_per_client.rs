@@ -1,0 +1,174 @@
+//! `thread_per_client`: the study's multi-threaded server. An acceptor thread blocks in
+//! accept(); each connection gets a thread of its own (64 KiB stack) running the blocking
+//! `server()` loop until the client leaves.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use socket2::Socket;
+
+use crate::cancel::Cancel;
+use crate::error::{Error, Result};
+
+use super::blocking::{self, Until, Worker};
+use super::framing::{new_buffer, FrameReader};
+use super::net::{self, Accepted, Acceptor};
+use super::shared::{pin_to, Counter, ServerConfig, Shared, ThreadMark};
+use super::{unbounded, Counts, DesignInfo, Model, Server};
+
+pub const DESIGN: DesignInfo = DesignInfo {
+    name: "thread_per_client",
+    id: 1,
+    model: Model::Threads,
+    summary: "the study's MT server: an acceptor thread, then one kernel thread per connection running the blocking server() loop",
+    start,
+    holds: unbounded,
+};
+
+/// The connections being served, so that stopping can shut them down (their threads then
+/// return from recv at once).
+#[derive(Default)]
+pub struct LiveConns(Mutex<HashSet<RawFd>>);
+
+impl LiveConns {
+    pub fn add(&self, fd: RawFd) {
+        self.0.lock().expect("not poisoned").insert(fd);
+    }
+
+    /// Forgets and closes `fd` (under the lock, so `shutdown_all` never touches a reused fd).
+    pub fn close(&self, fd: RawFd) {
+        let mut set = self.0.lock().expect("not poisoned");
+        set.remove(&fd);
+        net::close(fd);
+    }
+
+    pub fn shutdown_all(&self) {
+        for &fd in self.0.lock().expect("not poisoned").iter() {
+            net::shutdown(fd);
+        }
+    }
+}
+
+struct Inner {
+    shared: Shared,
+    acceptor: Acceptor,
+    conns: LiveConns,
+}
+
+struct ThreadPerClient {
+    inner: Arc<Inner>,
+    _listener: Socket,
+    addr: SocketAddr,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
+    let listener = net::listen(cfg.listen, cfg.backlog, false, false)?;
+    let addr = net::local_addr(&listener)?;
+    let inner = Arc::new(Inner {
+        shared: Shared::new(cfg, DESIGN.id)?,
+        acceptor: Acceptor::new(net::raw(&listener)),
+        conns: LiveConns::default(),
+    });
+    let me = inner.clone();
+    let acceptor = std::thread::Builder::new()
+        .name("tl-tpc-accept".into())
+        .spawn(move || accept_loop(&me))
+        .map_err(|e| Error::Fail(format!("cannot start the acceptor thread: {e}")))?;
+    Ok(Box::new(ThreadPerClient {
+        inner,
+        _listener: listener,
+        addr,
+        acceptor: Some(acceptor),
+    }))
+}
+
+fn accept_loop(inner: &Arc<Inner>) {
+    let shared = &inner.shared;
+    // Threads spawned from here inherit the mask.
+    if pin_to(&shared.cfg.cpus).is_err() {
+        return;
+    }
+    let _mark = ThreadMark::new(shared);
+    while !shared.stopping() {
+        match inner.acceptor.accept(shared) {
+            Accepted::Conn(fd) => {
+                if shared.get(Counter::ConnectionsOpen) >= shared.cfg.max_connections as u64 {
+                    inner.acceptor.refuse(fd, shared);
+                    continue;
+                }
+                inner.conns.add(fd);
+                shared.add(Counter::ConnectionsOpen, 1);
+                let me = inner.clone();
+                let spawned = std::thread::Builder::new()
+                    .stack_size(shared.cfg.thread_stack)
+                    .spawn(move || serve_client(&me, fd));
+                if spawned.is_err() {
+                    // Out of threads (RLIMIT_NPROC, memory): refuse like a full server.
+                    inner.shared.sub(Counter::ConnectionsOpen, 1);
+                    net::send_error(fd, shared, super::protocol::ErrorCode::Busy, 0, 0, 0);
+                    shared.add(Counter::Rejected, 1);
+                    inner.conns.close(fd);
+                }
+            }
+            Accepted::Exhausted => net::backoff(shared, net::FD_BACKOFF),
+            Accepted::Closed => return,
+            Accepted::WouldBlock | Accepted::Retry => {}
+        }
+    }
+}
+
+fn serve_client(inner: &Inner, fd: RawFd) {
+    let shared = &inner.shared;
+    let _mark = ThreadMark::new(shared);
+    blocking::prepare(fd, shared);
+    let mut buf = new_buffer();
+    let mut reader = FrameReader::new();
+    let w = Worker {
+        shared,
+        id: crate::sys::gettid() as u16,
+        after_reply: None,
+        in_child: false,
+    };
+    blocking::serve(fd, &mut buf, &mut reader, &w, Until::Closed);
+    shared.sub(Counter::ConnectionsOpen, 1);
+    inner.conns.close(fd);
+}
+
+/// Waits until the design's threads are gone (they finish the request at hand: at most the
+/// longest work a request may ask for, 1 s), for `limit` at most.
+pub fn wait_threads(shared: &Shared, limit: Duration) {
+    let end = Instant::now() + limit;
+    while shared.get(Counter::ThreadsAlive) > 0 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+impl Server for ThreadPerClient {
+    fn info(&self) -> &'static DesignInfo {
+        &DESIGN
+    }
+    fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+    fn counts(&self) -> Counts {
+        self.inner.shared.counts()
+    }
+}
+
+impl Drop for ThreadPerClient {
+    fn drop(&mut self) {
+        self.inner.shared.request_stop();
+        // A blocked accept() returns EINVAL once its listener is shut down.
+        net::shutdown(self.inner.acceptor.fd());
+        if let Some(h) = self.acceptor.take() {
+            let _ = h.join();
+        }
+        self.inner.conns.shutdown_all();
+        wait_threads(&self.inner.shared, Duration::from_secs(3));
+    }
+}
