@@ -12,7 +12,6 @@ use crate::experiments::{Ctx, Experiment, Info, Interleaved, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::{mono_ns, thread_cpu_ns};
 use crate::measure::spawn::spawn_scoped;
-use crate::measure::stats::Summary;
 use crate::measure::units::{Direction, Unit};
 use crate::results::{Metric, Series};
 use crate::seeds;
@@ -307,12 +306,12 @@ fn check_cost(
     Ok(())
 }
 
-/// Half the round trip of a flag ping-pong with a partner spinning on another CPU, per batch.
-fn flag_latency(ctx: &Ctx, cpus: (usize, usize)) -> Result<Summary> {
+/// Records `preempt.poll_flag.latency`: half the round trip of a flag ping-pong with a partner
+/// spinning on another CPU, per batch.
+fn flag_latency(ctx: &Ctx, out: &mut Outcome, cpus: (usize, usize)) -> Result<()> {
     const STOP: u32 = u32::MAX;
     let turn = AtomicU32::new(0);
     let _pin = PinGuard::pin(cpus.0)?;
-    let sampler = ctx.sampler();
     std::thread::scope(|s| {
         let partner = spawn_scoped(s, "the partner thread", || -> Result<()> {
             pin_current_thread(cpus.1)?;
@@ -327,24 +326,37 @@ fn flag_latency(ctx: &Ctx, cpus: (usize, usize)) -> Result<Summary> {
                 std::hint::spin_loop();
             }
         })?;
-        let r = sampler.per_op_ns(|n| {
-            let t0 = Instant::now();
-            for _ in 0..n {
-                let t = turn.load(Ordering::Relaxed);
-                let next = if t >= STOP - 2 { 1 } else { t + 1 };
-                turn.store(next, Ordering::Release);
-                let deadline = Instant::now() + Duration::from_secs(5);
-                let mut spins = 0u32;
-                while turn.load(Ordering::Acquire) != next + 1 {
-                    std::hint::spin_loop();
-                    spins = spins.wrapping_add(1);
-                    if spins % 65_536 == 0 && Instant::now() > deadline {
-                        return Err(Error::Fail("the polling partner stopped answering".into()));
+        let r = out
+            .sampled(
+                ctx,
+                "preempt.poll_flag.latency",
+                Unit::Ns,
+                Placement::CrossCpu(cpus.0, cpus.1),
+                "time from a store to a flag on one CPU until code polling it on another CPU sees \
+             it: half the round trip of a flag ping-pong (both spin; cache-line transfer each \
+             way); nothing subtracted",
+                |n| {
+                    let t0 = Instant::now();
+                    for _ in 0..n {
+                        let t = turn.load(Ordering::Relaxed);
+                        let next = if t >= STOP - 2 { 1 } else { t + 1 };
+                        turn.store(next, Ordering::Release);
+                        let deadline = Instant::now() + Duration::from_secs(5);
+                        let mut spins = 0u32;
+                        while turn.load(Ordering::Acquire) != next + 1 {
+                            std::hint::spin_loop();
+                            spins = spins.wrapping_add(1);
+                            if spins % 65_536 == 0 && Instant::now() > deadline {
+                                return Err(Error::Fail(
+                                    "the polling partner stopped answering".into(),
+                                ));
+                            }
+                        }
                     }
-                }
-            }
-            Ok(t0.elapsed() / 2)
-        });
+                    Ok(t0.elapsed() / 2)
+                },
+            )
+            .map(|_| ());
         turn.store(STOP, Ordering::Release);
         partner
             .join()
@@ -595,20 +607,8 @@ impl Experiment for Preempt {
             )?;
         }
 
-        ctx.step("preempt.poll_flag.latency")?;
         match cpu_pair() {
-            Some(pair) => {
-                let s = flag_latency(ctx, pair)?;
-                out.add_ns(
-                    "preempt.poll_flag.latency",
-                    Unit::Ns,
-                    &s,
-                    Placement::CrossCpu(pair.0, pair.1),
-                    "time from a store to a flag on one CPU until code polling it on another \
-                     CPU sees it: half the round trip of a flag ping-pong (both spin; cache-line \
-                     transfer each way); nothing subtracted",
-                )?;
-            }
+            Some(pair) => flag_latency(ctx, out, pair)?,
             None => out.skip(
                 "preempt.poll_flag.latency",
                 "this process may use only one CPU",
