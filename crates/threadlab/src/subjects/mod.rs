@@ -2,6 +2,7 @@
 //! runtimes (uthread, Tokio, Go) measured beside the kernel's threads, and the server designs the
 //! `server` experiment measures.
 
+pub mod go_build;
 pub mod locks;
 pub mod peers;
 pub mod server;

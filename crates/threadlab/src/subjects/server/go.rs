@@ -5,7 +5,6 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -13,6 +12,7 @@ use std::time::{Duration, Instant};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::measure::process::Supervised;
+use crate::subjects::go_build::{build, Built};
 
 use super::shared::{cpu_set, ServerConfig};
 use super::{unbounded, Counts, DesignInfo, Model, Server};
@@ -27,68 +27,27 @@ pub const DESIGN: DesignInfo = DesignInfo {
 };
 
 const PROGRAM: &str = include_str!("echo.go");
-const BUILD_LIMIT: Duration = Duration::from_secs(300);
 const START_LIMIT: Duration = Duration::from_secs(10);
-
-/// A folder removed when dropped.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 struct GoServer {
     // Field order is drop order: stdin closes (the program exits on EOF), then the guard kills
     // and reaps whatever is left, then the build folder goes.
     _stdin: ChildStdin,
     process: Supervised,
-    _dir: TempDir,
+    _built: Built,
     addr: SocketAddr,
 }
 
 fn start(cfg: &ServerConfig, cancel: &Cancel) -> Result<Box<dyn Server>> {
-    check_toolchain()?;
-    let dir = TempDir(std::env::temp_dir().join(format!(
-        "threadlab-go-server-{}-{}",
-        std::process::id(),
-        cfg.listen.port()
-    )));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).map_err(|e| {
-        Error::Skip(format!(
-            "cannot make a build folder for the Go server in {}: {e}",
-            dir.0.display()
-        ))
-    })?;
-    std::fs::write(dir.0.join("go.mod"), "module threadlabserver\n\ngo 1.21\n")?;
-    std::fs::write(dir.0.join("main.go"), PROGRAM)?;
-    let exe = dir.0.join("server");
-    let mut build = go_command(&dir.0);
-    build
-        .args(["build", "-o"])
-        .arg(&exe)
-        .arg(".")
-        .current_dir(&dir.0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut builder = Supervised::spawn(&mut build, "`go build` of the Go server")
-        .map_err(|e| Error::Skip(format!("cannot run `go build`: {e}")))?;
-    let status = builder.wait(cancel, BUILD_LIMIT)?;
-    if !status.success() {
-        let mut err = String::new();
-        if let Some(mut e) = builder.child.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut e, &mut err);
-        }
-        return Err(Error::Skip(format!(
-            "`go build` of the Go server failed ({status}): {}",
-            err.trim()
-        )));
-    }
+    let built = build(
+        PROGRAM,
+        "threadlabserver",
+        "server",
+        "the Go server",
+        cancel,
+    )?;
 
-    let mut run = Command::new(&exe);
+    let mut run = Command::new(&built.exe);
     run.args([
         "-listen",
         &cfg.listen.to_string(),
@@ -149,7 +108,7 @@ fn start(cfg: &ServerConfig, cancel: &Cancel) -> Result<Box<dyn Server>> {
     Ok(Box::new(GoServer {
         _stdin: stdin,
         process,
-        _dir: dir,
+        _built: built,
         addr,
     }))
 }
@@ -180,44 +139,6 @@ impl Server for GoServer {
     fn program_pid(&self) -> Option<libc::pid_t> {
         Some(self.process.child.id() as libc::pid_t)
     }
-}
-
-/// `go version` works, or the reason it does not.
-fn check_toolchain() -> Result<()> {
-    match Command::new("go")
-        .arg("version")
-        .env("GOTOOLCHAIN", "local")
-        .stdin(Stdio::null())
-        .output()
-    {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(Error::Skip(format!(
-            "`go version` failed: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        ))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Skip(
-            "no Go toolchain on PATH (install Go >= 1.21 to measure the goroutine server)".into(),
-        )),
-        Err(e) => Err(Error::Skip(format!("cannot run `go version`: {e}"))),
-    }
-}
-
-/// `go` offline, local toolchain only, with a cache in `dir` when the user has none.
-fn go_command(dir: &Path) -> Command {
-    let mut c = Command::new("go");
-    c.env("GOTOOLCHAIN", "local")
-        .env("GO111MODULE", "on")
-        .env("GOFLAGS", "-mod=mod")
-        .env("GOPROXY", "off");
-    let has_home =
-        std::env::var_os("HOME").is_some() || std::env::var_os("XDG_CACHE_HOME").is_some();
-    if std::env::var_os("GOCACHE").is_none() && !has_home {
-        c.env("GOCACHE", dir.join("cache"));
-    }
-    if std::env::var_os("GOPATH").is_none() && !has_home {
-        c.env("GOPATH", dir.join("gopath"));
-    }
-    c
 }
 
 #[cfg(test)]

@@ -1,0 +1,166 @@
+//! Building a Go program of the lab's at run time (the goroutine peer of create/switch, the Go
+//! server): the local toolchain only, offline, in a temporary folder removed afterwards, the
+//! build supervised (killed with its compiler and linker on an interruption or after a limit).
+//! No toolchain, or a build that fails, is a skip with what was found.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::cancel::Cancel;
+use crate::error::{Error, Result};
+use crate::measure::process::Supervised;
+
+/// How long a build may take (a cold Go cache compiles the runtime: about 15 s here).
+const BUILD_LIMIT: Duration = Duration::from_secs(300);
+
+/// A built program; its folder (and the program) go when this is dropped.
+pub struct Built {
+    pub exe: PathBuf,
+    dir: PathBuf,
+}
+
+impl Drop for Built {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Builds `source` (one `main.go`, module `module`) into a program named `exe_name`; `what`
+/// names it in messages ("the Go peer program").
+pub fn build(
+    source: &str,
+    module: &str,
+    exe_name: &str,
+    what: &str,
+    cancel: &Cancel,
+) -> Result<Built> {
+    check_toolchain()?;
+    let dir = std::env::temp_dir().join(format!(
+        "threadlab-{exe_name}-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        Error::Skip(format!(
+            "cannot make a build folder for {what} in {}: {e}",
+            dir.display()
+        ))
+    })?;
+    // From here the folder is removed on every path, the guard owning it.
+    let built = Built {
+        exe: dir.join(exe_name),
+        dir,
+    };
+    std::fs::write(
+        built.dir.join("go.mod"),
+        format!("module {module}\n\ngo 1.21\n"),
+    )?;
+    std::fs::write(built.dir.join("main.go"), source)?;
+    let mut cmd = go_command(&built.dir);
+    cmd.arg("build")
+        .arg("-o")
+        .arg(&built.exe)
+        .arg(".")
+        .current_dir(&built.dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut builder = Supervised::spawn(&mut cmd, &format!("`go build` of {what}"))
+        .map_err(|e| Error::Skip(format!("cannot run `go build`: {e}")))?;
+    let status = builder.wait(cancel, BUILD_LIMIT)?;
+    if !status.success() {
+        let mut err = String::new();
+        if let Some(mut e) = builder.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
+        }
+        return Err(Error::Skip(format!(
+            "`go build` of {what} failed ({status}): {}",
+            err.trim()
+        )));
+    }
+    Ok(built)
+}
+
+static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// `go version` works, or the reason it does not, in words that name what was found.
+fn check_toolchain() -> Result<()> {
+    match Command::new("go")
+        .arg("version")
+        .env("GOTOOLCHAIN", "local")
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(Error::Skip(format!(
+            "`go version` failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Skip(
+            "no Go toolchain on PATH (install Go >= 1.21 to measure goroutines)".into(),
+        )),
+        Err(e) => Err(Error::Skip(format!("cannot run `go version`: {e}"))),
+    }
+}
+
+/// `go` with a self-contained, offline environment: the local toolchain only, module mode, and
+/// a cache and GOPATH in `dir` when the user's are missing or not writable (no HOME under some
+/// CI runners; another user's HOME when run with changed credentials), so the build does not
+/// fail for a reason that has nothing to do with Go.
+fn go_command(dir: &Path) -> Command {
+    let mut c = Command::new("go");
+    c.env("GOTOOLCHAIN", "local")
+        .env("GO111MODULE", "on")
+        .env("GOFLAGS", "-mod=mod")
+        .env("GOPROXY", "off");
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let cache_home = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".cache")));
+    if std::env::var_os("GOCACHE").is_none()
+        && !cache_home.is_some_and(|d| usable_dir(&d.join("go-build")))
+    {
+        c.env("GOCACHE", dir.join("cache"));
+    }
+    if std::env::var_os("GOPATH").is_none() && !home.is_some_and(|h| usable_dir(&h.join("go"))) {
+        c.env("GOPATH", dir.join("gopath"));
+    }
+    c
+}
+
+/// The folder exists (or can be made) and this process may write in it.
+fn usable_dir(d: &Path) -> bool {
+    if std::fs::create_dir_all(d).is_err() {
+        return false;
+    }
+    let Ok(c) = std::ffi::CString::new(d.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a NUL-terminated path that lives across the call.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_build_interrupted_before_it_starts_is_cancelled_or_skipped() {
+        let cancel = Cancel::never();
+        cancel.trigger(libc::SIGTERM);
+        match build(
+            "package main\nfunc main() {}\n",
+            "t",
+            "t",
+            "a test program",
+            &cancel,
+        ) {
+            Err(Error::Cancelled(s)) => assert_eq!(s, libc::SIGTERM),
+            Err(Error::Skip(_)) => {} // no toolchain here
+            Ok(_) => panic!("a build under a pending signal must stop"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
