@@ -55,6 +55,9 @@ mod guard;
 mod sync;
 mod thread;
 
+pub mod io;
+pub mod net;
+
 pub use preempt::{
     critical_section, preempt_point, preempt_safe_alloc_installed, PreemptGuard, PreemptSafeAlloc,
     PREEMPT_SIGNAL,

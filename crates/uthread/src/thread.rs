@@ -3,8 +3,9 @@
 
 use crate::race::{self, RacePoint};
 use crate::runtime::carrier::release_handle;
-use crate::runtime::dispatch::{spawn_current, wake};
+use crate::runtime::dispatch::spawn_current;
 use crate::runtime::ops::wait_done;
+use crate::runtime::reactor::wake;
 use crate::tcb::{life, take_result, JoinOutcome, Mode, Priority, SpawnOptions, Thread};
 use std::fmt;
 use std::io;
@@ -122,7 +123,7 @@ pub struct JoinHandle<T> {
 
 // SAFETY: every operation on the handle goes through the thread's atomic `life` word (read-
 // modify-writes from the handle side, see `life`) or hands the work to the owning carrier
-// (`dispatch::wake`); the result is read only after `DONE` was observed with Acquire. So the
+// (`reactor::wake`); the result is read only after `DONE` was observed with Acquire. So the
 // handle may move between OS threads as long as the result type may; freeing from a foreign
 // OS thread unmaps the stack instead of touching the owner's pool.
 unsafe impl<T: Send> Send for JoinHandle<T> {}

@@ -8,6 +8,7 @@ use super::stats::Stats;
 use super::{dispatch, ops, owner, tick};
 use crate::arch::FpEnv;
 use crate::guard::{self, AltStack};
+use crate::io::poller::Poller;
 use crate::preempt::count as preempt;
 use crate::stack::StackPool;
 use crate::sys;
@@ -192,6 +193,14 @@ impl Runtime {
         if !carrier_ptr().is_null() {
             return Err(RunError::Nested);
         }
+        if c_poller_missing(&self.carrier) {
+            match Poller::new() {
+                Ok(p) => {
+                    let _ = self.carrier.poller.set(Arc::new(p));
+                }
+                Err(e) => return Err(RunError::Io(e)),
+            }
+        }
         tick::install_handler();
         guard::install_handler();
         preempt::on_pending(ops::yield_for_preemption);
@@ -268,6 +277,12 @@ impl Runtime {
             Err(e) => Err(e),
         }
     }
+}
+
+/// The carrier's poller is created by its first `block_on` (so that building a runtime never
+/// fails for lack of descriptors).
+fn c_poller_missing(c: &Carrier) -> bool {
+    c.poller.get().is_none()
 }
 
 /// `block_on`'s reference to its main thread, given up like a dropped `JoinHandle` (also if
