@@ -84,6 +84,11 @@ impl Builder {
         self
     }
 
+    /// The settings, for spawners other than `spawn` (`Pool`).
+    pub(crate) fn into_options(self) -> SpawnOptions {
+        self.opts
+    }
+
     /// Spawns on the current runtime. Fails when called outside a runtime, on an invalid
     /// priority, or when the stack cannot be mapped.
     pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
@@ -131,6 +136,14 @@ unsafe impl<T: Send> Send for JoinHandle<T> {}
 unsafe impl<T: Send> Sync for JoinHandle<T> {}
 
 impl<T> JoinHandle<T> {
+    /// The handle of `t`, a thread spawned returning `T`, holding the handle's reference.
+    pub(crate) fn from_raw(t: *mut Thread) -> JoinHandle<T> {
+        JoinHandle {
+            t,
+            _marker: PhantomData,
+        }
+    }
+
     fn thread(&self) -> &Thread {
         // SAFETY: the handle holds a reference, so the thread is live.
         unsafe { &*self.t }

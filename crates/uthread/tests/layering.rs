@@ -55,6 +55,7 @@ const LAYERS: &[&str] = &[
     "net::tcp",
     "net::unix",
     "net",
+    "pool",
     // The crate root wires everything.
     "",
 ];

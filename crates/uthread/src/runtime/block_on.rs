@@ -2,7 +2,7 @@
 //! turns the calling OS thread into the carrier for the duration of the call), [`RunError`]
 //! and [`run`].
 
-use super::carrier::{carrier_ptr, release_handle, set_carrier, Carrier, Config};
+use super::carrier::{carrier_ptr, release_handle, set_carrier, Carrier, Config, Remote};
 use super::handle::Handle;
 use super::stats::Stats;
 use super::{dispatch, ops, owner, tick};
@@ -333,18 +333,24 @@ impl Drop for Runtime {
             let l = &mut *self.carrier.local();
             l.pool = StackPool::new(0);
             l.requests.clear();
-            if l.abandoned_any {
-                // Abandoned threads point at the carrier and may still be "woken" by
-                // primitives; keep it alive forever (a bounded leak, documented).
-                std::mem::forget(Arc::clone(&self.carrier));
-            }
         }
-        preempt::enable();
         let items = match self.carrier.inbox.lock() {
             Ok(mut g) => std::mem::take(&mut *g),
             Err(p) => std::mem::take(&mut *p.into_inner()),
         };
-        drop(items);
+        for item in items {
+            if let Remote::Adopt(t, _) = item {
+                // SAFETY: built for this carrier and never adopted; not running (above).
+                unsafe { owner::abandon_unadopted(&mut *self.carrier.local(), t) };
+            }
+        }
+        // SAFETY: as above.
+        if unsafe { (*self.carrier.local()).abandoned_any } {
+            // Abandoned threads point at the carrier and may still be "woken" by
+            // primitives; keep it alive forever (a bounded leak, documented).
+            std::mem::forget(Arc::clone(&self.carrier));
+        }
+        preempt::enable();
     }
 }
 

@@ -44,10 +44,13 @@ pub(super) struct Request {
 pub(super) enum Remote {
     Wake(*mut Thread),
     Call(Box<dyn FnOnce() + Send>),
+    /// A thread built on another OS thread for this carrier (`Pool::spawn`): registered and
+    /// made runnable (or left suspended, `true`) when the carrier takes it from the inbox.
+    Adopt(*mut Thread, bool),
 }
 
-// SAFETY: `Wake` carries a thread pointer that is only dereferenced by the owning carrier
-// (threads are live while blocked); `Call` is Send by its bound.
+// SAFETY: `Wake` and `Adopt` carry thread pointers that only the owning carrier dereferences
+// (threads are live while blocked or not yet adopted); `Call` is Send by its bound.
 unsafe impl Send for Remote {}
 
 /// Carrier-local state: only the OS thread currently inside `block_on` touches it, and only with
@@ -242,12 +245,28 @@ impl Carrier {
         size: Option<usize>,
         reserve: usize,
     ) -> io::Result<(Stack, u64)> {
-        let size = stack::round_stack_size(size.unwrap_or(self.config.stack_size));
+        // SAFETY: forwarded contract.
+        unsafe { self.take_stack_as(&self.config, size, reserve) }
+    }
+
+    /// `take_stack` for a thread of another carrier, whose configuration (`config`) decides
+    /// its size and guard page (`Pool::spawn` onto another carrier).
+    ///
+    /// # Safety
+    /// On this carrier's thread, count raised.
+    #[inline(always)]
+    pub(super) unsafe fn take_stack_as(
+        &self,
+        config: &Config,
+        size: Option<usize>,
+        reserve: usize,
+    ) -> io::Result<(Stack, u64)> {
+        let size = stack::round_stack_size(size.unwrap_or(config.stack_size));
         let mapping = size.saturating_add(reserve);
         // SAFETY: forwarded contract.
         unsafe {
             let l = &mut *self.local();
-            match l.pool.get(mapping, self.config.guard_pages) {
+            match l.pool.get(mapping, config.guard_pages) {
                 Ok((stack, fresh)) => {
                     if fresh {
                         bump(&self.stats.stacks_mapped);
@@ -262,6 +281,18 @@ impl Carrier {
                 Err(e) => Err(e),
             }
         }
+    }
+
+    /// A freshly mapped stack and an id for a thread of this carrier built on an OS thread
+    /// that is no carrier (no pool to take from).
+    pub(super) fn fresh_stack(
+        &self,
+        size: Option<usize>,
+        reserve: usize,
+    ) -> io::Result<(Stack, u64)> {
+        let size = stack::round_stack_size(size.unwrap_or(self.config.stack_size));
+        let stack = Stack::new(size.saturating_add(reserve), self.config.guard_pages)?;
+        Ok((stack, NEXT_THREAD_ID.fetch_add(1, Ordering::Relaxed)))
     }
 
     /// Registers a freshly built thread and makes it runnable (or leaves it suspended).
@@ -365,7 +396,7 @@ impl Carrier {
     }
 
     /// Counters, with the pool size when it can be read safely.
-    pub(super) fn stats_snapshot(&self) -> Stats {
+    pub(crate) fn stats_snapshot(&self) -> Stats {
         let mut s = self.stats.snapshot();
         if !self.running.load(Ordering::Relaxed) || std::ptr::eq(carrier_ptr(), self) {
             preempt::disable();

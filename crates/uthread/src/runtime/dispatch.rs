@@ -8,7 +8,7 @@
 //! switch (`switch_to` and its callers) take the carrier-local state as a raw pointer, because
 //! other contexts use it while this one is suspended.
 
-use super::carrier::{carrier_ptr, current_carrier_ref, free_thread, Carrier, Local};
+use super::carrier::{carrier_ptr, current_carrier_ref, free_thread, Carrier, Local, Remote};
 use super::reactor::{make_runnable, poll, wake};
 use super::stats::bump;
 use crate::arch::{self, FpEnv};
@@ -308,9 +308,7 @@ where
         )
     })?;
     let priority = opts.priority.validate()?;
-    let block = core::mem::size_of::<Spawned<T, F>>();
-    let align = core::mem::align_of::<Spawned<T, F>>().max(16);
-    let reserve = stack::block_reserve(block, align);
+    let (block, align, reserve) = block_layout::<T, F>();
     preempt::disable();
     // SAFETY: on the carrier (it is the calling OS thread's), count raised.
     let taken = unsafe { carrier.take_stack(opts.stack_size, reserve) };
@@ -321,15 +319,85 @@ where
             return Err(e);
         }
     };
+    let suspended = opts.start_suspended;
+    // SAFETY: a stack that is ours with `reserve` bytes on top, laid out for `Spawned<T, F>`.
+    unsafe {
+        let t = build::<T, F>(carrier, stack, id, block, align, priority, opts, f);
+        // `t` is a fully initialised thread of this carrier, in no queue; count raised.
+        carrier.adopt(t, suspended);
+        preempt::enable();
+        Ok(t)
+    }
+}
+
+/// Spawns a thread on `target`, a carrier other than the caller's (`Pool::spawn`): the thread
+/// is built here, on a stack from the calling carrier's pool (or freshly mapped outside any
+/// runtime), and handed to `target` through its inbox, which registers it and makes it
+/// runnable. Returns it with the handle's reference, like `spawn_current`.
+pub(crate) fn spawn_remote<F, T>(
+    target: &Carrier,
+    opts: SpawnOptions,
+    f: F,
+) -> io::Result<*mut Thread>
+where
+    F: FnOnce() -> T + Send,
+{
+    let priority = opts.priority.validate()?;
+    let (block, align, reserve) = block_layout::<T, F>();
+    preempt::disable();
+    let taken = match current_carrier_ref() {
+        // SAFETY: on the calling carrier's thread, count raised.
+        Some(here) => unsafe { here.take_stack_as(&target.config, opts.stack_size, reserve) },
+        None => target.fresh_stack(opts.stack_size, reserve),
+    };
+    let r = taken.map(|(stack, id)| {
+        let suspended = opts.start_suspended;
+        // SAFETY: as in `spawn_current`; the thread is `target`'s, which alone will run it.
+        let t = unsafe { build::<T, F>(target, stack, id, block, align, priority, opts, f) };
+        target.push_remote(Remote::Adopt(t, suspended));
+        t
+    });
+    preempt::enable();
+    r
+}
+
+/// Size, alignment and the reserve above the stack of a `Spawned<T, F>` control block.
+#[inline(always)]
+fn block_layout<T, F>() -> (usize, usize, usize) {
+    let block = core::mem::size_of::<Spawned<T, F>>();
+    let align = core::mem::align_of::<Spawned<T, F>>().max(16);
+    (block, align, stack::block_reserve(block, align))
+}
+
+/// Writes a new thread of `carrier` on top of `stack` and prepares its first switch.
+///
+/// # Safety
+/// `stack` is ours, mapped and used by nobody (fresh, or from a pool), with at least the
+/// reserve of `block_layout::<T, F>()` on top.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn build<T, F>(
+    carrier: &Carrier,
+    stack: stack::Stack,
+    id: u64,
+    block: usize,
+    align: usize,
+    priority: crate::tcb::Priority,
+    opts: SpawnOptions,
+    f: F,
+) -> *mut Thread
+where
+    F: FnOnce() -> T,
+{
     let at = (stack.top() - block) & !(align - 1);
     let initial = if opts.start_suspended {
         life::SUSPENDED
     } else {
         life::READY
     };
-    // SAFETY: [at, at + block) lies in the reserved top pages of a stack that is ours, mapped
-    // and used by nobody (fresh, or from the pool); `at` is aligned for `Spawned<T, F>`. The
-    // thread's own frames start below `at` (init_stack writes only below its `top`).
+    // SAFETY: [at, at + block) lies in the reserved top pages of the stack (caller); `at` is
+    // aligned for `Spawned<T, F>`. The thread's own frames start below `at` (init_stack writes
+    // only below its `top`).
     unsafe {
         let t = Spawned::<T, F>::write(
             at as *mut Spawned<T, F>,
@@ -347,9 +415,6 @@ where
             f,
         );
         *(*t).sp.get() = arch::init_stack(at & !15, thread_entry, t as usize);
-        // `t` is a fully initialised thread of this carrier, in no queue; count raised.
-        carrier.adopt(t, opts.start_suspended);
-        preempt::enable();
-        Ok(t)
+        t
     }
 }

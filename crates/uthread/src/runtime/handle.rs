@@ -25,6 +25,13 @@ impl Handle {
     }
 }
 
+impl Handle {
+    /// The runtime's carrier (for `Pool`, which spawns on it from other OS threads).
+    pub(crate) fn carrier(&self) -> &Arc<Carrier> {
+        &self.carrier
+    }
+}
+
 impl Clone for Handle {
     fn clone(&self) -> Self {
         Handle::new(&self.carrier)

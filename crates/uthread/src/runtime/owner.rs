@@ -171,3 +171,25 @@ pub(super) unsafe fn abandon_all(l: &mut Local) {
         l.remote_joins = 0;
     }
 }
+
+/// A thread handed to this carrier (`Remote::Adopt`) that never got to it because the runtime
+/// is being dropped: published as abandoned, its waiters woken, its stack leaked like any
+/// abandoned thread's.
+///
+/// # Safety
+/// `t` was built for this carrier and never adopted; `l` is the carrier's state, not running.
+pub(super) unsafe fn abandon_unadopted(l: &mut Local, t: *mut Thread) {
+    // SAFETY: `t` is live (its stack is leaked from here on); see `abandon_all`.
+    unsafe {
+        let th = &*t;
+        l.abandoned_any = true;
+        th.state.set(RunState::Abandoned);
+        let old = th.life.fetch_or(life::DONE, Ordering::AcqRel);
+        if old & life::JOINER != 0 {
+            wake(th.joiner.get());
+        }
+        if old & life::OS_JOINER != 0 {
+            sys::futex_wake(&th.life, i32::MAX);
+        }
+    }
+}

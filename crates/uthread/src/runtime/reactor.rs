@@ -144,6 +144,8 @@ unsafe fn drain_inbox(c: &Carrier, l: &mut Local) {
         match r {
             // SAFETY: threads in the inbox are blocked threads of this carrier (live).
             Remote::Wake(t) => unsafe { make_runnable(l, t) },
+            // SAFETY: built for this carrier by `spawn_remote`, in no queue; count raised.
+            Remote::Adopt(t, suspended) => unsafe { c.adopt(t, suspended) },
             Remote::Call(f) => {
                 let data = Box::into_raw(Box::new(f)) as *mut ();
                 l.requests.push_back(Request {
