@@ -550,3 +550,41 @@ fn a_short_read_then_end_or_reset_does_not_hang() {
         });
     }
 }
+
+/// `io::blocking` runs a blocking call on a helper OS thread: the carrier's other green threads
+/// keep running meanwhile, the result comes back, a panic is re-raised, and a lone waiting
+/// main thread is not taken for a deadlock.
+#[test]
+fn blocking_calls_run_off_the_carrier() {
+    uthread::run(|| {
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ticker = {
+            let (ticks, stop) = (Arc::clone(&ticks), Arc::clone(&stop));
+            uthread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    ticks.fetch_add(1, Ordering::Relaxed);
+                    uthread::sleep(Duration::from_micros(200));
+                }
+            })
+        };
+        let before = ticks.load(Ordering::Relaxed);
+        let t2 = Arc::clone(&ticks);
+        let during = uthread::io::blocking(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            t2.load(Ordering::Relaxed)
+        });
+        assert!(
+            during > before,
+            "the carrier stood still: {before} -> {during}"
+        );
+        stop.store(true, Ordering::Relaxed);
+        ticker.join();
+        let r = std::panic::catch_unwind(|| uthread::io::blocking(|| -> u8 { panic!("inside") }));
+        assert!(r.is_err());
+        // Nothing else runs now: waiting for the helper is not a deadlock.
+        assert_eq!(uthread::io::blocking(|| 7), 7);
+    });
+    // Outside a runtime it just runs.
+    assert_eq!(uthread::io::blocking(|| 8), 8);
+}

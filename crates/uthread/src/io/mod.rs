@@ -1,4 +1,5 @@
-//! Waiting for descriptors the caller owns, and the reactor's lower layers.
+//! Waiting for descriptors the caller owns, running blocking calls off the carrier, and the
+//! reactor's lower layers.
 //!
 //! Sockets should use [`crate::net`], whose types register their descriptor once and wait on it
 //! without any extra system call. [`wait_readable`] and [`wait_writable`] are for other
@@ -7,6 +8,10 @@
 //! that one wait (`EPOLLONESHOT`) and removes it afterwards: two `epoll_ctl` calls, after a
 //! `poll(2)` that finds a descriptor that is already ready without any of that. Outside a
 //! runtime they block the OS thread in `poll(2)`.
+//!
+//! Calls that block and have no descriptor to wait on (a file read, name resolution, a C
+//! library's own I/O) block the whole carrier; [`blocking`] runs one on a helper OS thread
+//! while only the calling green thread waits.
 //!
 //! ```
 //! use std::io::Write;
@@ -28,11 +33,14 @@ pub(crate) mod desc;
 pub(crate) mod poller;
 
 use crate::runtime::carrier::{context, current_carrier_ref, Context};
-use crate::runtime::ops::{timed_out, wait_io};
+use crate::runtime::ops::{timed_out, wait_io, with_remote_wake_expected};
+use crate::sync::{Mutex, Semaphore};
 use desc::PollDesc;
 use poller::{cvt, poll_blocking, Dir};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Waits until `fd` is readable (or at end of file, or in error), blocking only the calling
@@ -85,4 +93,53 @@ fn wait(fd: BorrowedFd<'_>, dir: Dir, deadline: Option<Instant>) -> io::Result<(
     let _ = poller.delete(dup.as_ref().map_or(raw, |d| d.as_raw_fd()));
     pd.release();
     r
+}
+
+/// Runs `f` on a new OS thread and parks only the calling green thread until it returns; the
+/// other green threads of its carrier keep running. For calls that would otherwise block the
+/// whole carrier: reading a file, resolving a host name, a C library's blocking I/O. A panic
+/// in `f` is re-raised here. Outside a runtime (and in `synchronize` callbacks), `f` simply
+/// runs on the calling thread.
+///
+/// Each call starts an OS thread (tens of microseconds): batch small calls, or keep a worker
+/// thread of your own for frequent ones.
+///
+/// ```
+/// use std::net::ToSocketAddrs;
+/// uthread::run(|| {
+///     let addrs = uthread::io::blocking(|| ("localhost", 80).to_socket_addrs());
+///     assert!(addrs.unwrap().next().is_some());
+/// });
+/// ```
+pub fn blocking<F, R>(f: F) -> R
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    if !matches!(context(), Context::Green(_)) {
+        return f();
+    }
+    let done = Arc::new(Semaphore::new(0));
+    let slot = Arc::new(Mutex::new(None));
+    let (d, s) = (Arc::clone(&done), Arc::clone(&slot));
+    let helper = std::thread::Builder::new()
+        .name("uthread-blocking".into())
+        .spawn(move || {
+            let r = catch_unwind(AssertUnwindSafe(f));
+            *s.lock() = Some(r);
+            d.release();
+        });
+    let r = match helper {
+        Ok(_) => {
+            // The release comes from the helper thread: not a deadlock while we wait.
+            with_remote_wake_expected(|| done.acquire());
+            slot.lock().take()
+        }
+        Err(e) => panic!("uthread: io::blocking could not start an OS thread: {e}"),
+    };
+    match r {
+        Some(Ok(v)) => v,
+        Some(Err(p)) => resume_unwind(p),
+        None => unreachable!("uthread: the helper thread released without a result"),
+    }
 }

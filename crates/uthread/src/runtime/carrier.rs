@@ -84,9 +84,10 @@ pub(super) struct Local {
     pub(super) all_head: *mut Thread,
     pub(super) alive: usize,
     pub(super) preemptive_alive: usize,
-    /// Green threads of this carrier blocked joining a thread of another runtime: that runtime
-    /// is inside `block_on` (a thread not done always is) and will finish or abandon the
-    /// thread, waking the joiner, so these waits are not a deadlock.
+    /// Green threads of this carrier blocked joining a thread of another runtime (that
+    /// runtime is inside `block_on`, as it always is while a thread is not done, and will
+    /// finish or abandon the thread, waking the joiner), or waiting for a helper OS thread
+    /// (`io::blocking`): wake-ups that are sure to come, so these waits are not a deadlock.
     pub(super) remote_joins: usize,
     pub(super) errno: *mut libc::c_int,
     /// The carrier's floating-point environment, read when `block_on` starts: the one every

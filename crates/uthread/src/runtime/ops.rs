@@ -480,6 +480,28 @@ pub(crate) fn wait_done(t: *mut Thread) {
     }
 }
 
+/// Runs `f` while the calling green thread's runtime counts one wake-up that is sure to come
+/// from another OS thread (so that blocking meanwhile is not taken for a deadlock). Outside a
+/// green thread, just runs `f`.
+pub(crate) fn with_remote_wake_expected<R>(f: impl FnOnce() -> R) -> R {
+    let Context::Green(cur) = context() else {
+        return f();
+    };
+    // SAFETY: `cur` runs on its carrier, this OS thread; its local state is touched with the
+    // count raised, and the thread never migrates, so the same carrier is there afterwards.
+    let local = unsafe { (*Carrier::at((*cur).carrier)).local() };
+    preempt::disable();
+    // SAFETY: as above.
+    unsafe { (*local).remote_joins += 1 };
+    preempt::enable();
+    let r = f();
+    preempt::disable();
+    // SAFETY: as above.
+    unsafe { (*local).remote_joins -= 1 };
+    preempt::enable();
+    r
+}
+
 /// Counters of the runtime the caller runs in, or `None` outside a runtime.
 pub fn stats() -> Option<Stats> {
     let c = carrier_ptr();
