@@ -55,6 +55,11 @@ mod guard;
 mod sync;
 mod thread;
 
+pub mod io;
+pub mod net;
+mod pool;
+
+pub use pool::{Pool, PoolBuilder, PoolHandle};
 pub use preempt::{
     critical_section, preempt_point, preempt_safe_alloc_installed, PreemptGuard, PreemptSafeAlloc,
     PREEMPT_SIGNAL,

@@ -23,10 +23,18 @@ pub enum RacePoint {
     /// In `resume`/`cancel`, after taking the thread out of SUSPENDED and before sending its
     /// wake-up: its carrier may decide to shut down meanwhile.
     WakeAfterLeaveSuspended = 3,
+    /// In the reactor, after `epoll_wait` returned and before its events are handled: a
+    /// descriptor may be released, recycled or shut down meanwhile on another OS thread.
+    NetpollBeforeDispatch = 4,
+    /// In a descriptor wait, after the thread looked at the shutdown flags and before it
+    /// enters the waiter slot: a shutdown on another OS thread may find the slot empty.
+    ParkBeforeSlot = 5,
 }
 
 #[cfg(feature = "race-hooks")]
-static DELAYS_NS: [AtomicU64; 4] = [
+static DELAYS_NS: [AtomicU64; 6] = [
+    AtomicU64::new(0),
+    AtomicU64::new(0),
     AtomicU64::new(0),
     AtomicU64::new(0),
     AtomicU64::new(0),

@@ -9,8 +9,8 @@
 
 use crate::preempt::count as preempt;
 use crate::runtime::carrier::{context, Context};
-use crate::runtime::dispatch::wake;
 use crate::runtime::ops::block_current;
+use crate::runtime::reactor::wake;
 use crate::sched::Fifo;
 use crate::tcb::Thread;
 use std::cell::UnsafeCell;
@@ -88,7 +88,7 @@ pub struct Semaphore {
 }
 
 // SAFETY: all interior state is accessed under `lock`; waiters are woken through
-// `dispatch::wake`, which routes to the waiter's own carrier.
+// `reactor::wake`, which routes to the waiter's own carrier.
 unsafe impl Send for Semaphore {}
 // SAFETY: as above.
 unsafe impl Sync for Semaphore {}

@@ -274,6 +274,10 @@ pub(crate) struct Thread {
     pub(crate) life: AtomicU32,
     /// The green thread blocked in `join` (valid while `JOINER` is set and `DONE` is not).
     pub(crate) joiner: Cell<*mut Thread>,
+    /// The poll descriptor (`io::desc::PollDesc`, kept untyped: the control block sits below
+    /// the reactor) this thread is parked on, or null. Carrier-owned: the runtime closes the
+    /// socket of a thread it abandons while parked.
+    pub(crate) io_wait: Cell<*const ()>,
 }
 
 impl Thread {
@@ -319,6 +323,7 @@ impl Thread {
             vtable,
             life: AtomicU32::new(n.life),
             joiner: Cell::new(null_mut()),
+            io_wait: Cell::new(core::ptr::null()),
         }
     }
 

@@ -3,8 +3,9 @@
 
 use crate::race::{self, RacePoint};
 use crate::runtime::carrier::release_handle;
-use crate::runtime::dispatch::{spawn_current, wake};
+use crate::runtime::dispatch::spawn_current;
 use crate::runtime::ops::wait_done;
+use crate::runtime::reactor::wake;
 use crate::tcb::{life, take_result, JoinOutcome, Mode, Priority, SpawnOptions, Thread};
 use std::fmt;
 use std::io;
@@ -83,6 +84,11 @@ impl Builder {
         self
     }
 
+    /// The settings, for spawners other than `spawn` (`Pool`).
+    pub(crate) fn into_options(self) -> SpawnOptions {
+        self.opts
+    }
+
     /// Spawns on the current runtime. Fails when called outside a runtime, on an invalid
     /// priority, or when the stack cannot be mapped.
     pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
@@ -122,7 +128,7 @@ pub struct JoinHandle<T> {
 
 // SAFETY: every operation on the handle goes through the thread's atomic `life` word (read-
 // modify-writes from the handle side, see `life`) or hands the work to the owning carrier
-// (`dispatch::wake`); the result is read only after `DONE` was observed with Acquire. So the
+// (`reactor::wake`); the result is read only after `DONE` was observed with Acquire. So the
 // handle may move between OS threads as long as the result type may; freeing from a foreign
 // OS thread unmaps the stack instead of touching the owner's pool.
 unsafe impl<T: Send> Send for JoinHandle<T> {}
@@ -130,6 +136,14 @@ unsafe impl<T: Send> Send for JoinHandle<T> {}
 unsafe impl<T: Send> Sync for JoinHandle<T> {}
 
 impl<T> JoinHandle<T> {
+    /// The handle of `t`, a thread spawned returning `T`, holding the handle's reference.
+    pub(crate) fn from_raw(t: *mut Thread) -> JoinHandle<T> {
+        JoinHandle {
+            t,
+            _marker: PhantomData,
+        }
+    }
+
     fn thread(&self) -> &Thread {
         // SAFETY: the handle holds a reference, so the thread is live.
         unsafe { &*self.t }

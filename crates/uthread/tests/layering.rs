@@ -20,6 +20,8 @@ const LAYERS: &[&str] = &[
     "race",
     "stack",
     "sys",
+    // The kernel side of the reactor: epoll, eventfd, poll(2).
+    "io::poller",
     // The thread control block and the plain types around it.
     "tcb",
     // The run queue and policy.
@@ -28,10 +30,14 @@ const LAYERS: &[&str] = &[
     "preempt::count",
     "preempt::timer",
     "preempt",
+    // Poll descriptors: waiter slots shared by threads, pollers and shutdowns.
+    "io::desc",
     "runtime::stats",
+    "runtime::timers",
     // The runtime, bottom up.
     "runtime::carrier",
     "guard",
+    "runtime::reactor",
     "runtime::dispatch",
     "runtime::tick",
     "runtime::ops",
@@ -42,6 +48,14 @@ const LAYERS: &[&str] = &[
     // The public API on top.
     "sync",
     "thread",
+    // Descriptors the user owns; sockets; one carrier per CPU.
+    "io",
+    "net::addr",
+    "net::socket",
+    "net::tcp",
+    "net::unix",
+    "net",
+    "pool",
     // The crate root wires everything.
     "",
 ];

@@ -56,15 +56,90 @@ fn stress_secs() -> f64 {
         .unwrap_or(1.5)
 }
 
+/// The payload byte `i` of I/O round `r` of pair `p`: deterministic, so the reader checks it.
+fn payload_byte(p: u64, r: u64, i: usize) -> u8 {
+    (p as u8) ^ (r as u8).wrapping_mul(31) ^ (i as u8).wrapping_mul(7)
+}
+
+/// An I/O round's payload length: mostly none, sometimes large enough that the socket's send
+/// buffer fills and the writer parks too.
+fn payload_len(r: u64) -> usize {
+    if r % 16 == 0 {
+        (r as usize * 7919) % (256 * 1024)
+    } else {
+        0
+    }
+}
+
+/// A preemptive writer: each round computes a checksum, sends it with the round number and a
+/// payload, and sometimes forces a preemption. Returns its rounds and forced preemptions.
+fn io_writer(p: u64, mut s: uthread::net::TcpStream, end: Instant) -> (u64, u64) {
+    use std::io::Write;
+    let mut r = 0u64;
+    let mut forced = 0;
+    let mut buf = Vec::new();
+    while Instant::now() < end {
+        let h = round(1 << 40 | p << 32 | r);
+        let len = payload_len(r);
+        buf.clear();
+        buf.extend_from_slice(&r.to_le_bytes());
+        buf.extend_from_slice(&h.to_le_bytes());
+        buf.extend_from_slice(&(len as u32).to_le_bytes());
+        buf.extend((0..len).map(|i| payload_byte(p, r, i)));
+        s.write_all(&buf).expect("writer");
+        r += 1;
+        if r % 4 == 0 {
+            uthread::__private::raise_preempt_signal();
+            forced += 1;
+        }
+    }
+    s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    (r, forced)
+}
+
+/// A preemptive reader: reads rounds until end of stream, recomputes each checksum and checks
+/// every payload byte. Returns its rounds and mismatches.
+fn io_reader(p: u64, mut s: uthread::net::TcpStream) -> (u64, u64) {
+    use std::io::Read;
+    let mut r = 0u64;
+    let mut bad = 0;
+    let mut head = [0u8; 20];
+    let mut payload = Vec::new();
+    loop {
+        match s.read_exact(&mut head) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return (r, bad),
+            Err(e) => panic!("reader: {e}"),
+        }
+        let got_r = u64::from_le_bytes(head[0..8].try_into().unwrap());
+        let got_h = u64::from_le_bytes(head[8..16].try_into().unwrap());
+        let len = u32::from_le_bytes(head[16..20].try_into().unwrap()) as usize;
+        payload.resize(len, 0);
+        s.read_exact(&mut payload).expect("payload");
+        if got_r != r || got_h != round(1 << 40 | p << 32 | r) || len != payload_len(r) {
+            bad += 1;
+        }
+        if payload
+            .iter()
+            .enumerate()
+            .any(|(i, &b)| b != payload_byte(p, r, i))
+        {
+            bad += 1;
+        }
+        r += 1;
+    }
+}
+
 #[test]
 fn preemption_stress_zero_corruption() {
     const THREADS: u64 = 8;
+    const IO_PAIRS: u64 = 2;
     let rt = Runtime::builder()
         .quantum(Duration::from_micros(100))
         .build()
         .unwrap();
     let secs = stress_secs();
-    let results = rt.block_on(|| {
+    let (results, io) = rt.block_on(|| {
         let end = Instant::now() + Duration::from_secs_f64(secs);
         let hs: Vec<_> = (0..THREADS)
             .map(|t| {
@@ -88,9 +163,34 @@ fn preemption_stress_zero_corruption() {
                     .unwrap()
             })
             .collect();
-        hs.into_iter()
+        // Preemptive threads doing I/O on the same carrier: pairs over loopback TCP, so that
+        // preemptions land around every socket call and inside the I/O paths' user code.
+        let listener = uthread::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let io: Vec<_> = (0..IO_PAIRS)
+            .map(|p| {
+                let c = uthread::net::TcpStream::connect(addr).unwrap();
+                let (s, _) = listener.accept().unwrap();
+                let pre = || Builder::new().mode(Mode::Preemptive).stack_size(64 * 1024);
+                let w = pre().spawn(move || io_writer(p, c, end)).unwrap();
+                let r = pre().spawn(move || io_reader(p, s)).unwrap();
+                (w, r)
+            })
+            .collect();
+        let results = hs
+            .into_iter()
             .map(|h| h.join().finished().expect("stress thread failed"))
-            .collect::<Vec<_>>()
+            .collect::<Vec<_>>();
+        let io = io
+            .into_iter()
+            .map(|(w, r)| {
+                (
+                    w.join().finished().expect("writer failed"),
+                    r.join().finished().expect("reader failed"),
+                )
+            })
+            .collect::<Vec<_>>();
+        (results, io)
     });
     let s = rt.stats();
     let mut rounds = 0;
@@ -104,15 +204,25 @@ fn preemption_stress_zero_corruption() {
         }
         rounds += out.len();
     }
-    let forced: u64 = results.iter().map(|o| o.len() as u64 / 2).sum();
+    let mut forced: u64 = results.iter().map(|o| o.len() as u64 / 2).sum();
+    let (mut io_rounds, mut io_bad) = (0, 0);
+    for ((sent, w_forced), (received, bad)) in &io {
+        assert_eq!(sent, received, "every I/O round sent was received");
+        io_rounds += received;
+        io_bad += bad;
+        forced += w_forced;
+    }
     eprintln!(
-        "stress: {rounds} rounds checked; {} preemptions ({} forced at a syscall boundary, ~{} timer-driven at arbitrary instructions); {s:?}",
+        "stress: {rounds} rounds checked, {io_rounds} I/O rounds checked ({io_bad} mismatches); {} preemptions ({} forced at a syscall boundary, ~{} timer-driven at arbitrary instructions); {s:?}",
         s.preemptions,
         forced,
         s.preemptions.saturating_sub(forced)
     );
     assert!(rounds > 0);
+    assert!(io_rounds > 0);
+    assert_eq!(io_bad, 0, "I/O checksum mismatches");
     assert!(s.preemptions > 100, "expected many preemptions: {s:?}");
+    assert!(s.io_waits > 0, "the I/O threads parked: {s:?}");
 }
 
 fn get_mxcsr() -> u32 {

@@ -6,10 +6,13 @@
 #[global_allocator]
 static ALLOC: uthread::PreemptSafeAlloc = uthread::PreemptSafeAlloc::system();
 
+use std::io::{ErrorKind, Read, Write};
+use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 use uthread::__private::{set_race_delay, RacePoint};
+use uthread::net::{TcpListener, TcpStream};
 use uthread::{Builder, JoinHandle, JoinOutcome, Runtime, Semaphore};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -222,4 +225,86 @@ fn cancel_racing_shutdown_is_honoured() {
     let (cancelled, h) = canceller.join().unwrap();
     assert!(cancelled);
     assert!(matches!(h.join(), JoinOutcome::Cancelled));
+}
+
+/// A shutdown on another OS thread lands after a reader looked at the shutdown flags and
+/// before it entered the waiter slot, so the shutdown finds nobody to wake. The reader must
+/// still fail, not wait forever.
+#[test]
+fn shutdown_between_the_flag_check_and_the_slot() {
+    let _w = open(RacePoint::ParkBeforeSlot, Duration::from_millis(150));
+    let (tx, rx) = mpsc::channel::<Arc<TcpStream>>();
+    let killer = std::thread::spawn(move || {
+        let s = rx.recv().unwrap();
+        // The reader is inside its 150 ms window by now.
+        std::thread::sleep(Duration::from_millis(50));
+        s.shutdown(Shutdown::Read).unwrap();
+    });
+    let r = uthread::run(move || {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let s = Arc::new(l.accept().unwrap().0);
+        tx.send(Arc::clone(&s)).unwrap();
+        let mut buf = [0u8; 4];
+        (&*s).read(&mut buf)
+    });
+    killer.join().unwrap();
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionAborted);
+}
+
+/// A carrier's `epoll_wait` returns an event for a socket, and before the carrier handles it
+/// the socket is dropped on another OS thread and its poll descriptor recycled for a new
+/// socket. The stale event must be recognised (its tag no longer matches) and ignored: no
+/// wake-up, no readiness, and the new socket works normally.
+#[test]
+fn a_stale_event_for_a_recycled_descriptor_is_ignored() {
+    let _w = open(RacePoint::NetpollBeforeDispatch, Duration::from_millis(200));
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let (to_os, from_rt) = mpsc::channel::<(TcpStream, std::net::TcpStream)>();
+    let gate = Arc::new(Semaphore::new(0));
+    let rt = Runtime::new();
+    let handle = rt.handle();
+    let os = std::thread::spawn({
+        let gate = Arc::clone(&gate);
+        move || {
+            let (registered, mut peer) = from_rt.recv().unwrap();
+            // The carrier now idles in epoll_wait; this write makes it return with an event
+            // for `registered`, and the hook holds it there for 200 ms.
+            std::thread::sleep(Duration::from_millis(30));
+            peer.write_all(b"x").unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            drop(registered); // released: its descriptor goes back to the cache...
+            let c = TcpStream::connect(addr).unwrap(); // ...and is reused at once
+            let mut s = l.accept().unwrap().0;
+            let mut c2 = c.try_clone().unwrap();
+            c2.write_all(b"fresh").unwrap();
+            let mut five = [0u8; 5];
+            s.read_exact(&mut five).unwrap();
+            assert_eq!(&five, b"fresh");
+            std::thread::sleep(Duration::from_millis(200));
+            gate.release();
+            drop(handle);
+        }
+    });
+    let before = rt.block_on(move || {
+        // The peer is a std socket, registered nowhere: the only socket this carrier's poller
+        // holds is `b`.
+        let l2 = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = std::net::TcpStream::connect(l2.local_addr().unwrap()).unwrap();
+        let b = TcpStream::from_std(l2.accept().unwrap().0).unwrap();
+        // Register `b` with this carrier's poller by waiting on it once.
+        b.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+        assert_eq!(
+            (&b).read(&mut [0u8; 1]).unwrap_err().kind(),
+            ErrorKind::TimedOut
+        );
+        let before = uthread::stats().unwrap().io_events;
+        to_os.send((b, a)).unwrap();
+        gate.acquire();
+        before
+    });
+    os.join().unwrap();
+    // From then on the only descriptor event this carrier saw was the stale one: not counted.
+    assert_eq!(rt.stats().io_events, before, "{:?}", rt.stats());
 }

@@ -2,12 +2,13 @@
 //! turns the calling OS thread into the carrier for the duration of the call), [`RunError`]
 //! and [`run`].
 
-use super::carrier::{carrier_ptr, release_handle, set_carrier, Carrier, Config};
+use super::carrier::{carrier_ptr, release_handle, set_carrier, Carrier, Config, Remote};
 use super::handle::Handle;
 use super::stats::Stats;
 use super::{dispatch, ops, owner, tick};
 use crate::arch::FpEnv;
 use crate::guard::{self, AltStack};
+use crate::io::poller::Poller;
 use crate::preempt::count as preempt;
 use crate::stack::StackPool;
 use crate::sys;
@@ -192,6 +193,14 @@ impl Runtime {
         if !carrier_ptr().is_null() {
             return Err(RunError::Nested);
         }
+        if c_poller_missing(&self.carrier) {
+            match Poller::new() {
+                Ok(p) => {
+                    let _ = self.carrier.poller.set(Arc::new(p));
+                }
+                Err(e) => return Err(RunError::Io(e)),
+            }
+        }
         tick::install_handler();
         guard::install_handler();
         preempt::on_pending(ops::yield_for_preemption);
@@ -270,6 +279,12 @@ impl Runtime {
     }
 }
 
+/// The carrier's poller is created by its first `block_on` (so that building a runtime never
+/// fails for lack of descriptors).
+fn c_poller_missing(c: &Carrier) -> bool {
+    c.poller.get().is_none()
+}
+
 /// `block_on`'s reference to its main thread, given up like a dropped `JoinHandle` (also if
 /// anything unwinds before the join).
 struct MainThread<R> {
@@ -318,18 +333,24 @@ impl Drop for Runtime {
             let l = &mut *self.carrier.local();
             l.pool = StackPool::new(0);
             l.requests.clear();
-            if l.abandoned_any {
-                // Abandoned threads point at the carrier and may still be "woken" by
-                // primitives; keep it alive forever (a bounded leak, documented).
-                std::mem::forget(Arc::clone(&self.carrier));
-            }
         }
-        preempt::enable();
         let items = match self.carrier.inbox.lock() {
             Ok(mut g) => std::mem::take(&mut *g),
             Err(p) => std::mem::take(&mut *p.into_inner()),
         };
-        drop(items);
+        for item in items {
+            if let Remote::Adopt(t, _) = item {
+                // SAFETY: built for this carrier and never adopted; not running (above).
+                unsafe { owner::abandon_unadopted(&mut *self.carrier.local(), t) };
+            }
+        }
+        // SAFETY: as above.
+        if unsafe { (*self.carrier.local()).abandoned_any } {
+            // Abandoned threads point at the carrier and may still be "woken" by
+            // primitives; keep it alive forever (a bounded leak, documented).
+            std::mem::forget(Arc::clone(&self.carrier));
+        }
+        preempt::enable();
     }
 }
 

@@ -7,19 +7,20 @@
 //! precondition the `unsafe fn`s of `runtime/` state as "carrier thread, count raised".
 
 use super::stats::{bump, StatCounters, Stats};
+use super::timers::Timers;
 use crate::arch::FpEnv;
+use crate::io::poller::{Event, Poller, NO_EVENT};
 use crate::preempt::count as preempt;
 use crate::preempt::timer::Timer;
 use crate::sched::RunQueue;
 use crate::stack::{self, Stack, StackPool};
 use crate::tcb::{CarrierAddr, Mode, RunState, Thread};
 use std::cell::{Cell, UnsafeCell};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// A runtime's settings, fixed when it is built.
@@ -43,10 +44,13 @@ pub(super) struct Request {
 pub(super) enum Remote {
     Wake(*mut Thread),
     Call(Box<dyn FnOnce() + Send>),
+    /// A thread built on another OS thread for this carrier (`Pool::spawn`): registered and
+    /// made runnable (or left suspended, `true`) when the carrier takes it from the inbox.
+    Adopt(*mut Thread, bool),
 }
 
-// SAFETY: `Wake` carries a thread pointer that is only dereferenced by the owning carrier
-// (threads are live while blocked); `Call` is Send by its bound.
+// SAFETY: `Wake` and `Adopt` carry thread pointers that only the owning carrier dereferences
+// (threads are live while blocked or not yet adopted); `Call` is Send by its bound.
 unsafe impl Send for Remote {}
 
 /// Carrier-local state: only the OS thread currently inside `block_on` touches it, and only with
@@ -55,8 +59,17 @@ pub(super) struct Local {
     pub(super) current: *mut Thread,
     pub(super) sched: *mut Thread,
     pub(super) runq: RunQueue,
-    pub(super) sleepers: BinaryHeap<Reverse<(Instant, u64, usize)>>,
-    pub(super) sleep_seq: u64,
+    /// Sleeping threads and descriptor waits with a deadline (`timers.rs`).
+    pub(super) timers: Timers,
+    /// Green threads of this carrier parked on a descriptor (`ops::wait_io`).
+    pub(super) io_waiters: usize,
+    /// The buffer `epoll_wait` fills (`reactor::netpoll`).
+    pub(super) events: Box<[Event]>,
+    /// Switches between two looks at the poller while threads keep running: `POLL_EVERY`, or
+    /// fewer when that many switches took longer than `POLL_INTERVAL` (`reactor::poll`).
+    pub(super) poll_every: u32,
+    /// When the poller was last looked at (only kept while threads wait on descriptors).
+    pub(super) last_netpoll: Option<Instant>,
     pub(super) zombie: *mut Thread,
     /// Something for the next resumed context to do (a zombie to finish, the signal mask to
     /// unblock): one flag so that the common switch checks one byte.
@@ -71,9 +84,10 @@ pub(super) struct Local {
     pub(super) all_head: *mut Thread,
     pub(super) alive: usize,
     pub(super) preemptive_alive: usize,
-    /// Green threads of this carrier blocked joining a thread of another runtime: that runtime
-    /// is inside `block_on` (a thread not done always is) and will finish or abandon the
-    /// thread, waking the joiner, so these waits are not a deadlock.
+    /// Green threads of this carrier blocked joining a thread of another runtime (that
+    /// runtime is inside `block_on`, as it always is while a thread is not done, and will
+    /// finish or abandon the thread, waking the joiner), or waiting for a helper OS thread
+    /// (`io::blocking`): wake-ups that are sure to come, so these waits are not a deadlock.
     pub(super) remote_joins: usize,
     pub(super) errno: *mut libc::c_int,
     /// The carrier's floating-point environment, read when `block_on` starts: the one every
@@ -90,12 +104,17 @@ pub(super) struct Local {
 }
 
 /// One runtime's state: carrier-local scheduling state plus what other OS threads may touch
-/// (the inbox, the idle futex, the handle count, the counters).
+/// (the inbox, the poller and the idle flag that say how to wake it, the handle count, the
+/// counters).
 pub(crate) struct Carrier {
     pub(super) local: UnsafeCell<Local>,
     pub(super) inbox: Mutex<Vec<Remote>>,
     pub(super) inbox_flag: AtomicBool,
-    pub(super) futex: AtomicU32,
+    /// The carrier's epoll instance and eventfd, created by the first `block_on`.
+    pub(super) poller: OnceLock<Arc<Poller>>,
+    /// The scheduler context is about to block, or blocks, in `epoll_wait`: whoever hands it
+    /// work clears the flag and writes the eventfd (`notify`).
+    pub(super) idle: AtomicBool,
     pub(super) handles: AtomicUsize,
     pub(super) running: AtomicBool,
     pub(super) ticks: AtomicU64,
@@ -112,10 +131,17 @@ unsafe impl Send for Carrier {}
 
 static NEXT_THREAD_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Yields between two polls of the inbox (remote wake-ups, `Handle` calls) and the sleepers.
-/// A thread that blocks or sleeps polls at once; one that only yields sees remote work within
-/// this many yields of the carrier.
+/// Switches between two polls of the inbox (remote wake-ups, `Handle` calls), the timers and,
+/// while threads wait on descriptors, the poller. A carrier whose threads keep running sees
+/// remote work and I/O within this many switches; a thread that blocks polls at once when the
+/// inbox has news.
 pub(super) const POLL_EVERY: u32 = 64;
+/// The longest a carrier whose threads keep running should go without looking at its poller
+/// while threads wait on descriptors: the interval shrinks below `POLL_EVERY` switches when
+/// switches are slow (`reactor::poll`).
+pub(super) const POLL_INTERVAL: Duration = Duration::from_millis(1);
+/// How many events one `epoll_wait` returns at most.
+const EVENTS: usize = 256;
 const ID_BLOCK: u64 = 1024;
 
 thread_local! {
@@ -153,8 +179,11 @@ impl Carrier {
                 current: null_mut(),
                 sched: null_mut(),
                 runq: RunQueue::new(seed),
-                sleepers: BinaryHeap::new(),
-                sleep_seq: 0,
+                timers: Timers::new(),
+                io_waiters: 0,
+                events: vec![NO_EVENT; EVENTS].into_boxed_slice(),
+                poll_every: POLL_EVERY,
+                last_netpoll: None,
                 zombie: null_mut(),
                 resume_work: false,
                 zombie_joiner_woken: false,
@@ -177,7 +206,8 @@ impl Carrier {
             }),
             inbox: Mutex::new(Vec::new()),
             inbox_flag: AtomicBool::new(false),
-            futex: AtomicU32::new(0),
+            poller: OnceLock::new(),
+            idle: AtomicBool::new(false),
             handles: AtomicUsize::new(0),
             running: AtomicBool::new(false),
             ticks: AtomicU64::new(0),
@@ -216,12 +246,28 @@ impl Carrier {
         size: Option<usize>,
         reserve: usize,
     ) -> io::Result<(Stack, u64)> {
-        let size = stack::round_stack_size(size.unwrap_or(self.config.stack_size));
+        // SAFETY: forwarded contract.
+        unsafe { self.take_stack_as(&self.config, size, reserve) }
+    }
+
+    /// `take_stack` for a thread of another carrier, whose configuration (`config`) decides
+    /// its size and guard page (`Pool::spawn` onto another carrier).
+    ///
+    /// # Safety
+    /// On this carrier's thread, count raised.
+    #[inline(always)]
+    pub(super) unsafe fn take_stack_as(
+        &self,
+        config: &Config,
+        size: Option<usize>,
+        reserve: usize,
+    ) -> io::Result<(Stack, u64)> {
+        let size = stack::round_stack_size(size.unwrap_or(config.stack_size));
         let mapping = size.saturating_add(reserve);
         // SAFETY: forwarded contract.
         unsafe {
             let l = &mut *self.local();
-            match l.pool.get(mapping, self.config.guard_pages) {
+            match l.pool.get(mapping, config.guard_pages) {
                 Ok((stack, fresh)) => {
                     if fresh {
                         bump(&self.stats.stacks_mapped);
@@ -236,6 +282,18 @@ impl Carrier {
                 Err(e) => Err(e),
             }
         }
+    }
+
+    /// A freshly mapped stack and an id for a thread of this carrier built on an OS thread
+    /// that is no carrier (no pool to take from).
+    pub(super) fn fresh_stack(
+        &self,
+        size: Option<usize>,
+        reserve: usize,
+    ) -> io::Result<(Stack, u64)> {
+        let size = stack::round_stack_size(size.unwrap_or(self.config.stack_size));
+        let stack = Stack::new(size.saturating_add(reserve), self.config.guard_pages)?;
+        Ok((stack, NEXT_THREAD_ID.fetch_add(1, Ordering::Relaxed)))
     }
 
     /// Registers a freshly built thread and makes it runnable (or leaves it suspended).
@@ -304,17 +362,42 @@ impl Carrier {
 
     /// Hands `r` to this carrier from any OS thread and wakes it if it idles.
     pub(super) fn push_remote(&self, r: Remote) {
+        // The inbox lock is an OS lock: the caller (a `Handle` call from a preemptive green
+        // thread of another runtime, say) must not be switched out while holding it, or the
+        // next green thread of its carrier that hands this carrier work would block the whole
+        // OS thread on it.
+        preempt::disable();
         match self.inbox.lock() {
             Ok(mut g) => g.push(r),
             Err(p) => p.into_inner().push(r),
         }
+        preempt::enable_no_yield();
         self.inbox_flag.store(true, Ordering::SeqCst);
-        self.futex.store(1, Ordering::SeqCst);
-        crate::sys::futex_wake(&self.futex, 1);
+        self.notify();
+    }
+
+    /// Ends the scheduler context's `epoll_wait` if it idles there (or is about to). A busy
+    /// carrier is not interrupted: it sees the inbox within `POLL_EVERY` switches, so a remote
+    /// wake-up costs a system call only when the carrier sleeps.
+    ///
+    /// The idle side stores `idle` and then reads what it would wait for (the inbox flag, the
+    /// handle count); this side changes one of those and then swaps `idle`. Both in SeqCst:
+    /// at least one of them sees the other's write, so a wake-up is never lost.
+    pub(crate) fn notify(&self) {
+        if self.idle.swap(false, Ordering::SeqCst) {
+            if let Some(p) = self.poller.get() {
+                p.notify();
+            }
+        }
+    }
+
+    /// The carrier's poller (created by the first `block_on`).
+    pub(crate) fn poller(&self) -> Option<&Arc<Poller>> {
+        self.poller.get()
     }
 
     /// Counters, with the pool size when it can be read safely.
-    pub(super) fn stats_snapshot(&self) -> Stats {
+    pub(crate) fn stats_snapshot(&self) -> Stats {
         let mut s = self.stats.snapshot();
         if !self.running.load(Ordering::Relaxed) || std::ptr::eq(carrier_ptr(), self) {
             preempt::disable();

@@ -1,16 +1,15 @@
-//! Dispatch: the switch between contexts and the bookkeeping around it. Making a thread
-//! runnable (here or on another carrier), choosing the next context for a thread that stops
-//! running, polling the inbox and the sleepers, the first and last moments of every green
-//! thread (`thread_entry`, `exit_current`) and the clean-up of a finished one by the context
-//! that runs after it (`finish_zombie`), and spawning.
+//! Dispatch: the switch between contexts and the bookkeeping around it. Choosing the next
+//! context for a thread that stops running (after a poll of the reactor when one is due), the
+//! first and last moments of every green thread (`thread_entry`, `exit_current`) and the
+//! clean-up of a finished one by the context that runs after it (`finish_zombie`), and
+//! spawning.
 //!
 //! Every function here runs on the carrier thread with the preempt count raised; those that
 //! switch (`switch_to` and its callers) take the carrier-local state as a raw pointer, because
 //! other contexts use it while this one is suspended.
 
-use super::carrier::{
-    carrier_ptr, current_carrier_ref, free_thread, Carrier, Local, Remote, Request, POLL_EVERY,
-};
+use super::carrier::{carrier_ptr, current_carrier_ref, free_thread, Carrier, Local, Remote};
+use super::reactor::{make_runnable, poll, wake};
 use super::stats::bump;
 use crate::arch::{self, FpEnv};
 use crate::preempt::count as preempt;
@@ -20,79 +19,9 @@ use crate::sched;
 use crate::stack;
 use crate::sys;
 use crate::tcb::{life, Mode, NewThread, RunState, SpawnOptions, Spawned, Thread};
-use std::cmp::Reverse;
 use std::io;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::null_mut;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
-
-/// # Safety
-/// Carrier thread, count raised, `t` a live thread of this carrier.
-pub(super) unsafe fn make_runnable(l: &mut Local, t: *mut Thread) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        if (*t).state.get() == RunState::Blocked {
-            (*t).state.set(RunState::Runnable);
-            l.runq.push(t);
-        }
-    }
-}
-
-/// Drains the inbox and wakes due sleepers.
-///
-/// # Safety
-/// Carrier thread, count raised.
-pub(super) unsafe fn poll(c: &Carrier, l: &mut Local) {
-    l.poll_countdown = POLL_EVERY;
-    if c.inbox_flag.load(Ordering::Acquire) {
-        c.inbox_flag.store(false, Ordering::SeqCst);
-        let items = match c.inbox.lock() {
-            Ok(mut g) => std::mem::take(&mut *g),
-            Err(p) => std::mem::take(&mut *p.into_inner()),
-        };
-        for r in items {
-            match r {
-                // SAFETY: threads in the inbox are blocked threads of this carrier (live).
-                Remote::Wake(t) => unsafe { make_runnable(l, t) },
-                Remote::Call(f) => {
-                    let data = Box::into_raw(Box::new(f)) as *mut ();
-                    l.requests.push_back(Request {
-                        call: run_remote_call,
-                        data,
-                    });
-                }
-            }
-        }
-    }
-    if !l.sleepers.is_empty() {
-        let now = Instant::now();
-        while let Some(Reverse((when, _, t))) = l.sleepers.peek().copied() {
-            if when > now {
-                break;
-            }
-            l.sleepers.pop();
-            let t = t as *mut Thread;
-            // SAFETY: sleeping threads are live threads of this carrier.
-            unsafe {
-                if (*t).state.get() == RunState::Sleeping {
-                    (*t).state.set(RunState::Runnable);
-                    l.runq.push(t);
-                }
-            }
-        }
-    }
-}
-
-/// Runs a `Handle` call taken from the inbox, on the owner's stack; a panic is discarded.
-///
-/// # Safety
-/// `data` is a request's data made by `poll`, run once.
-unsafe fn run_remote_call(data: *mut ()) {
-    // SAFETY: `data` came from Box::into_raw(Box<Box<dyn FnOnce() + Send>>) in `poll`.
-    let f = unsafe { Box::from_raw(data as *mut Box<dyn FnOnce() + Send>) };
-    let _ = catch_unwind(AssertUnwindSafe(f));
-}
 
 /// Polls when the countdown runs out or the inbox has news.
 ///
@@ -350,22 +279,6 @@ unsafe fn exit_current(c: &Carrier, t: *mut Thread) -> ! {
     unsafe { libc::abort() }
 }
 
-/// Makes a blocked (or suspended) thread runnable, wherever its carrier is.
-pub(crate) fn wake(t: *mut Thread) {
-    preempt::disable();
-    let here = carrier_ptr();
-    // SAFETY: `t` is live (blocked threads are owned by their carrier; callers hold it).
-    unsafe {
-        let tc = Carrier::at((*t).carrier);
-        if here == tc {
-            make_runnable(&mut *(*here).local(), t);
-        } else {
-            (*tc).push_remote(Remote::Wake(t));
-        }
-    }
-    preempt::enable();
-}
-
 /// The running thread stays on the carrier: a yield found nothing else runnable.
 ///
 /// # Safety
@@ -395,9 +308,7 @@ where
         )
     })?;
     let priority = opts.priority.validate()?;
-    let block = core::mem::size_of::<Spawned<T, F>>();
-    let align = core::mem::align_of::<Spawned<T, F>>().max(16);
-    let reserve = stack::block_reserve(block, align);
+    let (block, align, reserve) = block_layout::<T, F>();
     preempt::disable();
     // SAFETY: on the carrier (it is the calling OS thread's), count raised.
     let taken = unsafe { carrier.take_stack(opts.stack_size, reserve) };
@@ -408,15 +319,85 @@ where
             return Err(e);
         }
     };
+    let suspended = opts.start_suspended;
+    // SAFETY: a stack that is ours with `reserve` bytes on top, laid out for `Spawned<T, F>`.
+    unsafe {
+        let t = build::<T, F>(carrier, stack, id, block, align, priority, opts, f);
+        // `t` is a fully initialised thread of this carrier, in no queue; count raised.
+        carrier.adopt(t, suspended);
+        preempt::enable();
+        Ok(t)
+    }
+}
+
+/// Spawns a thread on `target`, a carrier other than the caller's (`Pool::spawn`): the thread
+/// is built here, on a stack from the calling carrier's pool (or freshly mapped outside any
+/// runtime), and handed to `target` through its inbox, which registers it and makes it
+/// runnable. Returns it with the handle's reference, like `spawn_current`.
+pub(crate) fn spawn_remote<F, T>(
+    target: &Carrier,
+    opts: SpawnOptions,
+    f: F,
+) -> io::Result<*mut Thread>
+where
+    F: FnOnce() -> T + Send,
+{
+    let priority = opts.priority.validate()?;
+    let (block, align, reserve) = block_layout::<T, F>();
+    preempt::disable();
+    let taken = match current_carrier_ref() {
+        // SAFETY: on the calling carrier's thread, count raised.
+        Some(here) => unsafe { here.take_stack_as(&target.config, opts.stack_size, reserve) },
+        None => target.fresh_stack(opts.stack_size, reserve),
+    };
+    let r = taken.map(|(stack, id)| {
+        let suspended = opts.start_suspended;
+        // SAFETY: as in `spawn_current`; the thread is `target`'s, which alone will run it.
+        let t = unsafe { build::<T, F>(target, stack, id, block, align, priority, opts, f) };
+        target.push_remote(Remote::Adopt(t, suspended));
+        t
+    });
+    preempt::enable();
+    r
+}
+
+/// Size, alignment and the reserve above the stack of a `Spawned<T, F>` control block.
+#[inline(always)]
+fn block_layout<T, F>() -> (usize, usize, usize) {
+    let block = core::mem::size_of::<Spawned<T, F>>();
+    let align = core::mem::align_of::<Spawned<T, F>>().max(16);
+    (block, align, stack::block_reserve(block, align))
+}
+
+/// Writes a new thread of `carrier` on top of `stack` and prepares its first switch.
+///
+/// # Safety
+/// `stack` is ours, mapped and used by nobody (fresh, or from a pool), with at least the
+/// reserve of `block_layout::<T, F>()` on top.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn build<T, F>(
+    carrier: &Carrier,
+    stack: stack::Stack,
+    id: u64,
+    block: usize,
+    align: usize,
+    priority: crate::tcb::Priority,
+    opts: SpawnOptions,
+    f: F,
+) -> *mut Thread
+where
+    F: FnOnce() -> T,
+{
     let at = (stack.top() - block) & !(align - 1);
     let initial = if opts.start_suspended {
         life::SUSPENDED
     } else {
         life::READY
     };
-    // SAFETY: [at, at + block) lies in the reserved top pages of a stack that is ours, mapped
-    // and used by nobody (fresh, or from the pool); `at` is aligned for `Spawned<T, F>`. The
-    // thread's own frames start below `at` (init_stack writes only below its `top`).
+    // SAFETY: [at, at + block) lies in the reserved top pages of the stack (caller); `at` is
+    // aligned for `Spawned<T, F>`. The thread's own frames start below `at` (init_stack writes
+    // only below its `top`).
     unsafe {
         let t = Spawned::<T, F>::write(
             at as *mut Spawned<T, F>,
@@ -434,9 +415,6 @@ where
             f,
         );
         *(*t).sp.get() = arch::init_stack(at & !15, thread_entry, t as usize);
-        // `t` is a fully initialised thread of this carrier, in no queue; count raised.
-        carrier.adopt(t, opts.start_suspended);
-        preempt::enable();
-        Ok(t)
+        t
     }
 }

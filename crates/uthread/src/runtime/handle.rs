@@ -3,7 +3,6 @@
 
 use super::carrier::{carrier_ptr, Carrier, Remote};
 use super::ops::synchronize;
-use crate::sys;
 use std::fmt;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -26,6 +25,13 @@ impl Handle {
     }
 }
 
+impl Handle {
+    /// The runtime's carrier (for `Pool`, which spawns on it from other OS threads).
+    pub(crate) fn carrier(&self) -> &Arc<Carrier> {
+        &self.carrier
+    }
+}
+
 impl Clone for Handle {
     fn clone(&self) -> Self {
         Handle::new(&self.carrier)
@@ -35,8 +41,8 @@ impl Clone for Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         self.carrier.handles.fetch_sub(1, Ordering::SeqCst);
-        self.carrier.futex.store(1, Ordering::SeqCst);
-        sys::futex_wake(&self.carrier.futex, 1);
+        // An idle carrier may now have to report a deadlock.
+        self.carrier.notify();
     }
 }
 

@@ -5,10 +5,12 @@
 //! `synchronize`/`queue` requests and to shut down.
 //!
 //! The files form layers; each uses only those listed before it (`tests/layering.rs` checks):
-//! `stats` (counters), `carrier` (the state and the `CARRIER` thread-local), `dispatch` (the
-//! switch and its bookkeeping), `tick` (the preemption signal handler), `ops` (yield, block,
-//! sleep, join, synchronize, queue), `owner` (the scheduler context's loop and shutdown),
-//! `handle` (`Handle`), `block_on` (`Runtime`, `RuntimeBuilder`).
+//! `stats` (counters), `timers` (sleeps and deadlines, by due time), `carrier` (the state and
+//! the `CARRIER` thread-local), `reactor` (wake-ups: the inbox, timers, the poller), `dispatch`
+//! (the switch and its bookkeeping), `tick` (the preemption signal handler), `ops` (yield,
+//! block, sleep, wait on a descriptor, join, synchronize, queue), `owner` (the scheduler
+//! context's loop, its idle wait in the poller, and shutdown), `handle` (`Handle`), `block_on`
+//! (`Runtime`, `RuntimeBuilder`).
 
 pub(crate) mod block_on;
 pub(crate) mod carrier;
@@ -16,8 +18,10 @@ pub(crate) mod dispatch;
 pub(crate) mod handle;
 pub(crate) mod ops;
 pub(crate) mod owner;
+pub(crate) mod reactor;
 pub(crate) mod stats;
 pub(crate) mod tick;
+pub(crate) mod timers;
 
 pub use block_on::{run, RunError, Runtime, RuntimeBuilder};
 pub use handle::{Closed, Handle};

@@ -1,15 +1,19 @@
 //! The operations behind the public API that involve the running green thread: yield, block,
-//! sleep, join, `synchronize` and `queue`, and the queries `stats`, `current_name` and
-//! `current_id`.
+//! sleep, waiting on a descriptor, join, `synchronize` and `queue`, and the queries `stats`,
+//! `current_name` and `current_id`.
 
 use super::carrier::{carrier_ptr, context, Carrier, Context, Request, POLL_EVERY};
-use super::dispatch::{next_for_block, poll, resume_without_switch, switch_to, wake};
+use super::dispatch::{next_for_block, resume_without_switch, switch_to};
+use super::reactor::{poll, wake};
 use super::stats::{bump, Stats};
+use super::timers::Waiter;
+use crate::io::desc::{closed_error, PollDesc, READY};
+use crate::io::poller::{poll_blocking, Dir};
 use crate::preempt::count as preempt;
 use crate::race::{self, RacePoint};
 use crate::sys;
 use crate::tcb::{life, Mode, RunState, Thread};
-use std::cmp::Reverse;
+use std::io;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -152,9 +156,7 @@ pub fn sleep(d: Duration) {
             // SAFETY: green thread on its carrier, count raised.
             unsafe {
                 let l = &mut *(*c).local();
-                l.sleep_seq += 1;
-                l.sleepers
-                    .push(Reverse((deadline, l.sleep_seq, cur as usize)));
+                l.timers.insert(deadline, Waiter::Sleep(cur));
                 (*cur).state.set(RunState::Sleeping);
                 let next = next_for_block(&*c, l);
                 if next != cur {
@@ -165,6 +167,154 @@ pub fn sleep(d: Duration) {
         }
         _ => std::thread::sleep(d),
     }
+}
+
+/// The error of a wait whose deadline passed.
+pub(crate) fn timed_out() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "uthread: the deadline passed before the descriptor was ready",
+    )
+}
+
+/// Waits until the descriptor of `pd` may be ready for `dir`, or `deadline` passes. `Ok(())`
+/// means "retry the call that returned `EAGAIN`" (which may find it not ready again: then wait
+/// again). Fails with `TimedOut` at the deadline, with `ConnectionAborted` when the descriptor
+/// is shut down (that direction) or closed meanwhile.
+///
+/// A green thread parks (`register`: after registering `pd` with its carrier's poller, once
+/// per carrier); any other caller (an OS thread outside every runtime, a `synchronize`
+/// callback) blocks its OS thread in `poll(2)`.
+pub(crate) fn wait_io(
+    pd: &'static PollDesc,
+    dir: Dir,
+    deadline: Option<Instant>,
+    register: bool,
+) -> io::Result<()> {
+    match context() {
+        Context::Green(cur) => {
+            let c = carrier_ptr();
+            preempt::disable();
+            // SAFETY: a green thread runs on its carrier (CARRIER is set), count raised.
+            let r = unsafe { park_io(&*c, cur, pd, dir, deadline, register) };
+            preempt::enable();
+            match r {
+                Err(Parked::Other) => {
+                    // Another green thread already waits on this direction (two readers of one
+                    // stream): take turns by polling, rarely; the caller retries its call.
+                    sleep(Duration::from_micros(500));
+                    Ok(())
+                }
+                Err(Parked::Failed(e)) => Err(e),
+                Ok(()) => Ok(()),
+            }
+        }
+        _ => {
+            if pd.closed_for(dir) {
+                return Err(closed_error());
+            }
+            if !poll_blocking(pd.fd(), dir, deadline)? {
+                return Err(timed_out());
+            }
+            if pd.closed_for(dir) {
+                return Err(closed_error());
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Why a park did not end in "retry the call".
+enum Parked {
+    Failed(io::Error),
+    /// The slot holds another thread.
+    Other,
+}
+
+impl From<io::Error> for Parked {
+    fn from(e: io::Error) -> Parked {
+        Parked::Failed(e)
+    }
+}
+
+/// The protocol of `io::desc` (steps 2 to 4) for the running green thread `cur`.
+///
+/// # Safety
+/// `cur` is the running green thread of carrier `c`, on `c`'s OS thread, count raised.
+unsafe fn park_io(
+    c: &Carrier,
+    cur: *mut Thread,
+    pd: &'static PollDesc,
+    dir: Dir,
+    deadline: Option<Instant>,
+    register: bool,
+) -> Result<(), Parked> {
+    if register {
+        let poller = c
+            .poller()
+            .ok_or_else(|| io::Error::other("uthread: the runtime has no poller"))?;
+        pd.register(poller)?;
+    }
+    loop {
+        if pd.take_ready(dir) {
+            return Ok(());
+        }
+        if pd.closed_for(dir) {
+            return Err(closed_error().into());
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(timed_out().into());
+        }
+        race::pause(RacePoint::ParkBeforeSlot);
+        match pd.prepare_park(dir, cur) {
+            Ok(()) => break,
+            Err(READY) => continue,
+            Err(_) => return Err(Parked::Other),
+        }
+    }
+    // A shutdown between our look at the flags and our entering the slot may have found the
+    // slot empty: look again now that we are in it (both sides use SeqCst, see `PollDesc::shut`).
+    if pd.closed_for(dir) && pd.cancel_park(dir, cur) {
+        return Err(closed_error().into());
+    }
+    // SAFETY: carrier thread, count raised (caller); `cur` is live (it is running).
+    unsafe {
+        let l = &mut *c.local();
+        let key = deadline.map(|d| {
+            l.timers.insert(
+                d,
+                Waiter::Io {
+                    thread: cur,
+                    pd,
+                    dir,
+                },
+            )
+        });
+        (*cur).io_wait.set(pd as *const PollDesc as *const ());
+        l.io_waiters += 1;
+        bump(&c.stats.io_waits);
+        // We are in the slot: whoever takes us out wakes us, exactly once.
+        block_current();
+        let l = &mut *c.local();
+        l.io_waiters -= 1;
+        (*cur).io_wait.set(core::ptr::null());
+        if let Some(k) = key {
+            l.timers.remove(k);
+        }
+    }
+    let ready = pd.finish_park(dir);
+    // A shutdown wins over readiness: the kernel reports the shut-down direction as ready
+    // (end of stream) too, and may do so before the shutdown's own wake-up arrives.
+    if pd.closed_for(dir) {
+        return Err(closed_error().into());
+    }
+    if ready {
+        return Ok(());
+    }
+    if deadline.is_some_and(|d| Instant::now() >= d) {
+        return Err(timed_out().into());
+    }
+    Ok(())
 }
 
 /// Runs `f` on the runtime owner's context (the OS thread that called `block_on`, on its own
@@ -328,6 +478,28 @@ pub(crate) fn wait_done(t: *mut Thread) {
             }
         }
     }
+}
+
+/// Runs `f` while the calling green thread's runtime counts one wake-up that is sure to come
+/// from another OS thread (so that blocking meanwhile is not taken for a deadlock). Outside a
+/// green thread, just runs `f`.
+pub(crate) fn with_remote_wake_expected<R>(f: impl FnOnce() -> R) -> R {
+    let Context::Green(cur) = context() else {
+        return f();
+    };
+    // SAFETY: `cur` runs on its carrier, this OS thread; its local state is touched with the
+    // count raised, and the thread never migrates, so the same carrier is there afterwards.
+    let local = unsafe { (*Carrier::at((*cur).carrier)).local() };
+    preempt::disable();
+    // SAFETY: as above.
+    unsafe { (*local).remote_joins += 1 };
+    preempt::enable();
+    let r = f();
+    preempt::disable();
+    // SAFETY: as above.
+    unsafe { (*local).remote_joins -= 1 };
+    preempt::enable();
+    r
 }
 
 /// Counters of the runtime the caller runs in, or `None` outside a runtime.

@@ -1,15 +1,17 @@
 //! The owner context: what the OS thread inside `block_on` runs on its own stack, outside every
 //! green thread. It is entered only when no green thread should run: to serve
-//! `synchronize`/`queue` requests, to idle (futex wait until the next sleeper is due or another
-//! OS thread hands over work), to tell the end of the run from a deadlock, and to shut down
-//! (cancel what is still suspended, abandon what is blocked forever).
+//! `synchronize`/`queue` requests, to idle (in `epoll_wait` until the next timer is due, a
+//! descriptor is ready, or another OS thread hands over work), to tell the end of the run from
+//! a deadlock, and to shut down (cancel what is still suspended, abandon what is blocked
+//! forever, closing the sockets they waited on).
 
 use super::carrier::{Carrier, Local};
-use super::dispatch::{make_runnable, poll, switch_to, wake};
+use super::dispatch::switch_to;
+use super::reactor::{make_runnable, netpoll, poll_without_io, wake};
+use crate::io::desc::PollDesc;
 use crate::sched::RunQueue;
 use crate::sys;
 use crate::tcb::{life, Mode, RunState, Thread};
-use std::cmp::Reverse;
 use std::ptr::null_mut;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -28,7 +30,7 @@ pub(super) unsafe fn run(c: &Carrier, main: &Thread) -> bool {
             while let Some(req) = (*l).requests.pop_front() {
                 (req.call)(req.data);
             }
-            poll(c, &mut *l);
+            poll_without_io(c, &mut *l);
             if !(*l).requests.is_empty() {
                 continue;
             }
@@ -45,30 +47,38 @@ pub(super) unsafe fn run(c: &Carrier, main: &Thread) -> bool {
                 return false;
             }
             let main_done = main.is_done();
-            let sleeping = !(*l).sleepers.is_empty();
-            if main_done && !sleeping && cancel_suspended(&mut *l) {
+            let timed = !(*l).timers.is_empty();
+            if main_done && !timed && cancel_suspended(&mut *l) {
                 continue;
             }
             // Wake-ups that are sure to come: a join of another runtime's thread, or a
             // resume/cancel made on another OS thread whose wake-up has not arrived yet.
             // Waiting for them is neither the end nor a deadlock. (The all-list walk runs
-            // only here, with nothing runnable and nothing sleeping.)
-            let expected = (*l).remote_joins > 0 || (!sleeping && wakes_in_flight(&*l));
-            if main_done && !sleeping && !expected {
+            // only here, with nothing runnable and no timer pending.) While `main` runs, a
+            // thread waiting on a descriptor may be woken by the outside world too; once
+            // `main` is done, such a thread counts as blocked forever unless a timer or one
+            // of the above keeps the runtime going.
+            let expected = (*l).remote_joins > 0 || (!timed && wakes_in_flight(&*l));
+            if main_done && !timed && !expected {
                 return false;
             }
+            let expected = expected || (!main_done && (*l).io_waiters > 0);
             Carrier::disarm_timer(&mut *l);
             let timeout = (*l)
-                .sleepers
-                .peek()
-                .map(|Reverse((when, _, _))| when.saturating_duration_since(Instant::now()));
+                .timers
+                .next_deadline()
+                .map(|when| when.saturating_duration_since(Instant::now()));
+            // Announce the idle wait, then look once more at what could end it (see
+            // `Carrier::notify`: whoever changes one of these after our look sees `idle`).
+            c.idle.store(true, Ordering::SeqCst);
             if timeout.is_none() && c.handles.load(Ordering::SeqCst) == 0 && !expected {
+                c.idle.store(false, Ordering::Relaxed);
                 return true; // blocked forever: deadlock (main is not done here)
             }
-            c.futex.store(0, Ordering::SeqCst);
             if !c.inbox_flag.load(Ordering::SeqCst) && timeout != Some(Duration::ZERO) {
-                sys::futex_wait(&c.futex, 0, timeout);
+                netpoll(c, &mut *l, timeout);
             }
+            c.idle.store(false, Ordering::Relaxed);
         }
     }
 }
@@ -111,7 +121,9 @@ unsafe fn cancel_suspended(l: &mut Local) -> bool {
     found
 }
 
-/// Marks every remaining (blocked-forever) thread abandoned and leaks it.
+/// Marks every remaining (blocked-forever) thread abandoned and leaks it. A thread parked on
+/// a socket gets the socket closed (`PollDesc::abandon`): its stack, where the socket object
+/// lives, is never unwound.
 pub(super) unsafe fn abandon_all(l: &mut Local) {
     let mut t = l.all_head;
     // SAFETY: all-list members are live threads of this carrier; abandoned threads keep
@@ -124,6 +136,17 @@ pub(super) unsafe fn abandon_all(l: &mut Local) {
             let next = th.all_next.get();
             l.abandoned_any = true;
             th.state.set(RunState::Abandoned);
+            let pd = th.io_wait.get() as *const PollDesc;
+            if !pd.is_null() {
+                // Other threads parked on the same socket (of other runtimes) fail; those of
+                // this one are being abandoned too, and `wake` ignores them.
+                for w in (*pd).abandon() {
+                    if !w.is_null() && w != t {
+                        wake(w);
+                    }
+                }
+                l.io_waiters -= 1;
+            }
             let old = th.life.fetch_or(life::DONE, Ordering::AcqRel);
             if old & life::JOINER != 0 {
                 // Read after the RMW that observed JOINER (see finish_zombie).
@@ -143,8 +166,30 @@ pub(super) unsafe fn abandon_all(l: &mut Local) {
         }
         l.all_head = null_mut();
         l.runq = RunQueue::new(0x5EED);
-        l.sleepers.clear();
+        l.timers.clear();
         // Abandoned joiners never get to count themselves out.
         l.remote_joins = 0;
+    }
+}
+
+/// A thread handed to this carrier (`Remote::Adopt`) that never got to it because the runtime
+/// is being dropped: published as abandoned, its waiters woken, its stack leaked like any
+/// abandoned thread's.
+///
+/// # Safety
+/// `t` was built for this carrier and never adopted; `l` is the carrier's state, not running.
+pub(super) unsafe fn abandon_unadopted(l: &mut Local, t: *mut Thread) {
+    // SAFETY: `t` is live (its stack is leaked from here on); see `abandon_all`.
+    unsafe {
+        let th = &*t;
+        l.abandoned_any = true;
+        th.state.set(RunState::Abandoned);
+        let old = th.life.fetch_or(life::DONE, Ordering::AcqRel);
+        if old & life::JOINER != 0 {
+            wake(th.joiner.get());
+        }
+        if old & life::OS_JOINER != 0 {
+            sys::futex_wake(&th.life, i32::MAX);
+        }
     }
 }

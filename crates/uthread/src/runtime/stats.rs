@@ -23,6 +23,10 @@ pub(crate) struct StatCounters {
     pub(crate) synchronize_calls: AtomicU64,
     pub(crate) queue_calls: AtomicU64,
     pub(crate) stacks_mapped: AtomicU64,
+    pub(crate) io_waits: AtomicU64,
+    pub(crate) netpolls: AtomicU64,
+    pub(crate) netpoll_blocking: AtomicU64,
+    pub(crate) io_events: AtomicU64,
 }
 
 /// Counters of one runtime, accumulated over all its `block_on` calls.
@@ -51,6 +55,14 @@ pub struct Stats {
     pub stacks_mapped: u64,
     /// Stacks currently in the pool.
     pub stacks_pooled: u64,
+    /// Times a green thread parked on a descriptor (its system call found it not ready).
+    pub io_waits: u64,
+    /// Looks at the carrier's poller (`epoll_wait` calls), blocking or not.
+    pub netpolls: u64,
+    /// Of those, the ones where the carrier had nothing to run and blocked.
+    pub netpoll_blocking: u64,
+    /// Descriptor readiness events the poller reported.
+    pub io_events: u64,
 }
 
 impl StatCounters {
@@ -69,6 +81,10 @@ impl StatCounters {
             queue_calls: l(&self.queue_calls),
             stacks_mapped: l(&self.stacks_mapped),
             stacks_pooled: 0,
+            io_waits: l(&self.io_waits),
+            netpolls: l(&self.netpolls),
+            netpoll_blocking: l(&self.netpoll_blocking),
+            io_events: l(&self.io_events),
         }
     }
 }
