@@ -624,48 +624,85 @@ fn scale(e: &mut Emit, records: &Records, d: &str) {
 
 /// CPU per request of every design against thread_per_client's, window by window.
 fn ratios(e: &mut Emit, records: &Records, running: &[Running]) {
-    let base: Vec<&Record> = records.of("thread_per_client", Pattern::Rate).collect();
-    if base.is_empty() {
-        return;
-    }
-    let cpu = |recs: &[&Record]| {
-        per_window(recs, |w| {
-            (w.completed > 0).then(|| w.usage.cpu_ns as f64 / w.completed as f64)
-        })
-    };
-    let b = cpu(&base);
+    let cpu = |w: &Window| (w.completed > 0).then(|| w.usage.cpu_ns as f64 / w.completed as f64);
+    let p99 = |w: &Window| us_of(w.latency_p99_ns);
     for run in running {
         let d = run.info.name;
-        if d == "thread_per_client" {
-            continue;
+        if d != "thread_per_client" {
+            ratio(
+                e,
+                records,
+                d,
+                "thread_per_client",
+                "cpu_per_request",
+                "CPU per request",
+                &cpu,
+            );
         }
-        let recs: Vec<&Record> = records.of(d, Pattern::Rate).collect();
-        let v = cpu(&recs);
-        let n = v.len().min(b.len());
-        if n == 0 {
-            continue;
-        }
-        let r: Vec<f64> = (0..n).map(|i| v[i] / b[i]).collect();
-        let f = union_flags(recs.iter().copied().chain(base.iter().copied()), e.ceiling);
-        let id = format!("server.{d}.vs_thread_per_client.cpu_per_request");
-        if let Some(mut m) = Metric::from_values(
-            &id,
-            Unit::Ratio,
-            &r,
-            1,
-            &e.placement,
-            format!(
-                "server.{d}.cpu_per_request / server.thread_per_client.cpu_per_request, window \
-                 by window (window k of each design's open-loop step, taken seconds apart); \
-                 below 1: {d} spends less CPU per request"
-            ),
-        ) {
-            m.ratio_of = Some([
-                format!("server.{d}.cpu_per_request"),
-                "server.thread_per_client.cpu_per_request".into(),
-            ]);
-            e.out.add(with_flags(m, &f));
-        }
+    }
+    // uthread's claim, measured: green threads cost what an event loop costs.
+    if running.iter().any(|r| r.info.name == "green") {
+        ratio(
+            e,
+            records,
+            "green",
+            "epoll",
+            "cpu_per_request",
+            "CPU per request",
+            &cpu,
+        );
+        ratio(
+            e,
+            records,
+            "green",
+            "epoll",
+            "rate.p99",
+            "p99 latency",
+            &p99,
+        );
+    }
+}
+
+/// `server.<d>.vs_<base>.<what>`: `d`'s figure over `base`'s, window by window of their
+/// open-loop steps.
+fn ratio(
+    e: &mut Emit,
+    records: &Records,
+    d: &str,
+    base: &str,
+    what: &str,
+    words: &str,
+    f: &dyn Fn(&Window) -> Option<f64>,
+) {
+    let b_recs: Vec<&Record> = records.of(base, Pattern::Rate).collect();
+    let d_recs: Vec<&Record> = records.of(d, Pattern::Rate).collect();
+    let (b, v) = (per_window(&b_recs, f), per_window(&d_recs, f));
+    let n = v.len().min(b.len());
+    if n == 0 {
+        return;
+    }
+    let r: Vec<f64> = (0..n).map(|i| v[i] / b[i]).collect();
+    let flags = union_flags(
+        d_recs.iter().copied().chain(b_recs.iter().copied()),
+        e.ceiling,
+    );
+    let id = format!("server.{d}.vs_{base}.{what}");
+    if let Some(mut m) = Metric::from_values(
+        &id,
+        Unit::Ratio,
+        &r,
+        1,
+        &e.placement,
+        format!(
+            "server.{d}.{what} / server.{base}.{what}, window by window (window k of each \
+             design's open-loop step, taken seconds apart); below 1: {d} has the lower {words}"
+        ),
+    ) {
+        m.ratio_of = Some([
+            format!("server.{d}.{what}"),
+            format!("server.{base}.{what}"),
+        ]);
+        e.out.add(with_flags(m, &flags));
     }
 }
 

@@ -22,6 +22,7 @@ pub mod evloop;
 pub mod framing;
 pub mod net;
 pub mod protocol;
+pub mod reply;
 pub mod shared;
 pub mod usage;
 
@@ -29,6 +30,7 @@ pub mod epoll;
 pub mod epoll_per_core;
 pub mod fork_per_client;
 pub mod go;
+pub mod green;
 pub mod io_uring;
 pub mod pool;
 pub mod prefork;
@@ -113,6 +115,7 @@ pub const DESIGNS: &[&DesignInfo] = &[
     &epoll::DESIGN,
     &epoll_per_core::DESIGN,
     &io_uring::DESIGN,
+    &green::DESIGN,
     &tokio::DESIGN,
     &go::DESIGN,
 ];

@@ -16,12 +16,9 @@ use crate::measure::process::mono_ns;
 use super::blocking::spin_us;
 use super::framing::{new_buffer, FrameReader, Step};
 use super::net::{self, Acceptor};
-use super::protocol::{
-    encode_error, write_response, ErrorCode, RequestKind, Response, ERROR_FRAME_MAX, KIND_RESPONSE,
-    KIND_STATS, RESPONSE_HEADER, STATS_PAYLOAD,
-};
+use super::protocol::{encode_error, ErrorCode, RequestKind, ERROR_FRAME_MAX};
+use super::reply::{prepare, refusal, Prepared};
 use super::shared::{pin_to, Counter, ServerConfig, Shared};
-use super::usage::live_stats;
 use super::{unbounded, Counts, DesignInfo, Model, Server};
 
 pub const DESIGN: DesignInfo = DesignInfo {
@@ -156,74 +153,27 @@ async fn serve(mut s: tokio::net::TcpStream, shared: Arc<Shared>) {
             }
         }
         let worker = WORKER.with(|w| *w);
-        let (len, close) = match step {
+        let prepared = match step {
             Step::NeedMore => unreachable!("the loop above ends only on another step"),
             Step::Refused(code, seq, tag) => {
-                shared.count_refusal(code);
-                let mut f = [0u8; ERROR_FRAME_MAX];
-                let n = encode_error(&mut f, code, seq, tag, shared.design, worker);
-                let _ = tokio::time::timeout(deadline, s.write_all(&f[..n])).await;
-                return;
+                Prepared::Refuse(refusal(code, seq, tag, &shared, worker))
             }
             Step::Frame(r) => {
-                let started = reader.started_ns();
-                match r.kind {
-                    RequestKind::Stats => {
-                        let loopback = s.peer_addr().is_ok_and(|a| a.ip().is_loopback());
-                        if !(cfg.allow_remote_stats || loopback) {
-                            shared.count_refusal(ErrorCode::Forbidden);
-                            let mut f = [0u8; ERROR_FRAME_MAX];
-                            let n = encode_error(
-                                &mut f,
-                                ErrorCode::Forbidden,
-                                r.seq,
-                                r.client_tag,
-                                shared.design,
-                                worker,
-                            );
-                            let _ = tokio::time::timeout(deadline, s.write_all(&f[..n])).await;
-                            return;
-                        }
-                        let payload = live_stats(&shared, None).encode();
-                        buf[RESPONSE_HEADER..RESPONSE_HEADER + STATS_PAYLOAD]
-                            .copy_from_slice(&payload);
-                        write_response(
-                            &mut buf,
-                            &Response {
-                                kind: KIND_STATS,
-                                design: shared.design,
-                                worker,
-                                seq: r.seq,
-                                payload_len: STATS_PAYLOAD as u32,
-                                client_tag: r.client_tag,
-                                service_ns: mono_ns().saturating_sub(started),
-                                txn: 0,
-                            },
-                        );
-                        (RESPONSE_HEADER + STATS_PAYLOAD, r.close_after())
-                    }
-                    RequestKind::Echo => {
-                        spin_us(r.work_spin_us);
-                        if r.work_block_us > 0 {
-                            tokio::time::sleep(Duration::from_micros(r.work_block_us as u64)).await;
-                        }
-                        let txn = shared.next_txn();
-                        write_response(
-                            &mut buf,
-                            &Response {
-                                kind: KIND_RESPONSE,
-                                design: shared.design,
-                                worker,
-                                seq: r.seq,
-                                payload_len: r.payload_len,
-                                client_tag: r.client_tag,
-                                service_ns: mono_ns().saturating_sub(started),
-                                txn,
-                            },
-                        );
-                        (RESPONSE_HEADER + r.payload_len as usize, r.close_after())
+                if r.kind == RequestKind::Echo {
+                    spin_us(r.work_spin_us);
+                    if r.work_block_us > 0 {
+                        tokio::time::sleep(Duration::from_micros(r.work_block_us as u64)).await;
                     }
                 }
+                let loopback = s.peer_addr().is_ok_and(|a| a.ip().is_loopback());
+                prepare(&r, reader.started_ns(), &mut buf, &shared, worker, loopback)
+            }
+        };
+        let (len, close) = match prepared {
+            Prepared::Reply { len, close } => (len, close),
+            Prepared::Refuse(f) => {
+                let _ = tokio::time::timeout(deadline, s.write_all(f.as_bytes())).await;
+                return;
             }
         };
         match tokio::time::timeout(deadline, s.write_all(&buf[..len])).await {

@@ -1,0 +1,103 @@
+//! Building a reply once a whole frame is in, shared by the designs that drive a connection
+//! from a runtime's task or green thread (tokio, green): the request's work is done by the
+//! caller (each runtime waits its own way), then this writes the response or the refusal.
+
+use super::protocol::{
+    encode_error, write_response, ErrorCode, Request, RequestKind, Response, ERROR_FRAME_MAX,
+    KIND_RESPONSE, KIND_STATS, RESPONSE_HEADER, STATS_PAYLOAD,
+};
+use super::shared::Shared;
+use super::usage::live_stats;
+use crate::measure::process::mono_ns;
+
+/// An error frame ready to send.
+pub struct ErrorFrame {
+    bytes: [u8; ERROR_FRAME_MAX],
+    len: usize,
+}
+
+impl ErrorFrame {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+/// What to send for a request.
+pub enum Prepared {
+    /// `buf[..len]` holds the response; close the connection after it when `close`.
+    Reply { len: usize, close: bool },
+    /// Send this error frame and close.
+    Refuse(ErrorFrame),
+}
+
+/// A refusal (counted) as an error frame.
+pub fn refusal(code: ErrorCode, seq: u32, tag: u64, shared: &Shared, worker: u16) -> ErrorFrame {
+    shared.count_refusal(code);
+    let mut bytes = [0u8; ERROR_FRAME_MAX];
+    let len = encode_error(&mut bytes, code, seq, tag, shared.design, worker);
+    ErrorFrame { bytes, len }
+}
+
+/// The response to `r`, whose first byte arrived at `started_ns`, written into `buf` (which
+/// holds its payload at `RESPONSE_HEADER`). An echo's work must already be done.
+pub fn prepare(
+    r: &Request,
+    started_ns: u64,
+    buf: &mut [u8],
+    shared: &Shared,
+    worker: u16,
+    peer_is_loopback: bool,
+) -> Prepared {
+    match r.kind {
+        RequestKind::Stats => {
+            if !(shared.cfg.allow_remote_stats || peer_is_loopback) {
+                return Prepared::Refuse(refusal(
+                    ErrorCode::Forbidden,
+                    r.seq,
+                    r.client_tag,
+                    shared,
+                    worker,
+                ));
+            }
+            let payload = live_stats(shared, None).encode();
+            buf[RESPONSE_HEADER..RESPONSE_HEADER + STATS_PAYLOAD].copy_from_slice(&payload);
+            write_response(
+                buf,
+                &Response {
+                    kind: KIND_STATS,
+                    design: shared.design,
+                    worker,
+                    seq: r.seq,
+                    payload_len: STATS_PAYLOAD as u32,
+                    client_tag: r.client_tag,
+                    service_ns: mono_ns().saturating_sub(started_ns),
+                    txn: 0,
+                },
+            );
+            Prepared::Reply {
+                len: RESPONSE_HEADER + STATS_PAYLOAD,
+                close: r.close_after(),
+            }
+        }
+        RequestKind::Echo => {
+            let txn = shared.next_txn();
+            write_response(
+                buf,
+                &Response {
+                    kind: KIND_RESPONSE,
+                    design: shared.design,
+                    worker,
+                    seq: r.seq,
+                    payload_len: r.payload_len,
+                    client_tag: r.client_tag,
+                    service_ns: mono_ns().saturating_sub(started_ns),
+                    txn,
+                },
+            );
+            Prepared::Reply {
+                len: RESPONSE_HEADER + r.payload_len as usize,
+                close: r.close_after(),
+            }
+        }
+    }
+}
