@@ -314,8 +314,9 @@ fn not_run(exp: &dyn Experiment, reason: String) -> ExperimentResult {
 }
 
 /// One result from the K runs of an experiment: each metric's values are the runs' medians
-/// (the median of medians is its figure, their spread the spread across runs); series, tables
-/// and the conclusion are the last finished run's, as it says.
+/// (the median of medians is its figure, their spread the spread across runs), its flags the
+/// union of every finished run's, its histograms the last finished run's; series, tables and
+/// the conclusion are the last finished run's, as it says.
 fn merge_repeats(mut runs: Vec<ExperimentResult>) -> ExperimentResult {
     if runs.len() == 1 {
         return runs.pop().expect("one run");
@@ -326,6 +327,11 @@ fn merge_repeats(mut runs: Vec<ExperimentResult>) -> ExperimentResult {
         Some(last) => (*last).clone(),
         None => return runs.pop().expect("at least one run"),
     };
+    // Which of the K runs the kept series, tables, conclusion and histograms come from.
+    let last_run = runs
+        .iter()
+        .rposition(|r| r.status == Status::Ok)
+        .map_or(k, |i| i + 1);
     merged.wall_s = runs.iter().map(|r| r.wall_s).sum();
     merged.attempts = runs.iter().flat_map(|r| r.attempts.clone()).collect();
     if let Some(failed) = runs.iter().find(|r| r.status == Status::Failed) {
@@ -335,39 +341,108 @@ fn merge_repeats(mut runs: Vec<ExperimentResult>) -> ExperimentResult {
     merged.metrics = merged
         .metrics
         .iter()
-        .map(|m| merge_metric(m, &finished, k))
+        .map(|m| merge_metric(m, &finished, k, last_run))
         .collect();
     if let Some(c) = merged.conclusion.as_mut() {
         c.push_str(&format!(
-            " (Figures in this text are from run {} of {k}; the tables' medians are over all \
-             {} finished runs.)",
-            runs.iter()
-                .rposition(|r| r.status == Status::Ok)
-                .map_or(k, |i| i + 1),
+            " (Figures in this text are from run {last_run} of {k}; the tables' medians are \
+             over all {} finished runs.)",
             finished.len()
         ));
     }
     merged
 }
 
-fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize) -> Metric {
-    let medians: Vec<f64> = finished
-        .iter()
-        .filter_map(|r| r.metric(&m.id).map(|x| x.median))
-        .collect();
-    let note = format!(
-        "{}; --repeat {k}: the median of {} runs' medians, spread across runs",
-        m.note,
+/// The "[flag, flag] " a metric's note starts with when it carries flags.
+fn flags_prefix(flags: &[String]) -> String {
+    format!("[{}] ", flags.join(", "))
+}
+
+/// One metric over the finished runs. `m` is the last finished run's (run `last_run` of `k`).
+///
+/// Every field is named below, so a field added to `Metric` does not compile here until it is
+/// decided whether it is recomputed, merged across runs or kept from the last run: none can be
+/// silently lost.
+fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: usize) -> Metric {
+    let of_runs: Vec<&Metric> = finished.iter().filter_map(|r| r.metric(&m.id)).collect();
+    let medians: Vec<f64> = of_runs.iter().map(|x| x.median).collect();
+    // Flags: any run's reason to doubt the figure is a reason to doubt the median of medians.
+    let mut flags: Vec<String> = Vec::new();
+    for f in of_runs.iter().flat_map(|x| x.flags.iter()) {
+        if !flags.contains(f) {
+            flags.push(f.clone());
+        }
+    }
+    let body = m
+        .note
+        .strip_prefix(&flags_prefix(&m.flags))
+        .filter(|_| !m.flags.is_empty())
+        .unwrap_or(&m.note);
+    let mut note = format!(
+        "{}{body}; --repeat {k}: the median of {} runs' medians, spread across runs",
+        if flags.is_empty() {
+            String::new()
+        } else {
+            flags_prefix(&flags)
+        },
         medians.len()
     );
-    match Metric::from_values(&m.id, m.unit, &medians, m.batch, &m.placement, note) {
-        Some(mut merged) => {
-            merged.historical = m.historical.clone();
-            merged.direction = m.direction;
-            merged.ratio_of = m.ratio_of.clone();
-            merged
-        }
-        None => m.clone(),
+    if !m.histograms.is_empty() {
+        note.push_str(&format!(
+            "; its histograms are run {last_run}'s (the last finished), not merged"
+        ));
+    }
+    let Some(fresh) = Metric::from_values(&m.id, m.unit, &medians, m.batch, &m.placement, note)
+    else {
+        return m.clone();
+    };
+    let Metric {
+        // Recomputed from the runs' medians.
+        id,
+        unit,
+        median,
+        min,
+        max,
+        q1,
+        q3,
+        mean,
+        cv,
+        samples,
+        batch,
+        noisy,
+        placement,
+        note,
+        values,
+        modes,
+        // Kept from the metric as the runs reported it.
+        historical: _,
+        direction: _,
+        ratio_of: _,
+        flags: _,
+        histograms: _,
+    } = fresh;
+    Metric {
+        id,
+        unit,
+        median,
+        min,
+        max,
+        q1,
+        q3,
+        mean,
+        cv,
+        samples,
+        batch,
+        noisy,
+        placement,
+        note,
+        values,
+        modes,
+        historical: m.historical.clone(),
+        direction: m.direction,
+        ratio_of: m.ratio_of.clone(),
+        flags,
+        histograms: m.histograms.clone(),
     }
 }
 
@@ -477,5 +552,56 @@ mod tests {
         assert!(m.note.contains("--repeat 3"));
         assert!((merged.wall_s - 3.0).abs() < 1e-9);
         assert!(merged.conclusion.unwrap().contains("run 3 of 3"));
+    }
+
+    fn histogram(name: &str) -> crate::results::SerializedHistogram {
+        crate::results::SerializedHistogram {
+            name: name.into(),
+            unit: Unit::Ns,
+            count: 3,
+            encoding: "hdr-v2-deflate-base64".into(),
+            data: format!("data-of-{name}"),
+        }
+    }
+
+    #[test]
+    fn repeats_keep_every_runs_flags_and_the_last_runs_histograms() {
+        let mut runs = vec![result_with(10.0), result_with(30.0), result_with(20.0)];
+        let flag = |r: &mut ExperimentResult, flags: &[&str]| {
+            let m = &mut r.metrics[0];
+            m.flags = flags.iter().map(|f| f.to_string()).collect();
+            m.note = format!("[{}] {}", flags.join(", "), m.note);
+        };
+        flag(&mut runs[0], &["client_bound"]);
+        flag(&mut runs[1], &["saturated", "client_bound"]);
+        runs[0].metrics[0].histograms = vec![histogram("first")];
+        runs[1].metrics[0].histograms = vec![histogram("second")];
+        runs[2].metrics[0].histograms = vec![histogram("latency"), histogram("service")];
+        // The last run did not finish: the histograms are those of the last that did.
+        let mut unfinished = result_with(40.0);
+        unfinished.status = Status::Interrupted;
+        unfinished.metrics[0].histograms = vec![histogram("unfinished")];
+        runs.push(unfinished);
+        let merged = merge_repeats(runs);
+        let m = merged.metric("x.a").unwrap();
+        assert_eq!(m.values, vec![10.0, 30.0, 20.0]);
+        assert_eq!(m.flags, vec!["client_bound", "saturated"]);
+        assert!(
+            m.note
+                .starts_with("[client_bound, saturated] n; --repeat 4"),
+            "{}",
+            m.note
+        );
+        let names: Vec<&str> = m.histograms.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["latency", "service"]);
+        assert!(m.note.contains("histograms are run 3's"), "{}", m.note);
+        // The fields kept from the runs survive too.
+        assert_eq!(m.direction, merged.metrics[0].direction);
+
+        // No run flagged: no flags and no prefix.
+        let merged = merge_repeats(vec![result_with(1.0), result_with(2.0)]);
+        let m = merged.metric("x.a").unwrap();
+        assert!(m.flags.is_empty() && m.histograms.is_empty());
+        assert!(m.note.starts_with("n; --repeat 2"), "{}", m.note);
     }
 }

@@ -8,9 +8,12 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use threadlab::measure::units::Direction;
-use threadlab::report::html;
-use threadlab::results::{parse_results, RunResults};
+use base64::Engine;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::Histogram;
+use threadlab::measure::units::{Direction, Unit};
+use threadlab::report::{fmt_value, html};
+use threadlab::results::{parse_results, ExperimentResult, RunResults};
 
 fn threadlab() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_threadlab"));
@@ -145,6 +148,244 @@ fn run_writes_a_report_with_every_experiment_charted_and_nothing_from_the_networ
     assert!(page.len() < 1_000_000, "{} bytes", page.len());
     // Dark mode and print are styled.
     assert!(page.contains("prefers-color-scheme: dark") && page.contains("@media print"));
+}
+
+/// One chart of a page by its key: the HTML of its figure.
+fn figure<'a>(page: &'a str, key: &str) -> Option<&'a str> {
+    let start = page.find(&format!("<figure class=\"chart\" id=\"{key}\""))?;
+    let len = page[start..].find("</figure>")?;
+    Some(&page[start..start + len])
+}
+
+/// The server experiment of the tiny run, when it measured anything.
+fn server_of(r: &RunResults) -> Option<&ExperimentResult> {
+    let e = r
+        .experiments
+        .iter()
+        .find(|e| e.name == "server")
+        .expect("the tiny run includes the server experiment");
+    if e.metrics.is_empty() {
+        println!(
+            "skipped: the server experiment measured nothing here ({:?}: {})",
+            e.status,
+            e.reason.as_deref().unwrap_or("no reason")
+        );
+        return None;
+    }
+    Some(e)
+}
+
+#[test]
+fn the_server_section_draws_its_figures_with_units_captions_and_numbers() {
+    let json = tiny();
+    let r = results(json);
+    let Some(e) = server_of(&r) else { return };
+    let page = std::fs::read_to_string(json.with_extension("html")).unwrap();
+    let (_, section) = sections(&page)
+        .into_iter()
+        .find(|(n, _)| n == "server")
+        .expect("a server section");
+    let mut keys = vec![
+        "chart-server-fig4",
+        "chart-server-fig5",
+        "chart-server-fork-ratio",
+        "chart-server-fig5-example",
+        "chart-server-spectrum",
+        "chart-server-cpu",
+        "chart-server-block",
+        "chart-server-memory",
+    ];
+    if e.metrics.iter().any(|m| m.id.ends_with(".capacity")) {
+        keys.push("chart-server-capacity");
+    }
+    for key in &keys {
+        let f = figure(&section, key).unwrap_or_else(|| panic!("no {key} in the server section"));
+        assert!(f.contains("<svg"), "{key}: no chart");
+        // Numbers on hover, a table of them, a caption saying how they were measured.
+        assert!(f.contains("<title>"), "{key}: nothing on hover");
+        assert!(f.contains("<table class=\"numbers\">"), "{key}: no numbers");
+        let caption = f
+            .split("<p class=\"caption\">")
+            .nth(1)
+            .and_then(|c| c.split("</p>").next())
+            .unwrap_or("");
+        assert!(caption.len() > 40, "{key}: caption {caption:?}");
+    }
+    // Units on the axes; the study's figures beside today's in Fig. 4.
+    let fig4 = figure(&section, "chart-server-fig4").unwrap();
+    assert!(fig4.contains("(us)") && fig4.contains("request size (bytes"));
+    assert!(
+        fig4.contains("Ultra-1 1999: thread_per_client 4.00 ms"),
+        "{fig4}"
+    );
+    assert!(fig4.contains("Ultra-1 1999: fork_per_client 4.70 ms"));
+    assert!(figure(&section, "chart-server-spectrum")
+        .unwrap()
+        .contains("latency (us)"));
+    // Every design the file has is in the figures (designs are generic: a new one needs no
+    // change in the report).
+    let cpu = figure(&section, "chart-server-cpu").unwrap();
+    for m in e
+        .metrics
+        .iter()
+        .filter(|m| m.id.ends_with(".cpu_per_request"))
+    {
+        let d = m.id.split('.').nth(1).unwrap();
+        if !m.id.contains(".vs_") && d != "generator" {
+            assert!(
+                cpu.contains(&format!("<td>{d}</td>")),
+                "{d} not in the CPU chart"
+            );
+        }
+    }
+    // The advice on server designs rests on these figures, and names them.
+    let advice = page.split("id=\"advice\"").nth(1).unwrap();
+    let server_advice = advice
+        .split("<li>")
+        .find(|li| li.contains("Server design"))
+        .unwrap();
+    assert!(
+        server_advice.contains("href=\"#chart-server-"),
+        "{server_advice}"
+    );
+    // Nothing from the network, and within the size budget with everything else.
+    assert_eq!(html::network_references(&page), Vec::<String>::new());
+    assert!(page.len() < 1_000_000, "{} bytes", page.len());
+}
+
+/// Decodes a stored histogram the way any HdrHistogram reader would.
+fn decoded(m: &threadlab::results::Metric, name: &str) -> Option<Histogram<u64>> {
+    let h = m.histograms.iter().find(|h| h.name == name)?;
+    assert_eq!(h.encoding, "hdr-v2-deflate-base64");
+    assert_eq!(h.unit, Unit::Ns);
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(&h.data)
+        .expect("base64");
+    Some(
+        Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .expect("an HdrHistogram"),
+    )
+}
+
+#[test]
+fn the_percentile_spectrum_is_drawn_from_the_decoded_histograms() {
+    let json = tiny();
+    let mut r = results(json);
+    let Some(e) = server_of(&r) else { return };
+    let page = std::fs::read_to_string(json.with_extension("html")).unwrap();
+    let spectrum = figure(&page, "chart-server-spectrum").expect("a spectrum");
+    let with: Vec<&threadlab::results::Metric> = e
+        .metrics
+        .iter()
+        .filter(|m| m.id.ends_with(".rate.p99") && !m.histograms.is_empty())
+        .collect();
+    assert!(!with.is_empty(), "the tiny run stores histograms");
+    assert!(
+        spectrum.contains("HdrHistograms"),
+        "caption says where from"
+    );
+    for m in &with {
+        let d = m.id.split('.').nth(1).unwrap();
+        let lat = decoded(m, "latency").expect("a latency histogram");
+        let p50 = fmt_value(lat.value_at_quantile(0.5) as f64 / 1e3);
+        let max = fmt_value(lat.max() as f64 / 1e3);
+        // The curve's points and the table beside it are the histogram's, not the metrics'.
+        assert!(
+            spectrum.contains(&format!("{d}, from the planned send: p50 {p50} us")),
+            "{d}: p50 {p50} not on the curve"
+        );
+        let row = spectrum
+            .split("<tr>")
+            .find(|row| row.starts_with(&format!("<td>{d}</td>")))
+            .unwrap_or_else(|| panic!("{d} not in the spectrum's table"));
+        assert!(row.contains(&format!(">{p50}<")) && row.contains(&format!(">{max}<")));
+        assert!(row.contains(&format!(">{}<", lat.len())), "request count");
+        if let Some(svc) = decoded(m, "service") {
+            let p50 = fmt_value(svc.value_at_quantile(0.5) as f64 / 1e3);
+            assert!(spectrum.contains(&format!(
+                "{d}, from the actual send (uncorrected): p50 {p50} us"
+            )));
+        }
+    }
+
+    // Histograms are optional: without them the spectrum rests on the percentile metrics.
+    for e in r.experiments.iter_mut() {
+        for m in e.metrics.iter_mut() {
+            m.histograms.clear();
+        }
+    }
+    let page = html::render(&r, "no-histograms.json");
+    let spectrum = figure(&page, "chart-server-spectrum").expect("a spectrum without them");
+    assert!(!spectrum.contains("HdrHistograms"));
+    assert!(spectrum.contains("no histogram in the file"));
+    assert_eq!(html::network_references(&page), Vec::<String>::new());
+}
+
+#[test]
+fn flagged_server_figures_are_marked_up_front_on_their_bars_and_in_the_tables() {
+    let mut r = results(tiny());
+    let Some(_) = server_of(&r) else { return };
+    let e = r
+        .experiments
+        .iter_mut()
+        .find(|e| e.name == "server")
+        .unwrap();
+    // Whatever this run flagged, one figure is flagged for certain.
+    let m = e
+        .metrics
+        .iter_mut()
+        .find(|m| {
+            m.id.ends_with(".cpu_per_request")
+                && !m.id.contains(".vs_")
+                && !m.id.starts_with("server.generator.")
+        })
+        .expect("a cpu_per_request metric");
+    if !m.flags.contains(&"saturated".to_string()) {
+        m.flags.push("saturated".into());
+    }
+    let id = m.id.clone();
+    let page = html::render(&r, "flagged.json");
+    let first = page.split("id=\"first\"").nth(1).unwrap();
+    let first = &first[..first.find("</section>").unwrap()];
+    assert!(
+        first.contains("<b>server</b>") && first.contains("<span class=\"flag\">saturated</span>"),
+        "{first}"
+    );
+    let cpu = figure(&page, "chart-server-cpu").unwrap();
+    assert!(cpu.contains("class=\"flagmark\"") && cpu.contains("flagged: "));
+    assert!(cpu.contains("saturated: the server fell behind"), "caption");
+    assert!(page.contains(&format!("<td class=\"id\">{}", html::svg::esc(&id))));
+
+    // A design added later (green) needs no change: rename one and it is drawn wherever the
+    // old name was.
+    let d = id.split('.').nth(1).unwrap().to_string();
+    let keys = [
+        "chart-server-cpu",
+        "chart-server-spectrum",
+        "chart-server-memory",
+        "chart-server-block",
+    ];
+    let had: Vec<&str> = keys
+        .iter()
+        .copied()
+        .filter(|k| figure(&page, k).is_some_and(|f| f.contains(&format!("<td>{d}</td>"))))
+        .collect();
+    assert!(had.contains(&"chart-server-cpu"));
+    let e = r
+        .experiments
+        .iter_mut()
+        .find(|e| e.name == "server")
+        .unwrap();
+    for m in e.metrics.iter_mut() {
+        m.id = m.id.replace(&format!("server.{d}."), "server.green.");
+    }
+    let page = html::render(&r, "green.json");
+    for key in had {
+        let f = figure(&page, key).unwrap();
+        assert!(f.contains("<td>green</td>"), "{key} lacks green");
+        assert!(!f.contains(&format!("<td>{d}</td>")), "{key} still has {d}");
+    }
 }
 
 #[test]

@@ -129,9 +129,18 @@ pub struct Row {
     pub verdict: Verdict,
     /// Why a row is not tested.
     pub why: String,
+    /// The metric's flags in A and in B (`client_bound`, `saturated`, ...): its figure there
+    /// should not be taken at face value. Marked in the tables, never a verdict of its own.
+    pub flags_a: Vec<String>,
+    pub flags_b: Vec<String>,
 }
 
 impl Row {
+    /// "client_bound (A B), saturated (B)"; None when neither file flags the metric.
+    pub fn flags_text(&self) -> Option<String> {
+        flags_of(&[&self.flags_a, &self.flags_b])
+    }
+
     /// How much slower B is, percent (time per operation), or None when not slower.
     pub fn slowdown_pct(&self) -> Option<f64> {
         let r = self.ratio?;
@@ -141,6 +150,26 @@ impl Row {
             _ => None,
         }
     }
+}
+
+/// Each flag any file gives a metric, with the files (by column name) that give it:
+/// "client_bound (A B), saturated (B)"; None when there are none.
+pub fn flags_of(per_file: &[&Vec<String>]) -> Option<String> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for (i, flags) in per_file.iter().enumerate() {
+        for f in flags.iter() {
+            match out.iter_mut().find(|x| x.0 == *f) {
+                Some(x) => x.1.push(column_name(i)),
+                None => out.push((f.clone(), vec![column_name(i)])),
+            }
+        }
+    }
+    (!out.is_empty()).then(|| {
+        out.iter()
+            .map(|(f, files)| format!("{f} ({})", files.join(" ")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
 }
 
 /// What a run is, in one line, for the headers.
@@ -426,6 +455,18 @@ pub fn compare_pair(a: &Run, b: &Run, o: &Options) -> Result<Comparison> {
             ));
         }
     }
+    let flagged = rows.iter().filter(|r| r.flags_text().is_some()).count();
+    if flagged > 0 {
+        notes.push(format!(
+            "{flagged} metric{} carr{} flags in A or B (client_bound, saturated, ...: the file \
+             says its figure should not be taken at face value; named in the flags column): \
+             read a change in {} as a change in the measurement's conditions as much as in the \
+             code",
+            if flagged == 1 { "" } else { "s" },
+            if flagged == 1 { "ies" } else { "y" },
+            if flagged == 1 { "it" } else { "them" }
+        ));
+    }
     if a.results.mode != b.results.mode {
         notes.push(format!(
             "A is a {} run and B a {} run: sample counts and ranges differ",
@@ -512,6 +553,8 @@ fn pair_row(
         floor_from: floor.1,
         verdict: Verdict::Untested,
         why: String::new(),
+        flags_a: ma.flags.clone(),
+        flags_b: mb.flags.clone(),
     };
     let Some(bv) = b_values else {
         row.why = format!("units differ ({} vs {})", ma.unit, mb.unit);
@@ -667,7 +710,12 @@ pub fn render_pair_text(c: &Comparison) -> String {
     for e in experiments {
         out.push_str(&format!("\n{e}\n"));
         let mut t = new_table();
-        t.set_header(vec![
+        // A flags column only where a metric of this experiment carries flags.
+        let flagged = c
+            .rows
+            .iter()
+            .any(|r| r.experiment == e && r.flags_text().is_some());
+        let mut header = vec![
             "metric",
             "A",
             "B",
@@ -675,9 +723,13 @@ pub fn render_pair_text(c: &Comparison) -> String {
             "p (Holm)",
             "floor",
             "verdict",
-        ]);
+        ];
+        if flagged {
+            header.push("flags");
+        }
+        t.set_header(header);
         for r in c.rows.iter().filter(|r| r.experiment == e) {
-            t.add_row(vec![
+            let mut cells = vec![
                 Cell::new(&r.id),
                 Cell::new(fmt_with_unit(r.a.median, r.unit)).set_alignment(CellAlignment::Right),
                 Cell::new(fmt_with_unit(r.b.median, r.unit)).set_alignment(CellAlignment::Right),
@@ -685,7 +737,11 @@ pub fn render_pair_text(c: &Comparison) -> String {
                 Cell::new(fmt_p(r.p_holm)).set_alignment(CellAlignment::Right),
                 Cell::new(format!("{:.1}%", r.floor_pct)).set_alignment(CellAlignment::Right),
                 Cell::new(verdict_text(r)),
-            ]);
+            ];
+            if flagged {
+                cells.push(Cell::new(r.flags_text().unwrap_or_default()));
+            }
+            t.add_row(cells);
         }
         for col in t.column_iter_mut() {
             col.set_constraint(ColumnConstraint::ContentWidth);
@@ -769,6 +825,8 @@ pub struct FleetRow {
     pub direction: Direction,
     /// Per file, in the first file's unit where it converts.
     pub medians: Vec<Option<f64>>,
+    /// Per file, the metric's flags there (empty when none or absent).
+    pub flags: Vec<Vec<String>>,
     pub fastest: Option<usize>,
     pub slowest: Option<usize>,
 }
@@ -791,6 +849,7 @@ pub fn fleet(runs: &[Run]) -> Result<Fleet> {
                             unit: m.unit,
                             direction: m.direction,
                             medians: vec![None; runs.len()],
+                            flags: vec![Vec::new(); runs.len()],
                             fastest: None,
                             slowest: None,
                         });
@@ -799,6 +858,7 @@ pub fn fleet(runs: &[Run]) -> Result<Fleet> {
                 };
                 if row.medians[i].is_none() {
                     row.medians[i] = m.unit.convert(m.median, row.unit);
+                    row.flags[i] = m.flags.clone();
                 }
             }
         }
@@ -870,8 +930,9 @@ pub fn render_fleet_text(f: &Fleet) -> String {
     }
     out.push_str(
         "\n+ marks the fastest and - the slowest of each row (by the metric's direction; none \
-         for counts, shares and ratios). No test is made across more than two files: compare \
-         two of them for that.\n",
+         for counts, shares and ratios); ! a figure its file flags (client_bound, saturated, \
+         ...: not to be taken at face value). No test is made across more than two files: \
+         compare two of them for that.\n",
     );
     let mut experiments: Vec<&str> = Vec::new();
     for r in &f.rows {
@@ -896,7 +957,10 @@ pub fn render_fleet_text(f: &Fleet) -> String {
                     "  "
                 };
                 let text = m.map_or("-".to_string(), |v| fmt_with_unit(v, r.unit));
-                cells.push(Cell::new(format!("{text}{mark}")).set_alignment(CellAlignment::Right));
+                let flag = if r.flags[i].is_empty() { "" } else { " !" };
+                cells.push(
+                    Cell::new(format!("{text}{flag}{mark}")).set_alignment(CellAlignment::Right),
+                );
             }
             t.add_row(cells);
         }
@@ -1132,6 +1196,44 @@ mod tests {
         r.push(3.0);
         let f = scatter_floor_pct(r.into_iter()).unwrap();
         assert!((f - 11.8).abs() < 1.0, "{f}");
+    }
+
+    #[test]
+    fn flagged_metrics_are_marked_in_the_table() {
+        let a = run(
+            "a",
+            &[
+                ("m", Unit::Ns, samples(1.0, 11)),
+                ("n", Unit::Ns, samples(1.0, 11)),
+            ],
+        );
+        let mut b = a.clone();
+        b.results.experiments[0].metrics[0].flags = vec!["client_bound".into()];
+        let mut a2 = a.clone();
+        a2.results.experiments[0].metrics[0].flags =
+            vec!["client_bound".into(), "saturated".into()];
+        let c = compare_pair(&a2, &b, &Options::default()).unwrap();
+        assert_eq!(
+            c.rows[0].flags_text().as_deref(),
+            Some("client_bound (A B), saturated (A)")
+        );
+        assert_eq!(c.rows[1].flags_text(), None);
+        assert!(c
+            .notes
+            .iter()
+            .any(|n| n.starts_with("1 metric carries flags")));
+        let text = render_pair_text(&c);
+        assert!(
+            text.contains("flags") && text.contains("saturated (A)"),
+            "{text}"
+        );
+        // Nothing flagged: no column, no note.
+        let c = compare_pair(&a, &a, &Options::default()).unwrap();
+        assert!(c.notes.is_empty() && !render_pair_text(&c).contains("flags"));
+        // A fleet marks the flagged file's figure.
+        let f = fleet(&[a.clone(), b]).unwrap();
+        assert_eq!(f.rows[0].flags, [vec![], vec!["client_bound".to_string()]]);
+        assert!(render_fleet_text(&f).contains(" !"));
     }
 
     #[test]

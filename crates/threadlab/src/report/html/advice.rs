@@ -5,6 +5,7 @@
 
 use std::fmt::Write;
 
+use super::server;
 use super::svg::esc;
 use crate::report::{fmt_value, fmt_with_unit};
 use crate::results::{ExperimentResult, RunResults, Status};
@@ -231,6 +232,9 @@ fn fmt_rate(per_s: f64) -> String {
 fn server_design(r: &RunResults) -> Answer {
     let topic = "Server design";
     if let Some(e) = experiment(r, "server") {
+        if let Some(a) = server_answer(e) {
+            return a;
+        }
         let text = e
             .conclusion
             .as_deref()
@@ -401,5 +405,161 @@ fn green_or_kernel(r: &RunResults) -> Answer {
             facts.join(" and ")
         ),
         rests_on: vec![("create", "today"), ("switch", "user-level")],
+    }
+}
+
+/// The design with the lowest (or highest) positive median of `server.<design>.<suffix>`,
+/// preferring figures without flags when `prefer_clean`; with the chosen one's flags.
+fn best_design(
+    e: &ExperimentResult,
+    designs: &[String],
+    suffix: &str,
+    lowest: bool,
+    prefer_clean: bool,
+) -> Option<(String, String, Vec<String>)> {
+    let all: Vec<(&String, &crate::results::Metric)> = designs
+        .iter()
+        .filter_map(|d| server::design_metric(e, d, suffix).map(|m| (d, m)))
+        .filter(|(_, m)| m.median.is_finite() && m.median > 0.0)
+        .collect();
+    let clean: Vec<&(&String, &crate::results::Metric)> =
+        all.iter().filter(|(_, m)| m.flags.is_empty()).collect();
+    let pool: Vec<&(&String, &crate::results::Metric)> = if clean.is_empty() || !prefer_clean {
+        all.iter().collect()
+    } else {
+        clean
+    };
+    let pick = pool.into_iter().min_by(|a, b| {
+        let o = a.1.median.total_cmp(&b.1.median);
+        if lowest {
+            o
+        } else {
+            o.reverse()
+        }
+    })?;
+    Some((pick.0.clone(), readable(pick.1), pick.1.flags.clone()))
+}
+
+/// A metric's median in a unit that keeps it short: 1176.6 us reads 1.18 ms.
+fn readable(m: &crate::results::Metric) -> String {
+    use crate::measure::units::Unit;
+    if !m.unit.is_time() {
+        return fmt_with_unit(m.median, m.unit);
+    }
+    let ns = m.unit.convert(m.median, Unit::Ns).unwrap_or(f64::NAN);
+    let unit = if ns < 1e3 {
+        Unit::Ns
+    } else if ns < 1e6 {
+        Unit::Us
+    } else if ns < 1e9 {
+        Unit::Ms
+    } else {
+        Unit::S
+    };
+    fmt_with_unit(Unit::Ns.convert(ns, unit).unwrap_or(m.median), unit)
+}
+
+/// What the server section's figures say, each clause naming the chart it comes from.
+fn server_answer(e: &ExperimentResult) -> Option<Answer> {
+    let designs = server::designs(e);
+    let mut parts: Vec<String> = Vec::new();
+    let mut rests_on: Vec<(&'static str, &'static str)> = Vec::new();
+    let flagged = |f: &[String]| {
+        if f.is_empty() {
+            String::new()
+        } else {
+            format!(", flagged {}", f.join(", "))
+        }
+    };
+    if let Some((d, v, f)) = best_design(e, &designs, "short.1kib.mean", true, true) {
+        let ratio = median(e, "server.fork_per_client.vs_thread.short.1kib")
+            .map(|x| {
+                format!(
+                    "; forking per client costs {x:.2}x a thread per client here against 1.18x \
+                     in 1999"
+                )
+            })
+            .unwrap_or_default();
+        parts.push(format!(
+            "For a few short connections (the study's pattern), {d} answered a 1 KiB connection \
+             fastest ({v}{}){ratio} (Fig. 4 redrawn; fork over thread)",
+            flagged(&f)
+        ));
+        rests_on.push(("server", "server-fig4"));
+        rests_on.push(("server", "server-fork-ratio"));
+    }
+    let cpu = best_design(e, &designs, "cpu_per_request", true, true);
+    let p99 = best_design(e, &designs, "rate.p99", true, true);
+    match (cpu, p99) {
+        (Some((dc, vc, fc)), Some((dl, vl, fl))) => {
+            parts.push(format!(
+                "for many long connections, {dc} spent the least server CPU per request ({vc}{}; \
+                 CPU per request) and {dl} had the lowest p99 at the open-loop point ({vl}{}; \
+                 latency spectrum)",
+                flagged(&fc),
+                flagged(&fl)
+            ));
+            rests_on.push(("server", "server-cpu"));
+            rests_on.push(("server", "server-spectrum"));
+        }
+        (Some((dc, vc, fc)), None) => {
+            parts.push(format!(
+                "for many long connections, {dc} spent the least server CPU per request ({vc}{}; \
+                 CPU per request)",
+                flagged(&fc)
+            ));
+            rests_on.push(("server", "server-cpu"));
+        }
+        _ => {}
+    }
+    if let Some((d, v, f)) = best_design(e, &designs, "block.p99", true, true) {
+        parts.push(format!(
+            "when every request blocks the server, the lowest p99 was {d}'s ({v}{}; blocking \
+             work): a design whose p99 stays near the work itself waits without stalling its \
+             other connections",
+            flagged(&f)
+        ));
+        rests_on.push(("server", "server-block"));
+    }
+    if let Some((d, v, f)) = best_design(e, &designs, "rss_per_connection", true, true) {
+        parts.push(format!(
+            "the least memory per connection held: {d} ({v}{}; memory per connection)",
+            flagged(&f)
+        ));
+        rests_on.push(("server", "server-memory"));
+    }
+    // A capacity flagged client_bound is a floor (every rate passed): higher, not doubtful.
+    if let Some((d, v, f)) = best_design(e, &designs, "capacity", false, false) {
+        let floor = f.iter().any(|x| x == "client_bound");
+        parts.push(format!(
+            "the highest capacity at the latency target: {d} ({}{v}{}; capacity)",
+            if floor { "at least " } else { "" },
+            flagged(&f)
+        ));
+        rests_on.push(("server", "server-capacity"));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let any_flagged = e.metrics.iter().any(|m| !m.flags.is_empty());
+    let mut text = format!("{}.", capitalise_first(&parts.join("; ")));
+    if any_flagged {
+        text.push_str(
+            " Where a design's figure is flagged, an unflagged design is chosen when there is \
+             one; a flagged choice is named with its flags (see what to know first).",
+        );
+    }
+    Some(Answer {
+        topic: "Server design",
+        text,
+        rests_on,
+    })
+}
+
+fn capitalise_first(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
     }
 }

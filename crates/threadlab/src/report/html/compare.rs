@@ -96,6 +96,8 @@ fn overlaid_curves(runs: &[&Run], keys: &mut Page) -> Vec<(String, Chart)> {
                 points: pts,
                 then: false,
                 colour: i,
+                marker: super::svg::Marker::nth(i),
+                ..Line::default()
             });
         }
         let Some(s0) = first else { continue };
@@ -123,6 +125,8 @@ fn overlaid_curves(runs: &[&Run], keys: &mut Page) -> Vec<(String, Chart)> {
             references: vec![],
             x_unit: s0.x_unit.to_string(),
             y_unit: s0.y_unit.to_string(),
+            keys: vec![],
+            annotations: vec![],
         };
         let title = format!("{id}: the runs overlaid");
         charts.push((
@@ -217,12 +221,15 @@ pub fn render_pair(c: &Comparison, a: &Run, b: &Run) -> String {
                         _ => 0,
                     },
                     title: format!(
-                        "{}: B/A {:.3}{}; {}",
+                        "{}: B/A {:.3}{}; {}{}",
                         r.id,
                         ratio,
                         r.ci.map(|(lo, hi)| format!(" [{lo:.3}, {hi:.3}]"))
                             .unwrap_or_default(),
-                        verdict_text(r)
+                        verdict_text(r),
+                        r.flags_text()
+                            .map(|f| format!("; flagged: {f}"))
+                            .unwrap_or_default()
                     ),
                 })
             })
@@ -248,7 +255,12 @@ pub fn render_pair(c: &Comparison, a: &Run, b: &Run) -> String {
         for (_, chart) in curves.iter().filter(|(x, _)| x == e) {
             body.push_str(&figure(chart));
         }
-        body.push_str("</div>\n<div class=\"scroll\"><table><thead><tr><th>metric</th><th>A</th><th>B</th><th>B/A [95% CI]</th><th>p (Holm)</th><th>floor</th><th>verdict</th></tr></thead><tbody>\n");
+        let flagged = rows.iter().any(|r| r.flags_text().is_some());
+        let _ = writeln!(
+            body,
+            "</div>\n<div class=\"scroll\"><table><thead><tr><th>metric</th><th>A</th><th>B</th><th>B/A [95% CI]</th><th>p (Holm)</th><th>floor</th><th>verdict</th>{}</tr></thead><tbody>",
+            if flagged { "<th>flags</th>" } else { "" }
+        );
         for r in rows {
             let class = match r.verdict {
                 Verdict::Slower => " class=\"slower\"",
@@ -256,9 +268,19 @@ pub fn render_pair(c: &Comparison, a: &Run, b: &Run) -> String {
                 Verdict::Changed => " class=\"changed\"",
                 _ => "",
             };
+            let flags = if flagged {
+                format!(
+                    "<td>{}</td>",
+                    r.flags_text()
+                        .map(|f| format!("<span class=\"flag\">{}</span>", esc(&f)))
+                        .unwrap_or_default()
+                )
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 body,
-                "<tr{class}><td class=\"id\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\" title=\"{}\">{:.1}%</td><td>{}</td></tr>",
+                "<tr{class}><td class=\"id\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\" title=\"{}\">{:.1}%</td><td>{}</td>{flags}</tr>",
                 esc(&r.id),
                 esc(&fmt_with_unit(r.a.median, r.unit)),
                 esc(&fmt_with_unit(r.b.median, r.unit)),
@@ -302,8 +324,9 @@ pub fn render_fleet(f: &Fleet, runs: &[Run]) -> String {
     body.push_str(
         "<p class=\"muted\">One column per file; per row, <span class=\"fastest\">green</span> \
          marks the fastest and <span class=\"slowest\">red</span> the slowest by the metric's \
-         direction (none for counts, shares and ratios). No test is made across more than two \
-         files: compare two of them for that.</p>\n",
+         direction (none for counts, shares and ratios); a boxed name after a figure is a flag \
+         its file gives it (not to be taken at face value). No test is made across more than \
+         two files: compare two of them for that.</p>\n",
     );
     let refs: Vec<&Run> = runs.iter().collect();
     let curves = overlaid_curves(&refs, &mut keys);
@@ -341,8 +364,16 @@ pub fn render_fleet(f: &Fleet, runs: &[Run]) -> String {
                 };
                 let _ = write!(
                     body,
-                    "<td class=\"num{class}\">{}</td>",
-                    esc(&m.map_or("-".into(), |v| fmt_with_unit(v, r.unit)))
+                    "<td class=\"num{class}\">{}{}</td>",
+                    esc(&m.map_or("-".into(), |v| fmt_with_unit(v, r.unit))),
+                    if r.flags[i].is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " <span class=\"flag\">{}</span>",
+                            esc(&r.flags[i].join(", "))
+                        )
+                    }
                 );
             }
             body.push_str("</tr>\n");

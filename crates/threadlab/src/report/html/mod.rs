@@ -17,6 +17,7 @@
 pub mod advice;
 pub mod compare;
 pub mod sections;
+pub mod server;
 pub mod svg;
 
 use std::collections::HashSet;
@@ -236,6 +237,7 @@ fn first_things(r: &RunResults, warnings: &[String]) -> String {
             }
         ));
     }
+    items.extend(flagged_items(r));
     let skipped: usize = r.experiments.iter().map(|e| e.skipped_metrics.len()).sum();
     if skipped > 0 {
         items.push(format!(
@@ -253,6 +255,86 @@ fn first_things(r: &RunResults, warnings: &[String]) -> String {
     }
     out.push_str("</ul>\n</section>\n");
     out
+}
+
+/// A metric's note without the "[flag, flag] " its flags prefix it with (the page shows the
+/// flags as badges).
+pub fn note_body(m: &crate::results::Metric) -> &str {
+    let note = m.note.trim_start();
+    if m.flags.is_empty() {
+        return note;
+    }
+    match note.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+        Some((inside, rest)) if inside == m.flags.join(", ") => rest,
+        _ => note,
+    }
+}
+
+/// Per experiment, the metrics that carry flags: per flag, what it means and which subjects
+/// (the id's second segment: the server's designs) it touches.
+fn flagged_items(r: &RunResults) -> Vec<String> {
+    let mut items = Vec::new();
+    for e in &r.experiments {
+        let flagged: Vec<&crate::results::Metric> =
+            e.metrics.iter().filter(|m| !m.flags.is_empty()).collect();
+        if flagged.is_empty() {
+            continue;
+        }
+        // (flag, subjects, metrics)
+        let mut by_flag: Vec<(&str, Vec<&str>, usize)> = Vec::new();
+        for m in &flagged {
+            let subject =
+                m.id.split('.')
+                    .nth(1)
+                    .filter(|_| m.id.split('.').count() > 2);
+            for f in &m.flags {
+                let i = match by_flag.iter().position(|x| x.0 == f) {
+                    Some(i) => i,
+                    None => {
+                        by_flag.push((f, Vec::new(), 0));
+                        by_flag.len() - 1
+                    }
+                };
+                by_flag[i].2 += 1;
+                if let Some(s) = subject {
+                    if !by_flag[i].1.contains(&s) {
+                        by_flag[i].1.push(s);
+                    }
+                }
+            }
+        }
+        let parts: Vec<String> = by_flag
+            .iter()
+            .map(|(f, subjects, n)| {
+                let shown = subjects.len().min(12);
+                format!(
+                    "<span class=\"flag\">{}</span> {} ({n} metric{}{}{})",
+                    esc(f),
+                    esc(server::flag_meaning(f)),
+                    if *n == 1 { "" } else { "s" },
+                    if subjects.is_empty() { "" } else { ": " },
+                    esc(&format!(
+                        "{}{}",
+                        subjects[..shown].join(", "),
+                        if subjects.len() > shown {
+                            format!(" and {} more", subjects.len() - shown)
+                        } else {
+                            String::new()
+                        }
+                    ))
+                )
+            })
+            .collect();
+        items.push(format!(
+            "<b>{}</b>: {} metric{} carry flags, figures not to take at face value (shown, and \
+             marked on their bars and in the tables): {}.",
+            esc(&e.name),
+            flagged.len(),
+            if flagged.len() == 1 { "" } else { "s" },
+            parts.join("; ")
+        ));
+    }
+    items
 }
 
 fn experiment_section(e: &ExperimentResult, id: &str, charts: &[Chart]) -> String {
@@ -347,7 +429,10 @@ fn numbers_table(rows: &[Vec<String>]) -> String {
     for r in &rows[1..] {
         out.push_str("<tr>");
         for (i, cell) in r.iter().enumerate() {
-            let class = if i > 0 { " class=\"num\"" } else { "" };
+            let numeric = i > 0
+                && (cell == "-"
+                    || cell.starts_with(|ch: char| ch.is_ascii_digit() || ch == '-' || ch == '+'));
+            let class = if numeric { " class=\"num\"" } else { "" };
             let _ = write!(out, "<td{class}>{}</td>", esc(cell));
         }
         out.push_str("</tr>");
@@ -396,16 +481,21 @@ fn metric_table(e: &ExperimentResult) -> String {
         } else {
             ""
         };
+        let flags: String = m
+            .flags
+            .iter()
+            .map(|f| format!(" <span class=\"flag\">{}</span>", esc(f)))
+            .collect();
         let _ = writeln!(
             out,
-            "<tr><td class=\"id\">{}</td><td class=\"num\">{}</td><td class=\"num{spread_class}\">{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td class=\"id\">{}{flags}</td><td class=\"num\">{}</td><td class=\"num{spread_class}\">{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
             esc(&m.id),
             esc(&fmt_now(m)),
             esc(&fmt_spread(m)),
             esc(&then),
             esc(&ratio),
             esc(&m.placement),
-            esc(&short_note(&m.note, 90))
+            esc(&short_note(note_body(m), 90))
         );
     }
     out.push_str("</tbody></table></div>\n<details><summary>Methods in full</summary><dl class=\"methods\">\n");

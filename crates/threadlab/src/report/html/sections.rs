@@ -9,7 +9,8 @@
 use std::collections::BTreeSet;
 
 use super::svg::{
-    Axis, Bar, BarChart, BarGroup, BarSeries, DistChart, DistRow, Line, LineChart, Reference, Scale,
+    Axis, Bar, BarChart, BarGroup, BarSeries, DistChart, DistRow, Line, LineChart, Marker,
+    Reference, Scale,
 };
 use super::Chart;
 use crate::measure::units::Unit;
@@ -32,9 +33,7 @@ const REGISTRY: &[(&str, ChartsFn)] = &[
     ("priority", priority),
     ("latency", latency),
     ("coop", coop),
-    // server (ids `server.<design>.…`): until it has a function here, `generic` draws each of
-    // its figures with one curve per design (series that share a last id segment and units
-    // share a chart). Figs. 4 and 5 of the PThreads study, then beside now, go in one function.
+    ("server", super::server::charts),
 ];
 
 /// The charts of one experiment's section: its own function's, or the generic ones when it
@@ -456,6 +455,7 @@ fn throttle_curve(k: &Series, green: Option<&Series>) -> Option<Chart> {
                     fmt_value(s),
                     r
                 ),
+                flag: None,
             })
         };
         let note = match (t, kn) {
@@ -498,6 +498,7 @@ fn throttle_curve(k: &Series, green: Option<&Series>) -> Option<Chart> {
             },
         ],
         groups,
+        references: Vec::new(),
     };
     let title = "The semaphore throttle: time per N admitted at once, then and now";
     Some(Chart {
@@ -679,6 +680,7 @@ fn coop(e: &ExperimentResult) -> Vec<Chart> {
                         r.0,
                         r.1
                     ),
+                    flag: None,
                 }),
                 u.map(|m| metric_bar(m, m.unit, "uthread")),
                 k.map(|m| metric_bar(m, m.unit, "kernel")),
@@ -714,6 +716,7 @@ fn coop(e: &ExperimentResult) -> Vec<Chart> {
                 },
             ],
             groups,
+            references: Vec::new(),
         };
         v.push(Chart {
             key: "coop-scores".into(),
@@ -744,7 +747,7 @@ fn all_with_history(e: &ExperimentResult) -> Vec<&str> {
 }
 
 /// A key unique in the page: the experiment's name and the chart's, HTML-id safe.
-fn key(e: &ExperimentResult, what: &str) -> String {
+pub(super) fn key(e: &ExperimentResult, what: &str) -> String {
     super::html_id(&format!("{}-{what}", e.name))
 }
 
@@ -757,7 +760,7 @@ fn short_id<'a>(e: &ExperimentResult, id: &'a str) -> &'a str {
 
 /// A unit all `metrics` can be shown in: theirs when they share one, else for times the one
 /// that keeps the typical value readable; None when they measure different things.
-fn common_unit(metrics: &[&Metric]) -> Option<Unit> {
+pub(super) fn common_unit(metrics: &[&Metric]) -> Option<Unit> {
     let first = metrics.first()?.unit;
     if metrics.iter().all(|m| m.unit == first) {
         return Some(first);
@@ -782,11 +785,11 @@ fn common_unit(metrics: &[&Metric]) -> Option<Unit> {
     None
 }
 
-fn conv(v: f64, from: Unit, to: Unit) -> f64 {
+pub(super) fn conv(v: f64, from: Unit, to: Unit) -> f64 {
     from.convert(v, to).unwrap_or(f64::NAN)
 }
 
-fn unit_label(u: Unit) -> String {
+pub(super) fn unit_label(u: Unit) -> String {
     match u {
         Unit::PerS => "per second".into(),
         Unit::Percent => "%".into(),
@@ -795,7 +798,7 @@ fn unit_label(u: Unit) -> String {
 }
 
 /// A metric's median as a bar with its quartiles as the whisker.
-fn metric_bar(m: &Metric, to: Unit, who: &str) -> Bar {
+pub(super) fn metric_bar(m: &Metric, to: Unit, who: &str) -> Bar {
     let who = if who.is_empty() {
         String::new()
     } else {
@@ -813,7 +816,13 @@ fn metric_bar(m: &Metric, to: Unit, who: &str) -> Bar {
             m.samples,
             m.placement
         ),
+        flag: flag_text(m),
     }
+}
+
+/// A metric's flags as hover text, None when it has none.
+pub(super) fn flag_text(m: &Metric) -> Option<String> {
+    (!m.flags.is_empty()).then(|| m.flags.join(", "))
 }
 
 /// The distinct first clauses of the metrics' notes: how they were measured.
@@ -884,6 +893,7 @@ fn bars(e: &ExperimentResult, what: &str, title: &str, ids: &[&str]) -> Option<C
                 note: None,
             })
             .collect(),
+        references: Vec::new(),
     };
     let mut numbers = vec![vec![
         "metric".to_string(),
@@ -954,7 +964,12 @@ fn metric_bars_by_unit(e: &ExperimentResult, keep: &dyn Fn(&Metric) -> bool) -> 
 }
 
 /// The study's figures beside today's: two bars per metric, the then/now ratio above.
-fn then_now(e: &ExperimentResult, ids: &[&str], what: &str, title: &str) -> Option<Chart> {
+pub(super) fn then_now(
+    e: &ExperimentResult,
+    ids: &[&str],
+    what: &str,
+    title: &str,
+) -> Option<Chart> {
     let ms: Vec<&Metric> = ids
         .iter()
         .filter_map(|id| e.metric(id))
@@ -989,6 +1004,7 @@ fn then_now(e: &ExperimentResult, ids: &[&str], what: &str, title: &str) -> Opti
                         fmt_with_unit(h.value, h.unit),
                         seeds::label_of(&h.source)
                     ),
+                    flag: None,
                 }),
                 Some(metric_bar(m, unit, "now")),
             ],
@@ -1025,6 +1041,7 @@ fn then_now(e: &ExperimentResult, ids: &[&str], what: &str, title: &str) -> Opti
             },
         ],
         groups,
+        references: Vec::new(),
     };
     let mut caption = caption_of(&ms);
     caption.push_str(&format!(
@@ -1105,6 +1122,7 @@ fn grid(
             })
             .collect(),
         groups,
+        references: Vec::new(),
     };
     let mut caption = caption_of(&ms);
     caption.push_str(" Bars: medians; whiskers: quartiles.");
@@ -1264,6 +1282,7 @@ fn table_bars(
                     value: v,
                     range: None,
                     title: format!("{label}: {} {}", t.header.get(*i)?, row.get(*i)?),
+                    flag: None,
                 })
             })
             .collect();
@@ -1288,6 +1307,7 @@ fn table_bars(
             })
             .collect(),
         groups,
+        references: Vec::new(),
     };
     let mut header: Vec<String> = std::iter::once(t.header.first().cloned().unwrap_or_default())
         .chain(
@@ -1389,6 +1409,8 @@ fn curve_chart(
             points: s.x.iter().copied().zip(s.y.iter().copied()).collect(),
             then: false,
             colour: i,
+            marker: Marker::nth(i),
+            ..Line::default()
         });
         if !s.note.is_empty() && !notes.contains(&s.note) {
             notes.push(s.note.clone());
@@ -1414,6 +1436,7 @@ fn curve_chart(
                     points: pts,
                     then: true,
                     colour: 0,
+                    ..Line::default()
                 });
                 sources.push(h.source.clone());
             }
@@ -1441,6 +1464,8 @@ fn curve_chart(
         references,
         x_unit: unit_label(s0.x_unit),
         y_unit: unit_label(s0.y_unit),
+        keys: Vec::new(),
+        annotations: Vec::new(),
     };
     // Numbers: x down the side, one column per curve.
     let mut xs_sorted: Vec<f64> = ss.iter().flat_map(|s| s.x.iter().copied()).collect();
@@ -1496,7 +1521,9 @@ mod tests {
     }
 
     #[test]
-    fn a_server_experiment_gets_one_curve_per_design_before_it_has_a_function() {
+    fn an_experiment_its_function_knows_nothing_of_gets_the_generic_charts() {
+        // A server experiment of other ids than the server function draws (an older or a
+        // hand-made file): its series as curves, one per design, and its metrics as bars.
         let series = |design: &str, y: f64| Series {
             id: format!("server.{design}.response_vs_size"),
             x_label: "request size".into(),

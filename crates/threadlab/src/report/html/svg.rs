@@ -37,6 +37,9 @@ pub enum Scale {
     Log,
     /// Sizes in bytes: powers of two, labelled 1K, 64K, 1M.
     LogBytes,
+    /// Percentiles on a "nines" axis: the data is already -log10(1 - q) (`nines`), ticks are
+    /// labelled 50, 90, 99, 99.9, 99.99 ... (each nine one step further).
+    Nines,
 }
 
 /// An axis: its label (with the unit) and its scale.
@@ -81,9 +84,32 @@ impl Axis {
         }
     }
 
-    fn is_log(&self) -> bool {
-        self.scale != Scale::Linear
+    /// A percentile axis: x = `nines(q)`, labelled in percent.
+    pub fn nines(label: impl Into<String>) -> Axis {
+        Axis {
+            label: label.into(),
+            scale: Scale::Nines,
+        }
     }
+
+    fn is_log(&self) -> bool {
+        matches!(self.scale, Scale::Log | Scale::LogBytes)
+    }
+}
+
+/// Where a quantile q (0 <= q < 1) sits on a nines axis: -log10(1 - q); p50 = 0.301, p90 = 1,
+/// p99 = 2, p99.9 = 3.
+pub fn nines(q: f64) -> f64 {
+    -(1.0 - q).max(1e-12).log10()
+}
+
+/// The percentile a nines-axis position stands for, as a label: "50", "90", "99.9".
+pub fn fmt_percentile(x: f64) -> String {
+    let p = 100.0 * (1.0 - 10f64.powf(-x));
+    // Enough decimals to tell 99.99 from 99.9, no float dust.
+    let decimals = (x.ceil() as i64 - 2).clamp(0, 9) as usize + 1;
+    let s = format!("{p:.decimals$}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// All finite and positive, and max / min >= `LOG_SPAN`.
@@ -114,12 +140,16 @@ struct Mapper {
     px1: f64,
     ticks: Vec<f64>,
     bytes: bool,
+    nines: bool,
 }
 
 impl Mapper {
     /// Domain and ticks for `values` on `scale`; `zero` includes 0 in a linear domain (bars).
     fn new(values: &[f64], scale: Scale, zero: bool, px0: f64, px1: f64) -> Mapper {
         let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+        if scale == Scale::Nines {
+            return Mapper::nines(&finite, px0, px1);
+        }
         let log = scale != Scale::Linear && finite.iter().all(|&v| v > 0.0) && !finite.is_empty();
         let (mut lo, mut hi) = if finite.is_empty() {
             (0.0, 1.0)
@@ -127,6 +157,12 @@ impl Mapper {
             min_max(&finite)
         };
         let (lo, hi, ticks) = if log {
+            // Bars grow from the bottom of a log axis: one starting just above a decade would
+            // be invisible, so the axis starts a decade lower when the smallest value is within
+            // 2.5x of it.
+            if zero && (lo / 10f64.powf(lo.log10().floor())) < 2.5 {
+                lo /= 10.0;
+            }
             if scale == Scale::LogBytes {
                 binary_log_ticks(lo, hi)
             } else {
@@ -153,6 +189,44 @@ impl Mapper {
             px1,
             ticks,
             bytes: scale == Scale::LogBytes && log,
+            nines: false,
+        }
+    }
+
+    /// A percentile axis from p50 (or below, when the data is) to the next whole nine above
+    /// the data, at least p99; ticks at p50 and every nine.
+    fn nines(finite: &[f64], px0: f64, px1: f64) -> Mapper {
+        let p50 = nines(0.5);
+        let lo_data = finite.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi_data = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let lo = if lo_data.is_finite() && lo_data < p50 - 1e-9 {
+            0.0
+        } else {
+            p50
+        };
+        let hi = if hi_data.is_finite() {
+            hi_data.ceil().clamp(2.0, 12.0)
+        } else {
+            2.0
+        };
+        let mut ticks = vec![lo];
+        if lo < p50 {
+            ticks.push(p50);
+        }
+        let mut k = 1.0;
+        while k <= hi + 1e-9 {
+            ticks.push(k);
+            k += 1.0;
+        }
+        Mapper {
+            lo,
+            hi,
+            log: false,
+            px0,
+            px1,
+            ticks,
+            bytes: false,
+            nines: true,
         }
     }
 
@@ -181,7 +255,9 @@ impl Mapper {
     }
 
     fn label(&self, v: f64) -> String {
-        if self.bytes {
+        if self.nines {
+            fmt_percentile(v)
+        } else if self.bytes {
             fmt_bytes(v)
         } else {
             fmt_tick(v)
@@ -359,6 +435,8 @@ struct Frame {
     out: String,
     height: f64,
     bottom: f64,
+    /// Where the plot starts: below the legend.
+    top: f64,
 }
 
 impl Frame {
@@ -375,42 +453,68 @@ impl Frame {
             out,
             height,
             bottom,
+            top: TOP,
         }
+    }
+
+    /// The extra height a legend of `rows` rows needs beyond the two the top margin holds.
+    fn legend_extra(rows: usize) -> f64 {
+        14.0 * rows.saturating_sub(2) as f64
     }
 
     fn plot_bottom(&self) -> f64 {
         self.height - self.bottom
     }
 
-    /// Legend entries in a row above the plot: (name, colour index, dashed).
-    fn legend(&mut self, items: &[(String, usize, bool)]) {
+    /// Legend entries in rows above the plot.
+    fn legend(&mut self, items: &[Key]) {
         let mut x = LEFT;
         let mut y = 12.0;
-        for (name, colour, dashed) in items {
-            let text_w = name.chars().count() as f64 * 6.2 + 30.0;
+        for k in items {
+            let text_w = k.name.chars().count() as f64 * 6.2 + 30.0;
             if x + text_w > W - RIGHT && x > LEFT {
                 x = LEFT;
                 y += 14.0;
             }
-            let dash = if *dashed { " dash" } else { "" };
-            let class = if *colour == THEN {
-                "then".to_string()
-            } else {
-                format!("s{}", colour % PALETTE)
-            };
+            let class = colour_class(k.colour);
             let _ = write!(
                 self.out,
-                "<line class=\"{class} ln{dash}\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/><text class=\"lg\" x=\"{}\" y=\"{}\">{}</text>",
+                "<line class=\"{class} ln{}{}\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>",
+                k.dash.class(),
+                if k.light { " light" } else { "" },
                 c(x),
                 c(y - 3.5),
                 c(x + 16.0),
                 c(y - 3.5),
+            );
+            if let Some((marker, hollow)) = k.marker {
+                self.out
+                    .push_str(&marker.svg(x + 8.0, y - 3.5, &class, hollow, k.light, None));
+            }
+            let _ = write!(
+                self.out,
+                "<text class=\"lg\" x=\"{}\" y=\"{}\">{}</text>",
                 c(x + 20.0),
                 c(y),
-                esc(name)
+                esc(&k.name)
             );
             x += text_w;
         }
+    }
+
+    /// How far down the legend of `items` reaches, so the plot can start below it.
+    fn legend_rows(items: &[Key]) -> usize {
+        let mut x = LEFT;
+        let mut rows = usize::from(!items.is_empty());
+        for k in items {
+            let text_w = k.name.chars().count() as f64 * 6.2 + 30.0;
+            if x + text_w > W - RIGHT && x > LEFT {
+                x = LEFT;
+                rows += 1;
+            }
+            x += text_w;
+        }
+        rows
     }
 
     fn y_axis(&mut self, m: &Mapper, label: &str) {
@@ -428,7 +532,7 @@ impl Frame {
                 esc(&m.label(t))
             );
         }
-        let mid = (TOP + self.plot_bottom()) / 2.0;
+        let mid = (self.top + self.plot_bottom()) / 2.0;
         let _ = write!(
             self.out,
             "<text class=\"al\" transform=\"translate(12 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>",
@@ -439,7 +543,7 @@ impl Frame {
             self.out,
             "<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>",
             c(LEFT),
-            c(TOP),
+            c(self.top),
             c(LEFT),
             c(self.plot_bottom())
         );
@@ -453,7 +557,7 @@ impl Frame {
                 self.out,
                 "<line class=\"grid\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/><text class=\"tk\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
                 c(x),
-                c(TOP),
+                c(self.top),
                 c(x),
                 c(yb),
                 c(x),
@@ -490,16 +594,154 @@ impl Frame {
 pub const PALETTE: usize = 8;
 
 /// The colour index that stands for the neutral "then" class.
-const THEN: usize = usize::MAX;
+pub const THEN: usize = usize::MAX;
+
+fn colour_class(colour: usize) -> String {
+    if colour == THEN {
+        "then".to_string()
+    } else {
+        format!("s{}", colour % PALETTE)
+    }
+}
+
+/// How a line is stroked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dash {
+    #[default]
+    Solid,
+    /// Long dashes: the study's curves.
+    Dashed,
+    /// Short dots: a second condition of the same subject (another placement, uncorrected).
+    Dotted,
+}
+
+impl Dash {
+    fn class(self) -> &'static str {
+        match self {
+            Dash::Solid => "",
+            Dash::Dashed => " dash",
+            Dash::Dotted => " dotted",
+        }
+    }
+}
+
+/// The shape drawn at each point of a line: with colours repeating after `PALETTE`, the
+/// shape tells the ninth curve from the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Marker {
+    #[default]
+    Circle,
+    Square,
+    Triangle,
+    Diamond,
+}
+
+impl Marker {
+    /// The marker of the i-th subject: a new shape each time the colours come round again.
+    pub fn nth(i: usize) -> Marker {
+        [
+            Marker::Circle,
+            Marker::Square,
+            Marker::Triangle,
+            Marker::Diamond,
+        ][(i / PALETTE) % 4]
+    }
+
+    /// The marker at (x, y) in `class`; hollow ones are outlined, light ones smaller and pale.
+    fn svg(
+        self,
+        x: f64,
+        y: f64,
+        class: &str,
+        hollow: bool,
+        light: bool,
+        title: Option<&str>,
+    ) -> String {
+        let r = if light { 2.4 } else { 3.2 };
+        let cls = format!(
+            "{class} {}{}",
+            if hollow { "hollow" } else { "pt" },
+            if light { " light" } else { "" }
+        );
+        let inner = title.map_or(String::new(), |t| format!("<title>{}</title>", esc(t)));
+        let close = |tag: &str| {
+            if inner.is_empty() {
+                "/>".to_string()
+            } else {
+                format!(">{inner}</{tag}>")
+            }
+        };
+        match self {
+            Marker::Circle => format!(
+                "<circle class=\"{cls}\" cx=\"{}\" cy=\"{}\" r=\"{}\"{}",
+                c(x),
+                c(y),
+                c(r),
+                close("circle")
+            ),
+            Marker::Square => format!(
+                "<rect class=\"{cls}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"{}",
+                c(x - r * 0.9),
+                c(y - r * 0.9),
+                c(r * 1.8),
+                c(r * 1.8),
+                close("rect")
+            ),
+            Marker::Triangle => format!(
+                "<path class=\"{cls}\" d=\"M{} {}L{} {}H{}Z\"{}",
+                c(x),
+                c(y - r * 1.2),
+                c(x + r * 1.1),
+                c(y + r * 0.8),
+                c(x - r * 1.1),
+                close("path")
+            ),
+            Marker::Diamond => format!(
+                "<path class=\"{cls}\" d=\"M{} {}L{} {}L{} {}L{} {}Z\"{}",
+                c(x),
+                c(y - r * 1.2),
+                c(x + r * 1.2),
+                c(y),
+                c(x),
+                c(y + r * 1.2),
+                c(x - r * 1.2),
+                c(y),
+                close("path")
+            ),
+        }
+    }
+}
+
+/// One entry of a legend: a line sample (and a marker) and its name.
+#[derive(Debug, Clone, Default)]
+pub struct Key {
+    pub name: String,
+    /// A palette index, or `THEN`.
+    pub colour: usize,
+    pub dash: Dash,
+    pub light: bool,
+    /// The point marker shown on the sample, hollow or filled.
+    pub marker: Option<(Marker, bool)>,
+}
 
 /// One curve of a line chart.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Line {
     pub name: String,
     pub points: Vec<(f64, f64)>,
     /// A historical curve (drawn dashed, in the neutral colour).
     pub then: bool,
     pub colour: usize,
+    pub dash: Dash,
+    /// Drawn thin and pale: context beside the curves the chart is about.
+    pub light: bool,
+    pub marker: Marker,
+    /// Outlined markers (a second condition of the same subject).
+    pub hollow: bool,
+    /// Left out of the legend (the chart explains it with its own keys).
+    pub unlisted: bool,
+    /// Hover text per point, when given for every point; otherwise the name and numbers.
+    pub titles: Vec<String>,
 }
 
 /// A horizontal reference: a value the study gives without a curve, from `x_from` on.
@@ -511,6 +753,15 @@ pub struct Reference {
     pub x_to: Option<f64>,
 }
 
+/// A single figure marked on a chart with its label beside it (a study's one stated point).
+#[derive(Debug, Clone)]
+pub struct Annotation {
+    pub x: f64,
+    pub y: f64,
+    pub text: String,
+    pub title: String,
+}
+
 #[derive(Debug, Clone)]
 pub struct LineChart {
     pub x: Axis,
@@ -520,17 +771,36 @@ pub struct LineChart {
     /// Formats a point's numbers for its hover title: (x, y) -> text.
     pub x_unit: String,
     pub y_unit: String,
+    /// Legend entries beyond the lines' own (what a dotted line or a hollow marker means).
+    pub keys: Vec<Key>,
+    /// Single figures marked in the neutral colour with their labels (the study's points).
+    pub annotations: Vec<Annotation>,
 }
 
 impl LineChart {
     pub fn svg(&self, aria: &str) -> String {
-        let mut f = Frame::new(300.0, 40.0, aria);
-        let legend: Vec<(String, usize, bool)> = self
+        let mut legend: Vec<Key> = self
             .lines
             .iter()
-            .map(|l| (l.name.clone(), if l.then { THEN } else { l.colour }, l.then))
-            .chain(self.references.iter().map(|r| (r.name.clone(), THEN, true)))
+            .filter(|l| !l.unlisted)
+            .map(|l| Key {
+                name: l.name.clone(),
+                colour: if l.then { THEN } else { l.colour },
+                dash: if l.then { Dash::Dashed } else { l.dash },
+                light: l.light,
+                marker: (!l.then).then_some((l.marker, l.hollow)),
+            })
+            .chain(self.references.iter().map(|r| Key {
+                name: r.name.clone(),
+                colour: THEN,
+                dash: Dash::Dashed,
+                ..Key::default()
+            }))
             .collect();
+        legend.extend(self.keys.iter().cloned());
+        let extra = Frame::legend_extra(Frame::legend_rows(&legend));
+        let mut f = Frame::new(300.0 + extra, 40.0, aria);
+        f.top = TOP + extra;
         f.legend(&legend);
         let xs: Vec<f64> = self
             .lines
@@ -541,15 +811,17 @@ impl LineChart {
                     .iter()
                     .flat_map(|r| r.x_from.into_iter().chain(r.x_to)),
             )
+            .chain(self.annotations.iter().map(|a| a.x))
             .collect();
         let ys: Vec<f64> = self
             .lines
             .iter()
             .flat_map(|l| l.points.iter().map(|p| p.1))
             .chain(self.references.iter().map(|r| r.y))
+            .chain(self.annotations.iter().map(|a| a.y))
             .collect();
         let mx = Mapper::new(&xs, self.x.scale, false, LEFT, W - RIGHT);
-        let my = Mapper::new(&ys, self.y.scale, !self.y.is_log(), f.plot_bottom(), TOP);
+        let my = Mapper::new(&ys, self.y.scale, !self.y.is_log(), f.plot_bottom(), f.top);
         f.y_axis(&my, &self.y.label);
         f.x_axis_numeric(&mx, &self.x.label);
         for r in &self.references {
@@ -566,54 +838,89 @@ impl LineChart {
                 esc(&format!("{}: {} {}", r.name, fmt_tick(r.y), self.y_unit))
             );
         }
-        for l in &self.lines {
-            let class = if l.then {
-                "then".to_string()
-            } else {
-                format!("s{}", l.colour % PALETTE)
-            };
-            let pts: Vec<(f64, f64)> = l
+        // Light curves first, so the ones the chart is about are drawn over them.
+        let mut order: Vec<&Line> = self.lines.iter().filter(|l| l.light).collect();
+        order.extend(self.lines.iter().filter(|l| !l.light));
+        for l in order {
+            let class = colour_class(if l.then { THEN } else { l.colour });
+            let titled = l.titles.len() == l.points.len();
+            let pts: Vec<(f64, f64, Option<&str>)> = l
                 .points
                 .iter()
-                .copied()
-                .filter(|(x, y)| x.is_finite() && y.is_finite())
-                .filter(|(x, y)| (!mx.log || *x > 0.0) && (!my.log || *y > 0.0))
+                .enumerate()
+                .map(|(i, p)| (p.0, p.1, titled.then(|| l.titles[i].as_str())))
+                .filter(|(x, y, _)| x.is_finite() && y.is_finite())
+                .filter(|(x, y, _)| (!mx.log || *x > 0.0) && (!my.log || *y > 0.0))
                 .collect();
             if pts.len() > 1 {
                 let path: Vec<String> = pts
                     .iter()
-                    .map(|(x, y)| format!("{},{}", c(mx.map(*x)), c(my.map(*y))))
+                    .map(|(x, y, _)| format!("{},{}", c(mx.map(*x)), c(my.map(*y))))
                     .collect();
-                let dash = if l.then { " dash" } else { "" };
+                let dash = if l.then { " dash" } else { l.dash.class() };
                 let _ = write!(
                     f.out,
-                    "<polyline class=\"{class} ln{dash}\" points=\"{}\"/>",
+                    "<polyline class=\"{class} ln{dash}{}\" points=\"{}\"/>",
+                    if l.light { " light" } else { "" },
                     path.join(" ")
                 );
             }
-            for (x, y) in &pts {
-                let xs = if mx.bytes {
-                    fmt_bytes(*x)
-                } else {
-                    fmt_tick(*x)
-                };
-                let _ = write!(
-                    f.out,
-                    "<circle class=\"{class} pt\" cx=\"{}\" cy=\"{}\" r=\"3\"><title>{}</title></circle>",
-                    c(mx.map(*x)),
-                    c(my.map(*y)),
-                    esc(&format!(
+            for (x, y, title) in &pts {
+                let text = match title {
+                    Some(t) => t.to_string(),
+                    None => format!(
                         "{}: {} {} at {} {}",
                         l.name,
                         crate::report::fmt_value(*y),
                         self.y_unit,
-                        xs,
+                        mx.label(*x),
                         self.x_unit
-                    ))
-                );
+                    ),
+                };
+                f.out.push_str(&l.marker.svg(
+                    mx.map(*x),
+                    my.map(*y),
+                    &class,
+                    l.hollow,
+                    l.light,
+                    Some(&text),
+                ));
             }
         }
+        annotate(&mut f, &mx, &my, &self.annotations);
         f.finish()
+    }
+}
+
+/// The annotations' points as neutral diamonds, each label beside its point, moved apart
+/// vertically so that labels of nearby points do not overlap.
+fn annotate(f: &mut Frame, mx: &Mapper, my: &Mapper, notes: &[Annotation]) {
+    let mut placed: Vec<(f64, f64, &Annotation)> = notes
+        .iter()
+        .filter(|a| a.x.is_finite() && a.y.is_finite())
+        .filter(|a| (!mx.log || a.x > 0.0) && (!my.log || a.y > 0.0))
+        .map(|a| (mx.map(a.x), my.map(a.y), a))
+        .collect();
+    placed.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut label_y: Vec<f64> = placed.iter().map(|p| p.1 + 3.5).collect();
+    for i in 1..label_y.len() {
+        if label_y[i] - label_y[i - 1] < 12.0 {
+            label_y[i] = label_y[i - 1] + 12.0;
+        }
+    }
+    for ((x, y, a), ly) in placed.iter().zip(label_y) {
+        let right = *x < W - RIGHT - 160.0;
+        let _ = write!(
+            f.out,
+            "<path class=\"then mark-then\" d=\"M{} {}l4.5 4.5l-4.5 4.5l-4.5 -4.5z\"><title>{}</title></path><text class=\"nt\" x=\"{}\" y=\"{}\" text-anchor=\"{}\">{}</text>",
+            c(*x),
+            c(y - 4.5),
+            esc(&a.title),
+            c(if right { x + 8.0 } else { x - 8.0 }),
+            c(ly),
+            if right { "start" } else { "end" },
+            esc(&a.text)
+        );
     }
 }
 
@@ -624,6 +931,9 @@ pub struct Bar {
     pub value: f64,
     pub range: Option<(f64, f64)>,
     pub title: String,
+    /// Why the figure should not be taken at face value (its flags): the bar is drawn pale
+    /// with a dashed outline and a "!" mark above it, and the text is added to its hover.
+    pub flag: Option<String>,
 }
 
 /// Bars side by side for one label; `None` leaves a gap where a series has no value.
@@ -647,6 +957,9 @@ pub struct BarChart {
     pub y: Axis,
     pub series: Vec<BarSeries>,
     pub groups: Vec<BarGroup>,
+    /// Horizontal lines across the plot (a study's figure, the work itself), dashed and
+    /// neutral, named in the legend.
+    pub references: Vec<Reference>,
 }
 
 impl BarChart {
@@ -666,9 +979,8 @@ impl BarChart {
         } else {
             44.0
         };
-        let mut f = Frame::new(260.0 + bottom, bottom, aria);
         let mut colour = 0;
-        let legend: Vec<(String, usize, bool)> = self
+        let legend: Vec<Key> = self
             .series
             .iter()
             .map(|s| {
@@ -676,11 +988,35 @@ impl BarChart {
                 if !s.then {
                     colour += 1;
                 }
-                (s.name.clone(), k, false)
+                Key {
+                    name: s.name.clone(),
+                    colour: k,
+                    ..Key::default()
+                }
             })
             .collect();
-        if self.series.len() > 1 {
-            f.legend(&legend);
+        // The series' keys index the bars' colours; the references' keys follow them.
+        let mut keys = if self.series.len() > 1 {
+            legend.clone()
+        } else {
+            Vec::new()
+        };
+        keys.extend(self.references.iter().map(|r| Key {
+            name: r.name.clone(),
+            colour: THEN,
+            dash: Dash::Dashed,
+            ..Key::default()
+        }));
+        let shown = !keys.is_empty();
+        let extra = if shown {
+            Frame::legend_extra(Frame::legend_rows(&keys))
+        } else {
+            0.0
+        };
+        let mut f = Frame::new(260.0 + bottom + extra, bottom, aria);
+        f.top = TOP + extra;
+        if shown {
+            f.legend(&keys);
         }
         let values: Vec<f64> = self
             .groups
@@ -689,8 +1025,9 @@ impl BarChart {
             .flat_map(|b| {
                 std::iter::once(b.value).chain(b.range.into_iter().flat_map(|(lo, hi)| [lo, hi]))
             })
+            .chain(self.references.iter().map(|r| r.y))
             .collect();
-        let my = Mapper::new(&values, self.y.scale, true, f.plot_bottom(), TOP + 10.0);
+        let my = Mapper::new(&values, self.y.scale, true, f.plot_bottom(), f.top + 10.0);
         f.y_axis(&my, &self.y.label);
         let ns = self.series.len().max(1) as f64;
         let bar_w = ((slot * 0.8) / ns).min(40.0);
@@ -702,8 +1039,7 @@ impl BarChart {
             for (si, bar) in g.bars.iter().enumerate() {
                 let Some(b) = bar else { continue };
                 let class = match legend.get(si) {
-                    Some((_, k, _)) if *k == THEN => "then".to_string(),
-                    Some((_, k, _)) => format!("s{}", k % PALETTE),
+                    Some(k) => colour_class(k.colour),
                     None => "s0".to_string(),
                 };
                 let x = x0 + bar_w * si as f64;
@@ -715,14 +1051,19 @@ impl BarChart {
                     (base, y - base)
                 };
                 top = top.min(y_top);
+                let title = match &b.flag {
+                    Some(flag) => format!("{}; flagged: {flag}", b.title),
+                    None => b.title.clone(),
+                };
                 let _ = write!(
                     f.out,
-                    "<rect class=\"{class} bar\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}</title></rect>",
+                    "<rect class=\"{class} {}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}</title></rect>",
+                    if b.flag.is_some() { "flagged" } else { "bar" },
                     c(x + 1.0),
                     c(y_top),
                     c((bar_w - 2.0).max(1.0)),
                     c(h.max(if drawable { 0.5 } else { 0.0 })),
-                    esc(&b.title)
+                    esc(&title)
                 );
                 if let Some((lo, hi)) = b.range {
                     if lo.is_finite() && hi.is_finite() && (!my.log || lo > 0.0) {
@@ -744,6 +1085,21 @@ impl BarChart {
                         );
                     }
                 }
+                if b.flag.is_some() {
+                    // A warning mark above the bar (and its whisker), with the flags on hover.
+                    let xm = x + bar_w / 2.0;
+                    let ym = (top.min(y_top) - 3.0).max(f.top + 9.0);
+                    let _ = write!(
+                        f.out,
+                        "<g class=\"flagmark\"><path d=\"M{} {}l5.5 9.5h-11z\"/><text x=\"{}\" y=\"{}\" text-anchor=\"middle\">!</text><title>{}</title></g>",
+                        c(xm),
+                        c(ym - 9.5),
+                        c(xm),
+                        c(ym - 1.2),
+                        esc(&title)
+                    );
+                    top = top.min(ym - 10.0);
+                }
             }
             let xm = LEFT + slot * (gi as f64 + 0.5);
             if let Some(note) = &g.note {
@@ -751,7 +1107,7 @@ impl BarChart {
                     f.out,
                     "<text class=\"nt\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
                     c(xm),
-                    c((top - 4.0).max(TOP + 2.0)),
+                    c((top - 4.0).max(f.top + 2.0)),
                     esc(note)
                 );
             }
@@ -772,6 +1128,21 @@ impl BarChart {
                     esc(&g.label)
                 );
             }
+        }
+        for r in &self.references {
+            if !r.y.is_finite() || (my.log && r.y <= 0.0) {
+                continue;
+            }
+            let y = my.map(r.y);
+            let _ = write!(
+                f.out,
+                "<line class=\"then ln dash\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"><title>{}</title></line>",
+                c(LEFT),
+                c(y),
+                c(W - RIGHT),
+                c(y),
+                esc(&r.name),
+            );
         }
         let _ = write!(
             f.out,
@@ -991,6 +1362,7 @@ pub fn ratio_chart(rows: &[RatioRow], axis_label: &str, aria: &str) -> String {
         px1: W - RIGHT,
         ticks: ratio_ticks(span),
         bytes: false,
+        nines: false,
     };
     let yb = f.plot_bottom();
     // 1 first, then the others nearest to it, each at least 44 px from every tick kept.
@@ -1150,6 +1522,80 @@ mod tests {
     }
 
     #[test]
+    fn the_nines_axis_is_labelled_in_percent() {
+        assert_eq!(fmt_percentile(nines(0.5)), "50");
+        assert_eq!(fmt_percentile(nines(0.9)), "90");
+        assert_eq!(fmt_percentile(nines(0.99)), "99");
+        assert_eq!(fmt_percentile(nines(0.999)), "99.9");
+        assert_eq!(fmt_percentile(nines(0.9999)), "99.99");
+        let m = Mapper::new(&[nines(0.5), nines(0.998)], Scale::Nines, false, 0.0, 100.0);
+        let labels: Vec<String> = m.ticks.iter().map(|t| m.label(*t)).collect();
+        assert_eq!(labels, ["50", "90", "99", "99.9"]);
+        assert_eq!(m.map(nines(0.5)), 0.0);
+        assert_eq!(m.map(3.0), 100.0);
+    }
+
+    #[test]
+    fn flagged_bars_and_hollow_markers_are_drawn_as_such() {
+        let bars = BarChart {
+            y: Axis::linear("y"),
+            series: vec![BarSeries {
+                name: "now".into(),
+                then: false,
+            }],
+            groups: vec![BarGroup {
+                label: "g".into(),
+                bars: vec![Some(Bar {
+                    value: 2.0,
+                    range: Some((1.0, 3.0)),
+                    title: "t".into(),
+                    flag: Some("client_bound".into()),
+                })],
+                note: None,
+            }],
+            references: vec![Reference {
+                name: "the work itself".into(),
+                y: 1.0,
+                x_from: None,
+                x_to: None,
+            }],
+        };
+        let s = bars.svg("b");
+        assert!(s.contains("class=\"s0 flagged\"") && s.contains("flagmark"));
+        assert!(s.contains("t; flagged: client_bound"));
+        assert!(
+            s.contains(">the work itself</text>"),
+            "the reference is in the legend"
+        );
+        let line = LineChart {
+            x: Axis::nines("p"),
+            y: Axis::auto("y", &[1.0, 2.0]),
+            lines: vec![Line {
+                name: "a".into(),
+                points: vec![(nines(0.5), 1.0), (nines(0.99), 2.0)],
+                dash: Dash::Dotted,
+                hollow: true,
+                marker: Marker::Square,
+                titles: vec!["first".into(), "second".into()],
+                ..Line::default()
+            }],
+            references: vec![],
+            x_unit: "".into(),
+            y_unit: "".into(),
+            keys: vec![],
+            annotations: vec![Annotation {
+                x: nines(0.9),
+                y: 1.5,
+                text: "then".into(),
+                title: "the study".into(),
+            }],
+        };
+        let s = line.svg("l");
+        assert!(s.contains("ln dotted") && s.contains("<rect class=\"s0 hollow\""));
+        assert!(s.contains("<title>second</title>") && s.contains(">then</text>"));
+    }
+
+    #[test]
     fn log_scale_only_for_positive_data_spanning_decades() {
         assert!(spans_decades(&[1.0, 100.0]));
         assert!(!spans_decades(&[1.0, 10.0]));
@@ -1171,17 +1617,21 @@ mod tests {
                     points: vec![(0.0, -1.0), (1.0, 0.0), (2.0, 1e300)],
                     then: false,
                     colour: 3,
+                    ..Line::default()
                 },
                 Line {
                     name: "empty".into(),
                     points: vec![],
                     then: true,
                     colour: 0,
+                    ..Line::default()
                 },
             ],
             references: vec![],
             x_unit: "u".into(),
             y_unit: "u".into(),
+            keys: vec![],
+            annotations: vec![],
         };
         let s = line.svg("a");
         assert!(s.starts_with("<svg") && s.ends_with("</svg>"));
@@ -1197,9 +1647,16 @@ mod tests {
                         value: f64::NAN,
                         range: Some((f64::NAN, 1.0)),
                         title: "t".into(),
+                        flag: Some("client_bound".into()),
                     }),
                 ],
                 note: Some("n".into()),
+            }],
+            references: vec![Reference {
+                name: "r".into(),
+                y: f64::NAN,
+                x_from: None,
+                x_to: None,
             }],
         };
         let s = bars.svg("b");
