@@ -55,7 +55,7 @@ impl Mode {
     pub fn remeasure_budget(self) -> Duration {
         self.pick(
             Duration::from_secs(5),
-            Duration::from_secs(20),
+            Duration::from_secs(15),
             Duration::from_secs(600),
         )
     }
