@@ -320,7 +320,13 @@ impl Metric {
             batch: s.batch,
             noisy: s.is_noisy(),
             placement: placement.to_string(),
-            note: note.into(),
+            note: {
+                let mut n: String = note.into();
+                if let Some(f) = &s.phase {
+                    n.push_str(&f.note());
+                }
+                n
+            },
             historical: None,
             direction: unit.default_direction(),
             values: s.values.clone(),

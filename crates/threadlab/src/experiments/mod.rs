@@ -59,18 +59,22 @@ impl Mode {
                 samples: 7,
                 min_batch: Duration::from_micros(100),
                 budget: Duration::from_millis(20),
+                // Tiny runs check structure; the filter would only lengthen them.
+                phase_filter: false,
             },
             Mode::Quick => SamplerConfig {
                 warmup: Duration::from_millis(20),
                 samples: 11,
                 min_batch: Duration::from_millis(2),
                 budget: Duration::from_millis(400),
+                phase_filter: true,
             },
             Mode::Full => SamplerConfig {
                 warmup: Duration::from_millis(100),
                 samples: 31,
                 min_batch: Duration::from_millis(5),
                 budget: Duration::from_secs(4),
+                phase_filter: true,
             },
         }
     }
@@ -412,13 +416,20 @@ impl<'a> Interleaved<'a> {
         ctx.step(&format!("{} (interleaved)", names.join(", ")))?;
         let (specs, mut rows): (Vec<RowSpec>, Vec<InterleavedRow<'a>>) =
             self.rows.into_iter().unzip();
-        let results = ctx.sampler().interleaved(&mut rows)?;
+        let sampler = ctx.sampler();
+        let results = sampler.interleaved(&mut rows)?;
         drop(rows);
+        let rounds_note = results
+            .iter()
+            .find_map(|r| r.as_ref().ok().and_then(|s| s.phase))
+            .map(|f| f.note())
+            .unwrap_or_default();
         let mut measured: Vec<(String, Summary)> = Vec::new();
         for (spec, r) in specs.into_iter().zip(results) {
             match r {
                 Ok(s) => {
                     if !spec.hidden {
+                        // The phase filter's note comes with the summary.
                         out.add_ns(&spec.id, spec.unit, &s, spec.placement, spec.note)?;
                     }
                     measured.push((spec.id, s));
@@ -466,8 +477,15 @@ impl<'a> Interleaved<'a> {
                     .unwrap_or_default()
             });
             let batch = inputs[0].batch;
-            let m = Metric::from_values(&d.id, d.unit, &per_round, batch, placement, d.note)
-                .ok_or_else(|| Error::Fail(format!("{}: no finite values", d.id)))?;
+            let m = Metric::from_values(
+                &d.id,
+                d.unit,
+                &per_round,
+                batch,
+                placement,
+                format!("{}{rounds_note}", d.note),
+            )
+            .ok_or_else(|| Error::Fail(format!("{}: no finite values", d.id)))?;
             let m = out.add(m);
             if d.ratio {
                 m.ratio_of = Some([d.inputs[0].clone(), d.inputs[1].clone()]);

@@ -99,3 +99,39 @@ pub fn clock_cost_ns() -> f64 {
         last.duration_since(t).as_nanos() as f64 / 10_000.0
     })
 }
+
+/// A quick reading of the machine's phase, taken before each round of interleaved sampling:
+/// the time of 40,000 iterations of the throughput-bound loop and of one getppid (over 200),
+/// in ns, each the faster of two readings (about 0.2 ms in all). A round whose reading is well
+/// above the best of its group was taken while the host was taking the core.
+pub fn phase_probe() -> [f64; 2] {
+    let wide = || {
+        let t = Instant::now();
+        let [mut a, mut b, mut c, mut d] = std::hint::black_box([1u64, 2, 3, 4]);
+        for i in 0..40_000u64 {
+            a = a.wrapping_add(i ^ 1);
+            b = b.wrapping_add(i ^ 2);
+            c = c.wrapping_add(i ^ 3);
+            d = d.wrapping_add(i ^ 4);
+            // SAFETY: an empty template; it only claims to read and write four registers.
+            unsafe {
+                std::arch::asm!(
+                    "/* {0} {1} {2} {3} */",
+                    inout(reg) a, inout(reg) b, inout(reg) c, inout(reg) d,
+                    options(nomem, nostack, preserves_flags)
+                )
+            };
+        }
+        std::hint::black_box([a, b, c, d]);
+        t.elapsed().as_nanos() as f64
+    };
+    let syscall = || {
+        let t = Instant::now();
+        for _ in 0..200 {
+            // SAFETY: getppid has no preconditions and cannot fail.
+            std::hint::black_box(unsafe { libc::syscall(libc::SYS_getppid) });
+        }
+        t.elapsed().as_nanos() as f64 / 200.0
+    };
+    [wide().min(wide()), syscall().min(syscall())]
+}

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
+use crate::measure::drift::phase_probe;
 use crate::measure::stats::Summary;
 
 /// A batch this many times longer than the calibrated length gets re-sized.
@@ -26,7 +27,83 @@ pub struct SamplerConfig {
     pub min_batch: Duration,
     /// Soft limit for one metric: past it, sampling stops at MIN_SAMPLES.
     pub budget: Duration,
+    /// Read the machine's phase around every sample and set aside samples the host disturbed
+    /// (see `PhaseLog`). Off in unit tests, whose batches are synthetic.
+    pub phase_filter: bool,
 }
+
+/// The machine's phase read around every sample (round): before the first, then after each.
+/// A sample is quiet when the readings on both sides of it are within `QUIET_MARGIN` of the
+/// best readings of its group; when at least `MIN_SAMPLES` are quiet, only those are kept. A
+/// phase of the host that slows the core (a co-tenant on the core's other hyper-thread, the
+/// host's own work) lasts seconds and shows in both readings; the samples taken in it are
+/// set aside, so runs taken in different phases report the same machine. Each reading costs
+/// about 0.2 ms.
+struct PhaseLog {
+    on: bool,
+    phases: Vec<[f64; 2]>,
+}
+
+impl PhaseLog {
+    fn new(on: bool) -> PhaseLog {
+        let mut phases = Vec::new();
+        if on {
+            phases.push(phase_probe());
+        }
+        PhaseLog { on, phases }
+    }
+
+    /// After a sample (or a round of samples).
+    fn read(&mut self) {
+        if self.on {
+            self.phases.push(phase_probe());
+        }
+    }
+
+    fn quiet(&self) -> usize {
+        if self.on {
+            quiet_rounds(&self.phases).len()
+        } else {
+            self.phases.len()
+        }
+    }
+
+    /// Enough quiet samples to stop: `target` of them; or `MIN_SAMPLES` once the budget is
+    /// spent; or, on a machine disturbed throughout, when twice the budget or four times the
+    /// target have gone by.
+    fn done(&self, taken: usize, target: usize, spent: Duration, budget: Duration) -> bool {
+        if !self.on {
+            return taken >= target || (taken >= MIN_SAMPLES && spent > budget);
+        }
+        let quiet = self.quiet();
+        quiet >= target
+            || (spent > budget && quiet >= MIN_SAMPLES)
+            || (taken >= MIN_SAMPLES && (spent > budget * 2 || taken >= 4 * target))
+    }
+
+    /// Which of the `taken` samples to keep, and what was done, for the metric's note.
+    fn select(&self, taken: usize) -> (Vec<usize>, Option<PhaseFilter>) {
+        if !self.on {
+            return ((0..taken).collect(), None);
+        }
+        let quiet = quiet_rounds(&self.phases);
+        let n_quiet = quiet.len();
+        let keep: Vec<usize> = if n_quiet >= MIN_SAMPLES {
+            quiet
+        } else {
+            (0..taken).collect()
+        };
+        let f = PhaseFilter {
+            taken,
+            quiet: n_quiet,
+            kept: keep.len(),
+        };
+        (keep, Some(f))
+    }
+}
+
+/// What the phase filter did to a metric's samples.
+pub use crate::measure::stats::PhaseFilter;
 
 /// One operation of an interleaved group: its batch closure (runs `n` operations, returns the
 /// time they took) and, for slow or stateful operations, a fixed batch size.
@@ -156,11 +233,17 @@ impl<'a> Sampler<'a> {
                 (_, Some(reason)) | (Err(reason), None) => Err(reason),
             });
         }
-        let rounds = self.cfg.samples.max(MIN_SAMPLES);
+        let target = self.cfg.samples.max(MIN_SAMPLES);
         let budget = self.cfg.budget * rows.len().max(1) as u32;
         let start = Instant::now();
-        // Round 0 is a warm-up: every row has cooled while the others calibrated.
-        for round in 0..=rounds {
+        // Round 0 is a warm-up: every row has cooled while the others calibrated. The phase
+        // log starts after it, so every sampled round has a reading before and after it.
+        let mut log = PhaseLog::new(false);
+        let mut round = 0usize;
+        loop {
+            if round == 1 {
+                log = PhaseLog::new(self.cfg.phase_filter);
+            }
             for (row, st) in rows.iter_mut().zip(state.iter_mut()) {
                 let Ok((iters, samples)) = st else { continue };
                 self.cancel.check()?;
@@ -181,16 +264,36 @@ impl<'a> Sampler<'a> {
                         ((self.cfg.min_batch.as_secs_f64() * 1.2 / per_op).ceil() as u64).max(1);
                 }
             }
-            if round >= MIN_SAMPLES && start.elapsed() > budget {
-                break;
+            if round > 0 {
+                log.read();
+                if log.done(round, target, start.elapsed(), budget) {
+                    break;
+                }
             }
+            round += 1;
         }
+        let (keep, filter) = log.select(round);
+        let state: Vec<std::result::Result<(u64, Vec<f64>), String>> = state
+            .into_iter()
+            .map(|st| {
+                st.map(|(iters, samples)| {
+                    let kept = keep
+                        .iter()
+                        .filter_map(|&k| samples.get(k).copied())
+                        .collect();
+                    (iters, kept)
+                })
+            })
+            .collect();
+        let filter_of = filter;
         Ok(state
             .into_iter()
             .map(|st| {
                 st.and_then(|(iters, samples)| {
-                    Summary::from_samples(&samples, iters)
-                        .ok_or_else(|| "the samples were not finite numbers".to_string())
+                    let mut s = Summary::from_samples(&samples, iters)
+                        .ok_or_else(|| "the samples were not finite numbers".to_string())?;
+                    s.phase = filter_of;
+                    Ok(s)
                 })
             })
             .collect())
@@ -216,11 +319,14 @@ impl<'a> Sampler<'a> {
         mut batch: impl FnMut(u64) -> Result<Duration>,
         start: Instant,
     ) -> Result<Summary> {
-        let mut samples = Vec::with_capacity(self.cfg.samples);
-        while samples.len() < self.cfg.samples.max(MIN_SAMPLES) {
+        let target = self.cfg.samples.max(MIN_SAMPLES);
+        let mut samples = Vec::with_capacity(target);
+        let mut log = PhaseLog::new(self.cfg.phase_filter);
+        loop {
             self.cancel.check()?;
             let took = batch(iters)?;
             samples.push(took.as_nanos() as f64 / iters as f64);
+            log.read();
             // An operation whose cost jumped after calibration (a lock convoy, a cache that
             // stopped fitting) would make every later batch far too long: re-size the batch to
             // the cost just seen. Samples stay per-operation, so they remain comparable.
@@ -228,12 +334,11 @@ impl<'a> Sampler<'a> {
                 let per_op = took.as_secs_f64() / iters as f64;
                 iters = ((self.cfg.min_batch.as_secs_f64() * 1.2 / per_op).ceil() as u64).max(1);
             }
-            if samples.len() >= MIN_SAMPLES && start.elapsed() > self.cfg.budget {
+            if log.done(samples.len(), target, start.elapsed(), self.cfg.budget) {
                 break;
             }
         }
-        Summary::from_samples(&samples, iters)
-            .ok_or_else(|| Error::Fail("the samples were not finite numbers".into()))
+        summarise(&samples, iters, &log)
     }
 
     /// Statistics over values the caller measured itself, one per sample (already per-op).
@@ -243,17 +348,49 @@ impl<'a> Sampler<'a> {
             self.cancel.check()?;
             sample()?;
         }
-        let mut samples = Vec::with_capacity(self.cfg.samples);
-        while samples.len() < self.cfg.samples.max(MIN_SAMPLES) {
+        let target = self.cfg.samples.max(MIN_SAMPLES);
+        let mut samples = Vec::with_capacity(target);
+        let mut log = PhaseLog::new(self.cfg.phase_filter);
+        loop {
             self.cancel.check()?;
             samples.push(sample()?);
-            if samples.len() >= MIN_SAMPLES && start.elapsed() > self.cfg.budget {
+            log.read();
+            if log.done(samples.len(), target, start.elapsed(), self.cfg.budget) {
                 break;
             }
         }
-        Summary::from_samples(&samples, batch)
-            .ok_or_else(|| Error::Fail("the samples were not finite numbers".into()))
+        summarise(&samples, batch, &log)
     }
+}
+
+/// The summary of the samples the phase log keeps, saying what it set aside.
+fn summarise(samples: &[f64], batch: u64, log: &PhaseLog) -> Result<Summary> {
+    let (keep, filter) = log.select(samples.len());
+    let kept: Vec<f64> = keep
+        .iter()
+        .filter_map(|&k| samples.get(k).copied())
+        .collect();
+    let mut s = Summary::from_samples(&kept, batch)
+        .ok_or_else(|| Error::Fail("the samples were not finite numbers".into()))?;
+    s.phase = filter;
+    Ok(s)
+}
+
+/// A reading counts as quiet when both of its parts are within `QUIET_MARGIN` of the best
+/// reading of its group.
+pub const QUIET_MARGIN: f64 = 0.10;
+
+/// The rounds taken while the machine was quiet: `phases[k]` is read before round k and
+/// `phases[k + 1]` after it, and a round is quiet when both are (a phase of the host that began
+/// in the middle of a round shows in the reading after it).
+pub fn quiet_rounds(phases: &[[f64; 2]]) -> Vec<usize> {
+    let best = |k: usize| phases.iter().map(|p| p[k]).fold(f64::INFINITY, f64::min);
+    let (bw, bs) = (best(0), best(1));
+    let quiet =
+        |p: &[f64; 2]| p[0] <= bw * (1.0 + QUIET_MARGIN) && p[1] <= bs * (1.0 + QUIET_MARGIN);
+    (0..phases.len().saturating_sub(1))
+        .filter(|&k| quiet(&phases[k]) && quiet(&phases[k + 1]))
+        .collect()
 }
 
 #[cfg(test)]
@@ -266,6 +403,7 @@ mod tests {
             samples: 9,
             min_batch: Duration::from_micros(200),
             budget: Duration::from_secs(5),
+            phase_filter: false,
         }
     }
 
@@ -382,6 +520,24 @@ mod tests {
         assert_eq!(out[1].as_ref().unwrap_err(), "gone");
         let mut rows = vec![InterleavedRow::new(|_| Err(Error::Fail("broken".into())))];
         assert!(matches!(s.interleaved(&mut rows), Err(Error::Fail(_))));
+    }
+
+    #[test]
+    fn rounds_the_host_disturbed_are_set_aside() {
+        // Readings between rounds: round k lies between readings k and k + 1.
+        let phases = [
+            [100.0, 50.0],
+            [104.0, 52.0],
+            [109.0, 54.0],
+            [160.0, 50.0], // the core was shared: the throughput loop slowed
+            [101.0, 51.0],
+            [101.0, 80.0], // the kernel path slowed
+            [102.0, 50.0],
+            [103.0, 51.0],
+        ];
+        assert_eq!(quiet_rounds(&phases), vec![0, 1, 6]);
+        assert!(quiet_rounds(&[]).is_empty());
+        assert!(quiet_rounds(&[[1.0, 1.0]]).is_empty());
     }
 
     #[test]

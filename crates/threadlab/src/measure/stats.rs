@@ -22,6 +22,40 @@ pub struct Summary {
     pub cv: f64,
     /// The samples, in the order taken.
     pub values: Vec<f64>,
+    /// When the sampler set aside samples the host disturbed: how many it took, how many
+    /// were quiet, how many it kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<PhaseFilter>,
+}
+
+/// What the sampler's phase filter did (measure::sampler::PhaseLog).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseFilter {
+    pub taken: usize,
+    pub quiet: usize,
+    pub kept: usize,
+}
+
+impl PhaseFilter {
+    /// For the metric's note; empty when every sample was quiet.
+    pub fn note(&self) -> String {
+        if self.kept < self.taken {
+            format!(
+                "; {} of {} samples kept: the others were taken while this machine was \
+                 disturbed (a throughput-bound or system-call reference read on either side of \
+                 the sample was over 10% slower than its best for this metric)",
+                self.kept, self.taken
+            )
+        } else if self.quiet < self.taken {
+            format!(
+                "; this machine was disturbed during most samples (only {} of {} were quiet), \
+                 so all were kept: read the spread",
+                self.quiet, self.taken
+            )
+        } else {
+            String::new()
+        }
+    }
 }
 
 impl Summary {
@@ -45,6 +79,7 @@ impl Summary {
             mean,
             cv: cv(samples),
             values: samples.to_vec(),
+            phase: None,
         })
     }
 
@@ -62,7 +97,9 @@ impl Summary {
     /// that is not finite.
     pub fn map(&self, f: impl Fn(f64) -> f64) -> Option<Summary> {
         let v: Vec<f64> = self.values.iter().map(|&x| f(x)).collect();
-        Summary::from_samples(&v, self.batch)
+        let mut s = Summary::from_samples(&v, self.batch)?;
+        s.phase = self.phase;
+        Some(s)
     }
 }
 

@@ -237,6 +237,7 @@ mod tests {
                 samples: 7,
                 min_batch: Duration::from_micros(300),
                 budget: Duration::from_millis(50),
+                phase_filter: false,
             },
             cancel,
         )
