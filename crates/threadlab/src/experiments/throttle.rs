@@ -363,7 +363,7 @@ const INFO: Info = Info {
     name: "throttle",
     study: &seeds::DELPHI_2010S,
     measures: "64 CPU-bound workers admitted N at a time: time and context switches per N, best N, pool size to use",
-    rough_secs: [0.3, 6.0, 120.0],
+    rough_secs: [0.3, 11.0, 160.0],
 };
 
 impl Experiment for ThrottleExperiment {
@@ -374,7 +374,7 @@ impl Experiment for ThrottleExperiment {
     fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let per_worker: u64 = ctx.mode.pick(20_000, 4_000_000, 30_000_000);
         // Mann-Whitney needs at least 4 runs a side to reach p < 0.05 at all.
-        let reps = ctx.mode.pick(4, 5, 5);
+        let reps = ctx.mode.pick(4, 7, 7);
         let kernel_limits: Vec<Option<usize>> = match ctx.mode {
             Mode::Tiny => vec![Some(1), Some(2), None],
             Mode::Quick => vec![Some(1), Some(2), Some(3), Some(4), Some(8), Some(64), None],
