@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::measure::env::Environment;
-use crate::measure::stats::{two_modes, ModeCluster, Summary, NOISY_IQR_FRACTION};
+use crate::measure::stats::{two_modes, ModeCluster, PhaseFilter, Summary, NOISY_IQR_FRACTION};
 use crate::measure::units::{Direction, Unit};
 
 /// Bumped whenever a field is renamed or its meaning changes; adding a field does not bump it.
@@ -226,6 +226,9 @@ pub struct Metric {
     /// For a ratio row: the two metrics it divides, computed per round of interleaved sampling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ratio_of: Option<[String; 2]>,
+    /// What the sampler's phase filter did: samples taken, quiet, kept (see the note).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<PhaseFilter>,
     /// Why this figure should not be taken at face value, as stable snake_case names (the
     /// server experiment: `client_bound`, `listen_overflow`, `little_law_mismatch`,
     /// `saturated`, `errors`); empty when there is nothing to say.
@@ -332,6 +335,7 @@ impl Metric {
             values: s.values.clone(),
             modes,
             ratio_of: None,
+            phase: s.phase,
             flags: Vec::new(),
             histograms: Vec::new(),
         }
@@ -365,6 +369,7 @@ impl Metric {
             values: vec![value],
             modes: None,
             ratio_of: None,
+            phase: None,
             flags: Vec::new(),
             histograms: Vec::new(),
         }

@@ -414,6 +414,8 @@ fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: 
         note,
         values,
         modes,
+        // The medians of the runs are not samples the sampler filtered.
+        phase,
         // Kept from the metric as the runs reported it.
         historical: _,
         direction: _,
@@ -438,6 +440,7 @@ fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: 
         note,
         values,
         modes,
+        phase,
         historical: m.historical.clone(),
         direction: m.direction,
         ratio_of: m.ratio_of.clone(),

@@ -529,8 +529,16 @@ fn pair_row(
     let a_side = side(ma);
     raise(a_side.spread_pct, "A's spread (IQR/median)".into());
     raise(b_side.spread_pct, "B's spread (IQR/median)".into());
-    raise(cpu_drift_pct(ea), "A's drift during the experiment".into());
-    raise(cpu_drift_pct(eb), "B's drift during the experiment".into());
+    // An experiment's drift says what its samples went through, unless the sampler kept only
+    // samples taken while the machine was quiet (the metric's `phase`): then the drift around
+    // the experiment says nothing about them.
+    let filtered = |m: &Metric| m.phase.is_some_and(|f| f.quiet >= f.kept && f.kept > 0);
+    if !filtered(ma) {
+        raise(cpu_drift_pct(ea), "A's drift during the experiment".into());
+    }
+    if !filtered(mb) {
+        raise(cpu_drift_pct(eb), "B's drift during the experiment".into());
+    }
     if same_machine {
         raise(
             machine_shift_pct(ea, eb),
