@@ -22,9 +22,12 @@ pub(crate) fn install_handler() {
         // SAFETY: `on_fault` has the SA_SIGINFO signature and is async-signal-safe (it formats
         // into a stack buffer and calls write, abort or the previous handler). This runs once,
         // before any fault handler of ours can read PREV_*, which are written only here.
+        // Every signal is blocked while it runs: a preemption tick arriving during the handler
+        // would otherwise nest its own frame on the (small) alternate stack and could overflow
+        // it, and the process would die silently instead of naming the thread.
         unsafe {
-            PREV_SEGV = sys::install_sigaction(libc::SIGSEGV, handler, flags);
-            PREV_BUS = sys::install_sigaction(libc::SIGBUS, handler, flags);
+            PREV_SEGV = sys::install_sigaction(libc::SIGSEGV, handler, flags, true);
+            PREV_BUS = sys::install_sigaction(libc::SIGBUS, handler, flags, true);
         }
     });
 }
@@ -101,28 +104,41 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut 
             // Restore the default action and return: the faulting instruction re-executes and
             // the process dies with the original signal (core dump as usual).
             // SAFETY: SIG_DFL is always a valid disposition.
-            unsafe { sys::install_sigaction(sig, libc::SIG_DFL, 0) };
+            unsafe { sys::install_sigaction(sig, libc::SIG_DFL, 0, false) };
         }
     }
 }
 
-/// An alternate signal stack for the carrier's OS thread, installed only if the thread has none
-/// (Rust's runtime gives its threads one already).
+/// Size of the alternate signal stack a carrier needs: the fault handler formats its message
+/// there (in a debug build `core::fmt` alone takes several KiB) and the kernel's signal frame
+/// with the full register state takes up to a few KiB more. The 8 KiB (`SIGSTKSZ`) stack Rust
+/// gives its threads is not always enough.
+const ALT_STACK_SIZE: usize = 64 * 1024;
+
+/// An alternate signal stack of at least [`ALT_STACK_SIZE`] for the carrier's OS thread. A
+/// smaller one already installed (Rust's) is replaced for the carrier's lifetime and put back
+/// when it ends.
 pub(crate) struct AltStack {
-    mem: Option<(usize, usize)>,
+    /// Our mapping (base, length including the guard page) and the stack it replaced.
+    mem: Option<(usize, usize, libc::stack_t)>,
 }
 
 impl AltStack {
     pub(crate) fn ensure() -> AltStack {
-        // SAFETY: querying the current alternate stack with a valid out-pointer.
+        // SAFETY: querying the current alternate stack with a valid out-pointer; mapping,
+        // protecting and installing a fresh region that nothing else refers to. We are not
+        // running on the alternate stack (this is called from block_on), so replacing it is
+        // allowed (sigaltstack fails with EPERM otherwise, and we keep the old one).
         unsafe {
             let mut cur: libc::stack_t = core::mem::zeroed();
-            if libc::sigaltstack(core::ptr::null(), &mut cur) == 0
-                && cur.ss_flags & libc::SS_DISABLE == 0
-            {
+            if libc::sigaltstack(core::ptr::null(), &mut cur) != 0 {
                 return AltStack { mem: None };
             }
-            let len = 64 * 1024;
+            if cur.ss_flags & libc::SS_DISABLE == 0 && cur.ss_size >= ALT_STACK_SIZE {
+                return AltStack { mem: None };
+            }
+            let page = crate::stack::page_size();
+            let len = ALT_STACK_SIZE + page;
             let p = libc::mmap(
                 core::ptr::null_mut(),
                 len,
@@ -134,17 +150,19 @@ impl AltStack {
             if p == libc::MAP_FAILED {
                 return AltStack { mem: None };
             }
+            // A guard page below the alternate stack: overflowing it is a clean fault.
+            libc::mprotect(p, page, libc::PROT_NONE);
             let st = libc::stack_t {
-                ss_sp: p,
+                ss_sp: (p as usize + page) as *mut libc::c_void,
                 ss_flags: 0,
-                ss_size: len,
+                ss_size: ALT_STACK_SIZE,
             };
             if libc::sigaltstack(&st, core::ptr::null_mut()) != 0 {
                 libc::munmap(p, len);
                 return AltStack { mem: None };
             }
             AltStack {
-                mem: Some((p as usize, len)),
+                mem: Some((p as usize, len, cur)),
             }
         }
     }
@@ -152,16 +170,25 @@ impl AltStack {
 
 impl Drop for AltStack {
     fn drop(&mut self) {
-        if let Some((p, len)) = self.mem {
-            // SAFETY: we installed this alternate stack; disable it before unmapping. We are not
-            // running on it (drop happens in block_on on the normal stack).
+        if let Some((p, len, prev)) = self.mem {
+            // SAFETY: we installed this alternate stack; put back the one it replaced (or
+            // disable it) before unmapping. We are not running on it (drop happens in block_on
+            // on the normal stack).
             unsafe {
-                let st = libc::stack_t {
-                    ss_sp: core::ptr::null_mut(),
-                    ss_flags: libc::SS_DISABLE,
-                    ss_size: 0,
+                let restore = if prev.ss_flags & libc::SS_DISABLE == 0 {
+                    libc::stack_t {
+                        ss_sp: prev.ss_sp,
+                        ss_flags: 0,
+                        ss_size: prev.ss_size,
+                    }
+                } else {
+                    libc::stack_t {
+                        ss_sp: core::ptr::null_mut(),
+                        ss_flags: libc::SS_DISABLE,
+                        ss_size: 0,
+                    }
                 };
-                libc::sigaltstack(&st, core::ptr::null_mut());
+                libc::sigaltstack(&restore, core::ptr::null_mut());
                 libc::munmap(p as *mut libc::c_void, len);
             }
         }

@@ -53,8 +53,9 @@ pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Durati
     futex(word, libc::FUTEX_WAIT, expected, tsp);
 }
 
-/// Installs `handler` for `sig` with `flags` and an empty mask; returns the previous action,
-/// or `None` if the kernel refused.
+/// Installs `handler` for `sig` with `flags`; while it runs, the kernel blocks `sig` (unless
+/// `SA_NODEFER`) and, with `block_all`, every other signal too. Returns the previous action, or
+/// `None` if the kernel refused.
 ///
 /// # Safety
 /// `handler` is `SIG_DFL`, `SIG_IGN`, or a function with the signature `flags` implies
@@ -63,14 +64,19 @@ pub(crate) unsafe fn install_sigaction(
     sig: libc::c_int,
     handler: libc::sighandler_t,
     flags: libc::c_int,
+    block_all: bool,
 ) -> Option<libc::sigaction> {
     // SAFETY: zeroed sigaction and sigset_t are valid starting points; we fill handler, flags
-    // and an empty mask. The handler's soundness is the caller's contract.
+    // and the mask. The handler's soundness is the caller's contract.
     unsafe {
         let mut sa: libc::sigaction = core::mem::zeroed();
         sa.sa_sigaction = handler;
         sa.sa_flags = flags;
-        libc::sigemptyset(&mut sa.sa_mask);
+        if block_all {
+            libc::sigfillset(&mut sa.sa_mask);
+        } else {
+            libc::sigemptyset(&mut sa.sa_mask);
+        }
         let mut old: libc::sigaction = core::mem::zeroed();
         (libc::sigaction(sig, &sa, &mut old) == 0).then_some(old)
     }

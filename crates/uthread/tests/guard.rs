@@ -82,3 +82,48 @@ fn overflow_is_reported_by_name_cooperative() {
 fn overflow_is_reported_by_name_preemptive() {
     run_child("preemptive");
 }
+
+fn current_alt_stack() -> libc::stack_t {
+    // SAFETY: querying the alternate signal stack with a valid out-pointer.
+    unsafe {
+        let mut st: libc::stack_t = std::mem::zeroed();
+        assert_eq!(libc::sigaltstack(std::ptr::null(), &mut st), 0);
+        st
+    }
+}
+
+/// The fault handler formats its message on the alternate signal stack; Rust's own (8 KiB) is
+/// too small for that in a debug build once a signal frame sits on it too. A carrier runs with
+/// a larger one and gives the thread's own back when it ends.
+#[test]
+fn carrier_has_a_large_alternate_stack_and_restores_the_old_one() {
+    let before = current_alt_stack();
+    let rt = uthread::Runtime::builder().build().unwrap();
+    let inside = rt.block_on(|| {
+        let st = current_alt_stack();
+        (st.ss_flags, st.ss_size)
+    });
+    assert_eq!(
+        inside.0 & libc::SS_DISABLE,
+        0,
+        "no alternate stack in the carrier"
+    );
+    assert!(
+        inside.1 >= 64 * 1024,
+        "alternate stack of {} bytes",
+        inside.1
+    );
+    let after = current_alt_stack();
+    assert_eq!(
+        (
+            after.ss_sp,
+            after.ss_size,
+            after.ss_flags & libc::SS_DISABLE
+        ),
+        (
+            before.ss_sp,
+            before.ss_size,
+            before.ss_flags & libc::SS_DISABLE
+        )
+    );
+}

@@ -58,6 +58,7 @@ pub(super) fn install_handler() {
                 PREEMPT_SIGNAL,
                 on_tick as *const () as libc::sighandler_t,
                 libc::SA_SIGINFO | libc::SA_RESTART,
+                false,
             );
         }
     });
