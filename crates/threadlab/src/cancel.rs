@@ -121,8 +121,11 @@ extern "C" fn on_signal(sig: libc::c_int) {
         let pid = slot.load(Ordering::SeqCst);
         if pid > 0 {
             // SAFETY: kill is async-signal-safe; the pid is our own unreaped child (its guard
-            // clears the slot before reaping it), so it cannot name another process.
+            // clears the slot before reaping it), so it cannot name another process. Supervised
+            // children lead a process group of their own (same id): killing the group ends
+            // what they started too (a compiler, a linker, a server's forks).
             unsafe {
+                libc::kill(-pid, libc::SIGKILL);
                 libc::kill(pid, libc::SIGKILL);
             }
         }

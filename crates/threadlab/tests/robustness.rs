@@ -239,10 +239,25 @@ fn a_closed_stdout_or_stderr_is_not_an_error_of_the_run() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
-/// Live pids whose process group is `pgid`. Zombies are left out: they have ended and only
-/// wait to be reaped, by init when their parent ended first (the Go toolchain's compiler and
-/// linker, which a terminal's Ctrl-C reaches together with `go` itself).
-fn group_members(pgid: i32) -> Vec<i32> {
+/// Starts `cmd` as the leader of a new session: threadlab and everything it starts (in
+/// process groups of their own, and orphans reparented to init) keep that session's id, so
+/// what is left of them can be found afterwards.
+fn in_own_session(cmd: &mut Command) -> &mut Command {
+    // SAFETY: the hook runs between fork and exec and only calls setsid, which is
+    // async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Live pids of session `sid`. Zombies are left out: they have ended and only wait to be
+/// reaped, by init when their parent ended first.
+fn session_members(sid: i32) -> Vec<i32> {
     let mut found = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
@@ -253,8 +268,8 @@ fn group_members(pgid: i32) -> Vec<i32> {
             .rsplit_once(')')
             .map(|(_, r)| r.split_whitespace().collect())
             .unwrap_or_default();
-        let pg = fields.get(2).and_then(|v| v.parse::<i32>().ok());
-        if pg == Some(pgid) && fields.first() != Some(&"Z") {
+        let session = fields.get(3).and_then(|v| v.parse::<i32>().ok());
+        if session == Some(sid) && fields.first() != Some(&"Z") {
             found.push(pid);
         }
     }
@@ -282,8 +297,8 @@ fn signals_at_random_moments_end_the_run_cleanly() {
     for round in 0..6 {
         let (sig, code) = signals[round % 3];
         let json = d.join(format!("r{round}.json"));
-        // Its own process group, so every process it starts can be found afterwards.
-        let mut child = threadlab()
+        // Its own session, so every process it starts can be found afterwards.
+        let mut child = in_own_session(&mut threadlab())
             .args([
                 "run",
                 "create",
@@ -296,15 +311,14 @@ fn signals_at_random_moments_end_the_run_cleanly() {
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .process_group(0)
             .spawn()
             .unwrap();
-        let pgid = child.id() as i32;
+        let sid = child.id() as i32;
         std::thread::sleep(Duration::from_millis(50 + next(&mut seed) % 1500));
         let sent = Instant::now();
         // SAFETY: kill on our own child's pid.
         unsafe {
-            libc::kill(pgid, sig);
+            libc::kill(sid, sig);
         }
         let status = loop {
             if let Some(s) = child.try_wait().unwrap() {
@@ -321,7 +335,7 @@ fn signals_at_random_moments_end_the_run_cleanly() {
         let c = status.code();
         assert!(c == Some(code) || c == Some(0), "round {round}: {status:?}");
         std::thread::sleep(Duration::from_millis(50));
-        let left: Vec<String> = group_members(pgid)
+        let left: Vec<String> = session_members(sid)
             .iter()
             .map(|p| {
                 let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
@@ -352,7 +366,7 @@ fn signals_at_random_moments_end_the_run_cleanly() {
 fn a_second_signal_ends_at_once_and_leaves_nothing_behind() {
     let d = scratch("second");
     let json = d.join("r.json");
-    let mut child = threadlab()
+    let mut child = in_own_session(&mut threadlab())
         .args([
             "run",
             "switch",
@@ -364,22 +378,57 @@ fn a_second_signal_ends_at_once_and_leaves_nothing_behind() {
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .process_group(0)
         .spawn()
         .unwrap();
-    let pgid = child.id() as i32;
-    std::thread::sleep(Duration::from_millis(400));
+    let sid = child.id() as i32;
+    // The moment that matters most: a Go build under way, whose compiler or linker (started by
+    // `go`, not by threadlab) must end too. Without a Go toolchain, 400 ms into the run.
+    let began = Instant::now();
+    let names = || -> Vec<String> {
+        session_members(sid)
+            .iter()
+            .map(|p| {
+                let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+                comm.trim().to_string()
+            })
+            .collect()
+    };
+    loop {
+        let now = names();
+        let tool = now.iter().any(|n| n == "compile" || n == "link");
+        let building = now.iter().any(|n| n == "go");
+        let waited = began.elapsed();
+        if tool
+            || (waited >= Duration::from_millis(400) && !building)
+            || waited >= Duration::from_secs(20)
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
     for _ in 0..2 {
         // SAFETY: kill on our own child's pid.
         unsafe {
-            libc::kill(pgid, libc::SIGTERM);
+            libc::kill(sid, libc::SIGTERM);
         }
         std::thread::sleep(Duration::from_millis(2));
     }
     let status = child.wait().unwrap();
     assert!(matches!(status.code(), Some(143) | Some(0)), "{status:?}");
-    std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(group_members(pgid), Vec::<i32>::new());
+    // Every child and helper ends within a second (the Go toolchain's compiler and linker,
+    // started by a build the signals interrupted, included).
+    let began = Instant::now();
+    while !session_members(sid).is_empty() && began.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let left: Vec<String> = session_members(sid)
+        .iter()
+        .map(|p| {
+            let cmd = std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            format!("{p}: {}", cmd.replace('\0', " "))
+        })
+        .collect();
+    assert!(left.is_empty(), "still running after 1 s: {left:?}");
     for e in std::fs::read_dir(&d).unwrap().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         assert!(!name.ends_with(".tmp"), "temporary file {name} left");

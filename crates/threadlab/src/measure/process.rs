@@ -232,7 +232,11 @@ pub struct Supervised {
 }
 
 impl Supervised {
+    /// Starts `cmd` as the leader of a process group of its own, so that whatever it starts
+    /// (the Go toolchain's compiler and linker, a forking server's children) can be ended with
+    /// it by one `kill` of the group, even a process forked an instant before.
     pub fn spawn(cmd: &mut std::process::Command, what: &str) -> std::io::Result<Supervised> {
+        std::os::unix::process::CommandExt::process_group(cmd, 0);
         let child = cmd.spawn()?;
         // `registered` is Some while the child may still run: it doubles as "not yet reaped".
         let registered = Some(crate::cancel::ChildGuard::register(child.id() as i32));
@@ -299,9 +303,18 @@ impl Supervised {
         }
     }
 
-    /// Ends the program and its descendants at once (SIGKILL) and reaps it.
+    /// Ends the program and its descendants at once (SIGKILL) and reaps it: its process group
+    /// first (the kernel makes that atomic with forks in the group), then any descendant that
+    /// moved to a group of its own.
     pub fn kill(&mut self) {
         let pid = self.child.id() as libc::pid_t;
+        if self.registered.is_some() {
+            // SAFETY: kill has no memory preconditions. The child is not reaped (registered),
+            // so its pid, which is its group's id, names no other process or group.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
         let below = descendants(pid);
         let _ = self.child.kill();
         for p in below {
