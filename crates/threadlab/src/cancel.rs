@@ -8,9 +8,10 @@
 //!
 //! A second signal ends the process at once, from the handler, with only async-signal-safe
 //! calls: it SIGKILLs the child processes registered by `ChildGuard` (the Go toolchain, a
-//! probe, the Go peer), unlinks the temporary files registered by `TempFileGuard` (a results
-//! file being written), and `_exit`s with 128 + the signal. Forked measurement partners die
-//! with the lab anyway (PR_SET_PDEATHSIG).
+//! probe, the Go peer) with everything they started (`measure::proctree`), unlinks the
+//! temporary files registered by `TempFileGuard` (a results file being written), and `_exit`s
+//! with 128 + the signal. Forked measurement partners die with the lab anyway
+//! (PR_SET_PDEATHSIG).
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -120,14 +121,10 @@ extern "C" fn on_signal(sig: libc::c_int) {
     for slot in CHILDREN.iter() {
         let pid = slot.load(Ordering::SeqCst);
         if pid > 0 {
-            // SAFETY: kill is async-signal-safe; the pid is our own unreaped child (its guard
-            // clears the slot before reaping it), so it cannot name another process. Supervised
-            // children lead a process group of their own (same id): killing the group ends
-            // what they started too (a compiler, a linker, a server's forks).
-            unsafe {
-                libc::kill(-pid, libc::SIGKILL);
-                libc::kill(pid, libc::SIGKILL);
-            }
+            // The pid is our own unreaped child (its guard clears the slot before reaping
+            // it), so it cannot name another process. kill_tree is async-signal-safe and ends
+            // what the child started too (the Go toolchain's compiler and linker).
+            crate::measure::proctree::kill_tree(pid);
         }
     }
     for slot in TEMPS.iter() {

@@ -6,6 +6,7 @@ pub mod env;
 pub mod placement;
 pub mod probe;
 pub mod process;
+pub mod proctree;
 pub mod sampler;
 pub mod sched;
 pub mod settings;

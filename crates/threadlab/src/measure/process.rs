@@ -183,44 +183,6 @@ pub unsafe fn fork_child(pin_cpu: Option<usize>, body: impl FnOnce()) -> Result<
     Ok(Child { pid, reaped: false })
 }
 
-/// Every descendant of `pid` (children, grandchildren, ...), found through /proc: the Go
-/// toolchain's compiler and linker are grandchildren of the lab, which a signal to `go` alone
-/// would leave running.
-pub fn descendants(pid: libc::pid_t) -> Vec<libc::pid_t> {
-    let mut parent_of: Vec<(libc::pid_t, libc::pid_t)> = Vec::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for e in dir.flatten() {
-            let Some(p) = e
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<libc::pid_t>().ok())
-            else {
-                continue;
-            };
-            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
-            // The parent pid is the second field after the command name's closing parenthesis.
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<libc::pid_t>().ok());
-            if let Some(ppid) = ppid {
-                parent_of.push((p, ppid));
-            }
-        }
-    }
-    let mut found = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(p) = frontier.pop() {
-        for &(child, ppid) in &parent_of {
-            if ppid == p && !found.contains(&child) {
-                found.push(child);
-                frontier.push(child);
-            }
-        }
-    }
-    found
-}
-
 /// A program run by the lab (the Go toolchain, the Go peer, a probe: `std::process::Child`)
 /// that is ended with all its descendants, and reaped, when this guard is dropped: an error, an
 /// interruption or a panic never leaves it running. While it lives it is registered with the
@@ -232,11 +194,7 @@ pub struct Supervised {
 }
 
 impl Supervised {
-    /// Starts `cmd` as the leader of a process group of its own, so that whatever it starts
-    /// (the Go toolchain's compiler and linker, a forking server's children) can be ended with
-    /// it by one `kill` of the group, even a process forked an instant before.
     pub fn spawn(cmd: &mut std::process::Command, what: &str) -> std::io::Result<Supervised> {
-        std::os::unix::process::CommandExt::process_group(cmd, 0);
         let child = cmd.spawn()?;
         // `registered` is Some while the child may still run: it doubles as "not yet reaped".
         let registered = Some(crate::cancel::ChildGuard::register(child.id() as i32));
@@ -303,29 +261,15 @@ impl Supervised {
         }
     }
 
-    /// Ends the program and its descendants at once (SIGKILL) and reaps it: its process group
-    /// first (the kernel makes that atomic with forks in the group), then any descendant that
-    /// moved to a group of its own.
+    /// Ends the program and its descendants at once (SIGKILL) and reaps it. The tree is found
+    /// and stopped before anything is killed (`proctree::kill_tree`): a grandchild whose parent
+    /// died first would be an orphan of init, out of reach.
     pub fn kill(&mut self) {
-        let pid = self.child.id() as libc::pid_t;
         if self.registered.is_some() {
-            // SAFETY: kill has no memory preconditions. The child is not reaped (registered),
-            // so its pid, which is its group's id, names no other process or group.
-            unsafe {
-                libc::kill(-pid, libc::SIGKILL);
-            }
+            // Not reaped (registered), so the pid still names our child.
+            crate::measure::proctree::kill_tree(self.child.id() as libc::pid_t);
         }
-        let below = descendants(pid);
         let _ = self.child.kill();
-        for p in below {
-            // SAFETY: kill has no memory preconditions. A descendant that already exited and
-            // whose pid was reused within this instant would be hit; the window is the time
-            // between the /proc scan and here, microseconds, and only our own processes' pids
-            // are named.
-            unsafe {
-                libc::kill(p, libc::SIGKILL);
-            }
-        }
         while !self.ended() {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
