@@ -237,16 +237,27 @@ fn short_usage() -> String {
     )
 }
 
-/// clap's first line ("error: ..."), without colour, plus where to look.
+/// clap's message ("error: ..."), without colour, in one line, plus where to look. A message
+/// that ends in a colon continues on indented lines (the missing arguments): those join it.
 fn one_line_clap_error(e: &clap::Error) -> String {
     let text = e.render().to_string();
-    let first = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
+    let mut lines = text.lines().skip_while(|l| l.trim().is_empty());
+    let mut msg = lines
+        .next()
         .unwrap_or("error: invalid arguments")
         .trim()
-        .trim_start_matches("error: ");
-    format!("threadlab: {first}; see 'threadlab --help'")
+        .trim_start_matches("error: ")
+        .to_string();
+    if msg.ends_with(':') {
+        let more: Vec<&str> = lines
+            .take_while(|l| !l.trim().is_empty())
+            .map(str::trim)
+            .collect();
+        if !more.is_empty() {
+            msg = format!("{} {}", msg, more.join(", "));
+        }
+    }
+    format!("threadlab: {msg}; see 'threadlab --help'")
 }
 
 fn dispatch(cli: Cli) -> Result<i32> {

@@ -200,6 +200,9 @@ fn arguments_and_environment_are_validated_in_one_line() {
         .output()
         .unwrap();
     assert_one_line_usage_error(&o, "--cpu 4096");
+    // A missing argument is named in the one line (clap lists it on a line of its own).
+    let o = threadlab().args(["report"]).output().unwrap();
+    assert_one_line_usage_error(&o, "<RESULTS.json>");
     // Bare threadlab: a short usage line, not the whole help.
     let o = threadlab().output().unwrap();
     assert_one_line_usage_error(&o, "usage: threadlab");
