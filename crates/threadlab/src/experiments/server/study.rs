@@ -62,20 +62,15 @@ pub fn measure(
     if cpus.remote.is_none() {
         placements.push((true, cpus.same_cpu()));
     }
+    let forks = ForkServers::start(ctx, servers)?;
     for &(same, client_cpu) in &placements {
         let _pin = PinGuard::pin(client_cpu)?;
         let where_ = cpus.placement(client_cpu);
         let mut group = Interleaved::new();
         let mut ratio_sizes = Vec::new();
-        // A fork copies the lab's address space: its size now is part of what fork rows mean
-        // (a run measured again in the same process finds it larger).
-        let lab_state = format!(
-            "; each fork copies the lab, then {} mappings and {:.0} MiB resident",
-            std::fs::read_to_string("/proc/self/maps").map_or(0, |m| m.lines().count()),
-            crate::subjects::server::usage::rss_bytes(None) as f64 / 1048576.0
-        );
-        for r in servers {
+        for (i, r) in servers.iter().enumerate() {
             let name = r.info.name;
+            let (addr, fork_state) = forks.addr_and_note(i, r);
             let study_design = name == THREAD || name == FORK;
             let row_sizes: Vec<u32> = if sizes.study_all_sizes || (study_design && !same) {
                 sizes.study_sizes.to_vec()
@@ -86,7 +81,6 @@ pub fn measure(
                 if study_design && name == THREAD && !ratio_sizes.contains(&size) {
                     ratio_sizes.push(size);
                 }
-                let addr = r.server.local_addr();
                 let mut sources = Sources::for_target(addr);
                 let mut ex = Exchange::new(pattern, size as usize);
                 let mut seq = 0u32;
@@ -101,7 +95,7 @@ pub fn measure(
                          it; one client, sequential{}",
                         size_label(size),
                         if r.info.model == crate::subjects::server::Model::Processes {
-                            lab_state.as_str()
+                            fork_state
                         } else {
                             ""
                         }
@@ -154,7 +148,7 @@ pub fn measure(
         group.measure(ctx, out)?;
     }
     figure_series(out, servers, sizes, cpus);
-    first_vs_rest(ctx, out, servers, cpus, sizes, pattern)?;
+    first_vs_rest(ctx, out, servers, &forks, cpus, sizes, pattern)?;
     Ok(())
 }
 
@@ -207,6 +201,62 @@ fn figure_series(out: &mut Outcome, servers: &[Running], sizes: &Sizes, cpus: &C
     }
 }
 
+/// Where the fork-per-connection design serves the study's rows from. A fork copies the forking
+/// process. The study's heavy-weight server forked its own small program; forked from the lab,
+/// the rows would measure the lab's size instead, which grows with everything measured before
+/// (146 MiB after a full suite, which made a fork 7.5 ms). So that design serves these rows from
+/// a fresh `threadlab serve` process, or from the lab when one cannot be started (said in the
+/// note).
+struct ForkServers {
+    lab_note: String,
+    /// (index in `servers`, the fresh server, its note).
+    fresh: Vec<(usize, Box<dyn crate::subjects::server::Server>, String)>,
+}
+
+impl ForkServers {
+    fn start(ctx: &Ctx, servers: &[Running]) -> Result<ForkServers> {
+        let lab_mib = crate::subjects::server::usage::rss_bytes(None) as f64 / 1048576.0;
+        let lab_note = format!(
+            "; each fork copies the lab, {} mappings and {lab_mib:.0} MiB resident (no fresh \
+             `threadlab serve` process could be started)",
+            std::fs::read_to_string("/proc/self/maps").map_or(0, |m| m.lines().count()),
+        );
+        let mut fresh = Vec::new();
+        for (i, r) in servers.iter().enumerate() {
+            if r.info.name != FORK || r.server.is_remote() || r.server.program_pid().is_some() {
+                continue;
+            }
+            match crate::subjects::server::child::spawn(r.info, &r.cfg, ctx.cancel) {
+                Ok(child) => {
+                    let pid = child.program_pid();
+                    let maps = pid
+                        .and_then(|p| std::fs::read_to_string(format!("/proc/{p}/maps")).ok())
+                        .map_or(0, |m| m.lines().count());
+                    let note = format!(
+                        "; served by a fresh `threadlab serve` process ({maps} mappings, {:.1} \
+                         MiB resident) whose forks copy that, as the study's server forked its \
+                         own small program (the lab itself is {lab_mib:.0} MiB now)",
+                        crate::subjects::server::usage::rss_bytes(pid) as f64 / 1048576.0,
+                    );
+                    fresh.push((i, child, note));
+                }
+                Err(e @ crate::error::Error::Cancelled(_)) => return Err(e),
+                Err(_) => {}
+            }
+        }
+        Ok(ForkServers { lab_note, fresh })
+    }
+
+    /// The address to send the study's requests to for `servers[i]`, and what its note says
+    /// about what a fork copies.
+    fn addr_and_note(&self, i: usize, r: &Running) -> (std::net::SocketAddr, &str) {
+        match self.fresh.iter().find(|(j, _, _)| *j == i) {
+            Some((_, s, note)) => (s.local_addr(), note.as_str()),
+            None => (r.server.local_addr(), self.lab_note.as_str()),
+        }
+    }
+}
+
 /// The study's Fig. 5 example, "10K from the same machine took 1.469 us the first time, but
 /// then ... around 0.45 us": the first request of a long connection against the rest, for the
 /// two designs the study compared, connections alternating between them.
@@ -214,14 +264,20 @@ fn first_vs_rest(
     ctx: &Ctx,
     out: &mut Outcome,
     servers: &[Running],
+    forks: &ForkServers,
     cpus: &Cpus,
     sizes: &Sizes,
     pattern: &[u8],
 ) -> Result<()> {
     const SIZE: u32 = 10 << 10;
-    let pair: Vec<&Running> = servers
+    let pair: Vec<(&Running, std::net::SocketAddr, &str)> = servers
         .iter()
-        .filter(|r| r.info.name == THREAD || r.info.name == FORK)
+        .enumerate()
+        .filter(|(_, r)| r.info.name == THREAD || r.info.name == FORK)
+        .map(|(i, r)| {
+            let (addr, note) = forks.addr_and_note(i, r);
+            (r, addr, if r.info.name == FORK { note } else { "" })
+        })
         .collect();
     if pair.is_empty() || cpus.remote.is_some() {
         return Ok(());
@@ -234,13 +290,12 @@ fn first_vs_rest(
     let mut ex = Exchange::new(pattern, SIZE as usize);
     let mut sources: Vec<Sources> = pair
         .iter()
-        .map(|r| Sources::for_target(r.server.local_addr()))
+        .map(|&(_, addr, _)| Sources::for_target(addr))
         .collect();
     let mut seq = 0u32;
     for k in 0..sizes.first_rest_conns + 1 {
-        for (i, r) in pair.iter().enumerate() {
+        for (i, &(_, addr, _)) in pair.iter().enumerate() {
             ctx.cancel.check()?;
-            let addr = r.server.local_addr();
             let (_, first, rest) =
                 client::long_batch(addr, &mut sources[i], &mut ex, 1, per, &mut seq)?;
             // The first connection of each warms up and is not kept.
@@ -251,7 +306,7 @@ fn first_vs_rest(
         }
     }
     let where_ = cpus.placement(cpus.same_cpu());
-    for (i, r) in pair.iter().enumerate() {
+    for (i, &(r, _, fork_note)) in pair.iter().enumerate() {
         let name = r.info.name;
         let (f, re) = (&firsts[i], &rests[i]);
         if let Some(m) = Metric::from_values(
@@ -263,7 +318,7 @@ fn first_vs_rest(
             format!(
                 "first request of a long connection to {name} (10 KiB, the study's Fig. 5 \
                  example), connect included; one value per connection ({} connections \
-                 alternating with the other design's); median {:.1} us",
+                 alternating with the other design's); median {:.1} us{fork_note}",
                 f.len(),
                 stats::median(f)
             ),

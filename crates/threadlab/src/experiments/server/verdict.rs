@@ -186,7 +186,7 @@ pub fn conclusion(
             if r > 1.0 {
                 "forking per client is still the slower way to start serving a connection, and \
                  relatively more so now that a loopback round trip is tens of microseconds while \
-                 a fork of a large process still costs hundreds"
+                 a fork, even of a small process, still costs hundreds"
             } else {
                 "here forking was not slower, unlike in 1999"
             }
