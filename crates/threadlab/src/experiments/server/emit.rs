@@ -508,11 +508,33 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
             all_ok = false;
         }
     }
+    let tried: Vec<String> = steps.iter().map(|r| format!("{:.0}", r.offered)).collect();
+    if !steps.iter().any(|r| ok(r)) {
+        // No rate met the target: there is no capacity figure, only a bound.
+        let lowest = steps
+            .iter()
+            .min_by(|a, b| a.offered.total_cmp(&b.offered))
+            .expect("steps is not empty");
+        e.out.skip(
+            &format!("server.{d}.capacity"),
+            format!(
+                "no offered rate tried met p99 <= {} ms with 99% of the planned requests \
+                 answered (rates tried: {}/s over {} connections; at the lowest, {:.0}/s, p99 \
+                 was {:.2} ms): the capacity at this target is below {:.0}/s here",
+                super::setup::SLO_P99_NS / 1_000_000,
+                tried.join(", "),
+                lowest.connections,
+                lowest.offered,
+                lowest.result.latency.value_at_quantile(0.99) as f64 / 1e6,
+                lowest.offered
+            ),
+        );
+        return;
+    }
     let mut f = union_flags(steps.iter().copied(), e.ceiling);
     if all_ok && !f.contains(&"client_bound".to_string()) {
         f.push("client_bound".into());
     }
-    let tested: Vec<String> = steps.iter().map(|r| format!("{:.0}", r.offered)).collect();
     e.single(
         &format!("server.{d}.capacity"),
         Unit::PerS,
@@ -523,7 +545,7 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
              connections; rates tried: {}{}",
             super::setup::SLO_P99_NS / 1_000_000,
             steps[0].connections,
-            tested.join(", "),
+            tried.join(", "),
             if all_ok {
                 " (every rate passed: the capacity is at least this, limited by the generator)"
             } else {

@@ -306,6 +306,45 @@ pub fn visit(
                 }
                 capacity = Some(rate);
             }
+            // The lowest fraction already missed the target (a noisy host, a slow design):
+            // halve the rate, up to three times, so that the capacity is a measured rate or
+            // known to be below the lowest one tried.
+            if capacity.is_none() {
+                let mut rate = (ceiling * fractions[0]).max(100.0) / 2.0;
+                for _ in 0..3 {
+                    if rate < 100.0 {
+                        break;
+                    }
+                    step(&format!(
+                        "{name}: sweep at {rate:.0}/s (below the lowest fraction)"
+                    ))?;
+                    let p = Plan {
+                        mode: LoadMode::Open {
+                            rate,
+                            arrivals: Arrivals::Poisson { seed: 0x5eed },
+                        },
+                        warmup: len / 4,
+                        measure: len,
+                        ..plan.clone()
+                    };
+                    let result = gen.run(&p, cancel, &mut || meter.usage())?;
+                    let ok = meets_target(&result);
+                    made.push(record(
+                        name,
+                        Pattern::Sweep(rate),
+                        trial,
+                        rate,
+                        many,
+                        result,
+                        0,
+                    ));
+                    if ok {
+                        capacity = Some(rate);
+                        break;
+                    }
+                    rate /= 2.0;
+                }
+            }
             if let (Some(cap), Some((factor, len))) = (capacity, sizes.overload) {
                 let rate = cap * factor;
                 step(&format!("{name}: overload at {rate:.0}/s"))?;
