@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Interrupts `threadlab run` (and `run --full`) at random moments and reports, per
-interruption, how long the lab took to exit after the signal, whether any process of its
-process group outlived it, whether a temporary file was left, and whether the results file
-is absent or complete. This is how the interruption figures in the issue notes were taken;
+interruption, how long the lab took to exit after the signal (sent to its process group, as a
+terminal does), whether any process of its process group outlived it, whether a temporary
+file or build folder was left, and whether the results file is absent or complete. This is how the interruption figures in the issue notes were taken;
 it is a benchmark of the lab's own behaviour, not a test (it times things).
 
 usage: scripts/interruptions.py [--binary PATH] [--count N] [--full] [--max-delay S] [--seed N]
@@ -54,6 +54,9 @@ def main():
         time.sleep(0.05)
         left = group_alive(p.pid)
         temps = [f for f in os.listdir(d) if f.endswith(".tmp")]
+        # Build folders of the Go programs: threadlab-<name>-<pid>-<n> in the temporary folder.
+        temps += [f for f in os.listdir(tempfile.gettempdir())
+                  if f.startswith("threadlab-") and f"-{p.pid}-" in f]
         state = "absent"
         if os.path.exists(out):
             try:

@@ -297,7 +297,7 @@ fn signals_at_random_moments_end_the_run_cleanly() {
         (libc::SIGHUP, 129),
     ];
     let mut slowest = Duration::ZERO;
-    for round in 0..6 {
+    for round in 0..8 {
         let (sig, code) = signals[round % 3];
         let json = d.join(format!("r{round}.json"));
         // Its own session, so every process it starts can be found afterwards.
@@ -319,9 +319,12 @@ fn signals_at_random_moments_end_the_run_cleanly() {
         let sid = child.id() as i32;
         std::thread::sleep(Duration::from_millis(50 + next(&mut seed) % 1500));
         let sent = Instant::now();
-        // SAFETY: kill on our own child's pid.
+        // Every other round to the whole process group, as a terminal's Ctrl-C or hang-up
+        // does: then the lab's children (forked partners, the Go peer, probes) get it too.
+        let target = if round % 2 == 1 { -sid } else { sid };
+        // SAFETY: kill on our own child's pid, or its process group (setsid made it leader).
         unsafe {
-            libc::kill(sid, sig);
+            libc::kill(target, sig);
         }
         let status = loop {
             if let Some(s) = child.try_wait().unwrap() {

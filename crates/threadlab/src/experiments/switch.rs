@@ -195,12 +195,31 @@ impl Pipe {
     }
 }
 
+impl Pipe {
+    /// Closes the write end (a parent that only reads: when the child ends, a read sees EOF
+    /// instead of waiting for a writer that is this process itself).
+    fn close_write(&mut self) {
+        // SAFETY: closes an fd this value owns, once (marked closed).
+        unsafe { libc::close(self.wr) };
+        self.wr = -1;
+    }
+    fn close_read(&mut self) {
+        // SAFETY: as above.
+        unsafe { libc::close(self.rd) };
+        self.rd = -1;
+    }
+}
+
 impl Drop for Pipe {
     fn drop(&mut self) {
-        // SAFETY: closes fds this value owns.
+        // SAFETY: closes fds this value owns and has not closed.
         unsafe {
-            libc::close(self.rd);
-            libc::close(self.wr);
+            if self.rd >= 0 {
+                libc::close(self.rd);
+            }
+            if self.wr >= 0 {
+                libc::close(self.wr);
+            }
         }
     }
 }
@@ -208,8 +227,8 @@ impl Drop for Pipe {
 /// Round trips of one byte between this process and a child through two pipes: n switches.
 /// `child_cpu`: where the child is pinned (None: it inherits the caller's mask).
 fn pipe_batch(child_cpu: Option<usize>, n: u64) -> Result<Duration> {
-    let there = Pipe::new()?;
-    let back = Pipe::new()?;
+    let mut there = Pipe::new()?;
+    let mut back = Pipe::new()?;
     let (there_rd, there_wr, back_rd, back_wr) = (there.rd, there.wr, back.rd, back.wr);
     // SAFETY: the child only calls close, read, write and _exit on inherited descriptors.
     let child = unsafe {
@@ -225,6 +244,9 @@ fn pipe_batch(child_cpu: Option<usize>, n: u64) -> Result<Duration> {
             }
         })
     }?;
+    // The parent's copies of the child's ends: closed, so that a child that ended gives EOF.
+    there.close_read();
+    back.close_write();
     // One untimed round trip: the child is up and pinned.
     there.put()?;
     back.get()?;

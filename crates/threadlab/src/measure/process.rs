@@ -163,15 +163,17 @@ pub unsafe fn fork_child(pin_cpu: Option<usize>, body: impl FnOnce()) -> Result<
         if libc::getppid() != parent {
             libc::_exit(1);
         }
-        // The parent's handlers would only set a flag in the child's copy of memory. A terminal's
-        // Ctrl-C reaches the whole process group: the child ignores it and lets the parent finish
-        // its batch and kill it (so the parent never waits on a partner that vanished); a
-        // SIGTERM sent to the child itself ends it.
+        // The parent's handlers would only set a flag in the child's copy of memory. A signal
+        // sent to the whole process group (a terminal's Ctrl-C or hang-up, `kill -- -PGID`)
+        // reaches the child too: it ignores all three interrupting signals and lets the parent
+        // finish its batch and kill it, so the parent never waits on a partner that vanished (a
+        // pipe or futex hand-off would block for good). It still ends with the parent
+        // (PR_SET_PDEATHSIG above) and when the parent kills or drops it.
         let mut act: libc::sigaction = std::mem::zeroed();
         act.sa_sigaction = libc::SIG_IGN;
-        libc::sigaction(libc::SIGINT, &act, std::ptr::null_mut());
-        act.sa_sigaction = libc::SIG_DFL;
-        libc::sigaction(libc::SIGTERM, &act, std::ptr::null_mut());
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaction(sig, &act, std::ptr::null_mut());
+        }
         if let Some(cpu) = pin_cpu {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(cpu, &mut set);
@@ -231,6 +233,21 @@ impl Supervised {
             self.registered = None;
         }
         exited
+    }
+
+    /// Its exit status if it ends within `limit` (reaped, after it is unregistered), else
+    /// `None` and it keeps running.
+    pub fn exit_within(&mut self, limit: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let end = std::time::Instant::now() + limit;
+        loop {
+            if self.ended() {
+                return self.child.wait().ok();
+            }
+            if std::time::Instant::now() >= end {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
     }
 
     /// Waits for the program to end, checking `cancel` every 10 ms and giving up after

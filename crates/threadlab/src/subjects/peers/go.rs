@@ -67,21 +67,38 @@ impl GoPeer {
         })
     }
 
-    /// Runs one batch of `n` operations in the Go program; the time it measured itself.
+    /// Runs one batch of `n` operations in the Go program; the time it measured itself. A peer
+    /// that a terminal's signal ended (it shares the lab's process group) is `Cancelled`, not a
+    /// failure: the same signal reaches the lab an instant later.
     pub fn batch(&mut self, bench: GoBench, n: u64) -> Result<Duration> {
-        let lost =
-            |e: std::io::Error| Error::Fail(format!("the Go peer program stopped answering: {e}"));
-        writeln!(self.stdin, "{} {n}", bench.word()).map_err(lost)?;
-        self.stdin.flush().map_err(lost)?;
-        let mut line = String::new();
-        if self.stdout.read_line(&mut line).map_err(lost)? == 0 {
-            let status = self.process.child.try_wait().ok().flatten();
-            return Err(Error::Fail(format!(
-                "the Go peer program ended unexpectedly ({})",
-                status.map_or("still running".to_string(), |s| s.to_string())
-            )));
+        let sent = writeln!(self.stdin, "{} {n}", bench.word()).and_then(|_| self.stdin.flush());
+        if let Err(e) = sent {
+            return Err(self.lost(format!("the Go peer program stopped answering: {e}")));
         }
-        parse_ns(&line).map(Duration::from_nanos)
+        let mut line = String::new();
+        match self.stdout.read_line(&mut line) {
+            Ok(0) => Err(self.lost("the Go peer program ended unexpectedly".into())),
+            Ok(_) => parse_ns(&line).map(Duration::from_nanos),
+            Err(e) => Err(self.lost(format!("the Go peer program stopped answering: {e}"))),
+        }
+    }
+
+    /// The error for a peer that went away: `Cancelled` when an interrupting signal ended it,
+    /// otherwise `what` with its exit status.
+    fn lost(&mut self, what: String) -> Error {
+        use std::os::unix::process::ExitStatusExt;
+        // It closed its pipes; give it a moment to finish exiting so its status says why.
+        let status = self.process.exit_within(Duration::from_millis(200));
+        match status {
+            Some(s)
+                if s.signal()
+                    .is_some_and(|g| crate::cancel::SIGNALS.contains(&g)) =>
+            {
+                Error::Cancelled(s.signal().unwrap_or(libc::SIGTERM))
+            }
+            Some(s) => Error::Fail(format!("{what} ({s})")),
+            None => Error::Fail(format!("{what} (still running)")),
+        }
     }
 }
 
