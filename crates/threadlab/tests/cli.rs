@@ -70,6 +70,7 @@ fn unwritable_output_is_refused_before_measuring() {
         dir.to_str().unwrap(),
     ]);
     assert_one_line_usage_error(&o, "is a folder");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
