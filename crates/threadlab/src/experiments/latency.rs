@@ -82,7 +82,12 @@ pub fn threshold_us() -> Result<u64> {
 }
 
 /// Reads the clock `samples` times (or until `cap` passes) and records every gap.
-pub fn probe(samples: u64, threshold_ns: u64, cap: Duration) -> ProbeResult {
+pub fn probe(
+    samples: u64,
+    threshold_ns: u64,
+    cap: Duration,
+    stop: &dyn Fn() -> bool,
+) -> ProbeResult {
     let mut hist =
         Histogram::<u64>::new_with_bounds(1, 120_000_000_000, 2).expect("valid histogram bounds");
     let deadline = mono_ns() + cap.as_nanos() as u64;
@@ -102,7 +107,7 @@ pub fn probe(samples: u64, threshold_ns: u64, cap: Duration) -> ProbeResult {
             longest = longest.max(gap);
         }
         taken += 4096;
-        if last >= deadline {
+        if last >= deadline || stop() {
             break;
         }
     }
@@ -115,10 +120,13 @@ pub fn probe(samples: u64, threshold_ns: u64, cap: Duration) -> ProbeResult {
 }
 
 /// Sleeps to absolute deadlines every `interval`, `loops` times; returns lateness in ns.
-pub fn wakeup_lateness(loops: usize, interval: Duration) -> Vec<u64> {
+pub fn wakeup_lateness(loops: usize, interval: Duration, stop: &dyn Fn() -> bool) -> Vec<u64> {
     let mut late = Vec::with_capacity(loops);
     let mut next = mono_ns() + interval.as_nanos() as u64;
     for _ in 0..loops {
+        if stop() {
+            break;
+        }
         let ts = libc::timespec {
             tv_sec: (next / 1_000_000_000) as libc::time_t,
             tv_nsec: (next % 1_000_000_000) as libc::c_long,
@@ -155,6 +163,7 @@ fn with_condition<T: Send>(
     cond: Condition,
     rt_probe: bool,
     rt_permitted: bool,
+    cancel: &crate::cancel::Cancel,
     body: impl FnOnce() -> T + Send,
 ) -> Result<T> {
     let stop = AtomicBool::new(false);
@@ -171,7 +180,7 @@ fn with_condition<T: Send>(
             helpers.push(
                 spawn_scoped(s, "the spinning thread", || -> Result<()> {
                     let set = pin_and_nice(cpu, SPINNER_NICE);
-                    if !ready.wait() {
+                    if !ready.wait_unless(|| cancel.is_cancelled()) {
                         return Err(start_called_off());
                     }
                     set?;
@@ -193,7 +202,7 @@ fn with_condition<T: Send>(
                             Ok(())
                         }
                     });
-                    if !ready.wait() {
+                    if !ready.wait_unless(|| cancel.is_cancelled()) {
                         return Err(start_called_off());
                     }
                     set?;
@@ -214,7 +223,7 @@ fn with_condition<T: Send>(
                     Ok(())
                 }
             });
-            if !ready.wait() {
+            if !ready.wait_unless(|| cancel.is_cancelled()) {
                 return Err(start_called_off());
             }
             let r = set.map(|_| body());
@@ -226,10 +235,14 @@ fn with_condition<T: Send>(
             .join()
             .unwrap_or_else(|_| Err(Error::Fail("probe panicked".into())));
         stop.store(true, Ordering::Relaxed);
-        for h in helpers {
+        let companions: Result<()> = helpers.into_iter().try_for_each(|h| {
             h.join()
-                .unwrap_or_else(|_| Err(Error::Fail("companion panicked".into())))?;
-        }
+                .unwrap_or_else(|_| Err(Error::Fail("companion panicked".into())))
+        });
+        // An interruption ends the gate and the loops early: say so rather than what that
+        // left behind (a start called off, a short probe).
+        cancel.check()?;
+        companions?;
         r
     })
 }
@@ -297,7 +310,9 @@ impl Experiment for Latency {
                     format!("latency.{}", cond.id())
                 };
                 ctx.step(&prefix)?;
-                let r = with_condition(cpu, cond, rt_probe, rt_ok, || probe(samples, thr_ns, cap))?;
+                let r = with_condition(cpu, cond, rt_probe, rt_ok, ctx.cancel, || {
+                    probe(samples, thr_ns, cap, &|| ctx.cancel.is_cancelled())
+                })?;
                 let who = format!(
                     "probe {} pinned to CPU {cpu}{}{}",
                     if rt_probe {
@@ -408,8 +423,8 @@ impl Experiment for Latency {
                 format!("latency.wakeup.{}.lateness", cond.id())
             };
             ctx.step(&id)?;
-            let late = with_condition(cpu, cond, rt_probe, rt_ok, || {
-                wakeup_lateness(loops, interval)
+            let late = with_condition(cpu, cond, rt_probe, rt_ok, ctx.cancel, || {
+                wakeup_lateness(loops, interval, &|| ctx.cancel.is_cancelled())
             })?;
             let us: Vec<f64> = late.iter().map(|&n| n as f64 / 1000.0).collect();
             let s = Summary::from_samples(&us, 1)
@@ -509,7 +524,7 @@ mod tests {
 
     #[test]
     fn probe_counts_are_consistent() {
-        let r = probe(100_000, 256_000, Duration::from_millis(200));
+        let r = probe(100_000, 256_000, Duration::from_millis(200), &|| false);
         assert!(r.samples >= 4096);
         assert_eq!(r.hist.len(), r.samples);
         assert!(r.gaps_over <= r.samples);
@@ -522,7 +537,7 @@ mod tests {
 
     #[test]
     fn wakeups_are_never_early() {
-        let late = wakeup_lateness(5, Duration::from_micros(500));
+        let late = wakeup_lateness(5, Duration::from_micros(500), &|| false);
         assert_eq!(late.len(), 5);
     }
 

@@ -84,6 +84,27 @@ impl StartGate {
         }
     }
 
+    /// As `wait`, but also gives up (`false`, and calls the start off for the others) as soon
+    /// as `stop` says so: a real-time party yielding here can keep fair-class parties pinned to
+    /// its CPU from arriving until real-time throttling steps in, and an interruption must not
+    /// wait for that.
+    pub fn wait_unless(&self, stop: impl Fn() -> bool) -> bool {
+        self.arrived.fetch_add(1, Ordering::AcqRel);
+        loop {
+            if self.aborted.load(Ordering::Acquire) {
+                return false;
+            }
+            if self.arrived.load(Ordering::Acquire) >= self.parties {
+                return true;
+            }
+            if stop() {
+                self.abort();
+                return false;
+            }
+            std::thread::yield_now();
+        }
+    }
+
     /// Calls the start off: every waiting and later party gets `false`.
     pub fn abort(&self) {
         self.aborted.store(true, Ordering::Release);
