@@ -15,8 +15,9 @@
 /// At most this many processes are tracked in one tree (the Go toolchain runs a few).
 const MAX_TREE: usize = 256;
 
-/// Stops `root` and every descendant of it, then kills them all with `SIGKILL`. Returns how
-/// many processes were signalled (root included). Async-signal-safe.
+/// Stops `root` and every descendant of it, then kills them all with `SIGKILL`, deepest first.
+/// Returns how many processes were signalled (root included). Async-signal-safe, and safe to
+/// interrupt by another call of itself (the interruption handler's).
 pub fn kill_tree(root: libc::pid_t) -> usize {
     if root <= 0 {
         return 0;
@@ -40,7 +41,11 @@ pub fn kill_tree(root: libc::pid_t) -> usize {
         }
         quiet = if len == before { quiet + 1 } else { 0 };
     }
-    for &p in &tree[..len] {
+    // Deepest first, the root last: if this is itself interrupted (the second signal arriving
+    // while the first one's cleanup runs this), every process not yet killed still has its
+    // (stopped) parent, so the handler's own call finds it from the root. Killing the root
+    // first would orphan the rest to init, stopped, where no scan finds them again.
+    for &p in tree[..len].iter().rev() {
         // SAFETY: as above. SIGKILL ends a stopped process too.
         unsafe { libc::kill(p, libc::SIGKILL) };
     }
