@@ -277,14 +277,14 @@ pub fn visit(
         made.push(rec);
 
         if let (Some((fractions, len)), Some(ceiling)) = (sizes.sweep, records.ceiling) {
-            let mut capacity = None;
-            for &f in fractions {
-                let rate = (ceiling * f).max(100.0);
-                step(&format!("{name}: sweep at {rate:.0}/s"))?;
+            // One open-loop step (Poisson arrivals, `seed`) at `rate` for `len`, recorded;
+            // whether it met the latency target.
+            let mut at = |rate: f64, seed: u64, len: Duration, pattern: Pattern, what: &str| {
+                step(&format!("{name}: {what} at {rate:.0}/s"))?;
                 let p = Plan {
                     mode: LoadMode::Open {
                         rate,
-                        arrivals: Arrivals::Poisson { seed: 0x5eed },
+                        arrivals: Arrivals::Poisson { seed },
                     },
                     warmup: len / 4,
                     measure: len,
@@ -292,16 +292,13 @@ pub fn visit(
                 };
                 let result = gen.run(&p, cancel, &mut || meter.usage())?;
                 let ok = meets_target(&result);
-                made.push(record(
-                    name,
-                    Pattern::Sweep(rate),
-                    trial,
-                    rate,
-                    many,
-                    result,
-                    0,
-                ));
-                if !ok {
+                made.push(record(name, pattern, trial, rate, many, result, 0));
+                Ok::<bool, crate::error::Error>(ok)
+            };
+            let mut capacity = None;
+            for &f in fractions {
+                let rate = (ceiling * f).max(100.0);
+                if !at(rate, 0x5eed, len, Pattern::Sweep(rate), "sweep")? {
                     break;
                 }
                 capacity = Some(rate);
@@ -315,58 +312,16 @@ pub fn visit(
                     if rate < 100.0 {
                         break;
                     }
-                    step(&format!(
-                        "{name}: sweep at {rate:.0}/s (below the lowest fraction)"
-                    ))?;
-                    let p = Plan {
-                        mode: LoadMode::Open {
-                            rate,
-                            arrivals: Arrivals::Poisson { seed: 0x5eed },
-                        },
-                        warmup: len / 4,
-                        measure: len,
-                        ..plan.clone()
-                    };
-                    let result = gen.run(&p, cancel, &mut || meter.usage())?;
-                    let ok = meets_target(&result);
-                    made.push(record(
-                        name,
-                        Pattern::Sweep(rate),
-                        trial,
-                        rate,
-                        many,
-                        result,
-                        0,
-                    ));
-                    if ok {
+                    let what = "sweep below the lowest fraction";
+                    if at(rate, 0x5eed, len, Pattern::Sweep(rate), what)? {
                         capacity = Some(rate);
                         break;
                     }
                     rate /= 2.0;
                 }
             }
-            if let (Some(cap), Some((factor, len))) = (capacity, sizes.overload) {
-                let rate = cap * factor;
-                step(&format!("{name}: overload at {rate:.0}/s"))?;
-                let p = Plan {
-                    mode: LoadMode::Open {
-                        rate,
-                        arrivals: Arrivals::Poisson { seed: 0x0e7 },
-                    },
-                    warmup: len / 4,
-                    measure: len,
-                    ..plan.clone()
-                };
-                let result = gen.run(&p, cancel, &mut || meter.usage())?;
-                made.push(record(
-                    name,
-                    Pattern::Overload,
-                    trial,
-                    rate,
-                    many,
-                    result,
-                    0,
-                ));
+            if let (Some(cap), Some((factor, over_len))) = (capacity, sizes.overload) {
+                at(cap * factor, 0x0e7, over_len, Pattern::Overload, "overload")?;
             }
         }
     }
