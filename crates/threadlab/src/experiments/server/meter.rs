@@ -5,8 +5,11 @@
 //!   minus the generator thread's own, plus its forked children (their rusage from the slots
 //!   they update after each reply, and wait4's for the reaped). The other, idle servers of the
 //!   run add nothing measurable (they sleep in accept, epoll_wait or a condition variable).
-//! - A server that is a child program (Go): its tasks' schedstat run time (ns) and context
-//!   switches from /proc, read without asking the program anything.
+//! - A server that is a child program (Go, or a `threadlab serve` child): its tasks' schedstat
+//!   run time (ns) and context switches from /proc, read without asking the program anything.
+//!   A task that ends between two readings keeps what it had used at the last reading (its
+//!   use after that reading is not seen; the programs measured keep their threads for the
+//!   whole step).
 //! - A server on another host (`--target`): the STATS frame, over a control connection.
 
 use std::net::TcpStream;
@@ -18,7 +21,7 @@ use super::client;
 
 pub enum Meter<'a> {
     InProcess(&'a dyn Server),
-    Program(libc::pid_t),
+    Program(Tasks),
     Stats {
         conn: TcpStream,
         seq: u32,
@@ -45,7 +48,7 @@ impl<'a> Meter<'a> {
             return Meter::remote(s.local_addr());
         }
         match s.program_pid() {
-            Some(pid) => Meter::Program(pid),
+            Some(pid) => Meter::Program(Tasks::new(pid)),
             None => Meter::InProcess(s),
         }
     }
@@ -84,7 +87,7 @@ impl<'a> Meter<'a> {
                     None => own,
                 }
             }
-            Meter::Program(pid) => program_usage(*pid),
+            Meter::Program(tasks) => tasks.usage(),
             Meter::Stats { conn, seq } => {
                 *seq = seq.wrapping_add(1);
                 client::stats(conn, *seq)
@@ -115,7 +118,7 @@ impl<'a> Meter<'a> {
                     processes: kids.live,
                 }
             }
-            Meter::Program(pid) => Footprint {
+            Meter::Program(Tasks { pid, .. }) => Footprint {
                 bytes: pss_bytes(Some(*pid)).unwrap_or(0),
                 threads: std::fs::read_dir(format!("/proc/{pid}/task"))
                     .map(|d| d.count() as u64)
@@ -137,33 +140,77 @@ impl<'a> Meter<'a> {
     }
 }
 
-/// A program's CPU (sum of its tasks' schedstat run time, ns) and context switches.
-fn program_usage(pid: libc::pid_t) -> Usage {
-    let mut u = Usage::default();
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return u;
-    };
-    for t in tasks.flatten() {
-        let p = t.path();
-        if let Ok(s) = std::fs::read_to_string(p.join("schedstat")) {
-            u.cpu_ns += s
-                .split_whitespace()
-                .next()
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0);
-        }
-        if let Ok(s) = std::fs::read_to_string(p.join("status")) {
-            for l in s.lines() {
-                let num = |v: &str| v.trim().parse::<u64>().unwrap_or(0);
-                if let Some(v) = l.strip_prefix("voluntary_ctxt_switches:") {
-                    u.voluntary += num(v);
-                } else if let Some(v) = l.strip_prefix("nonvoluntary_ctxt_switches:") {
-                    u.involuntary += num(v);
-                }
-            }
+/// A program's tasks, with each one's last reading, so that the sum never goes back when a
+/// task ends.
+pub struct Tasks {
+    pid: libc::pid_t,
+    /// Task id -> its usage at the last reading.
+    seen: std::collections::HashMap<u64, Usage>,
+    /// What tasks that have ended, or whose id a new task took, had used when last read.
+    ended: Usage,
+}
+
+impl Tasks {
+    pub fn new(pid: libc::pid_t) -> Tasks {
+        Tasks {
+            pid,
+            seen: std::collections::HashMap::new(),
+            ended: Usage::default(),
         }
     }
-    u
+
+    /// CPU (sum of the tasks' schedstat run time, ns) and context switches so far.
+    pub fn usage(&mut self) -> Usage {
+        let now = live_tasks(self.pid);
+        for (tid, last) in &self.seen {
+            match now.get(tid) {
+                // A counter that went back belongs to a new task that took an ended one's id.
+                Some(u) if u.cpu_ns >= last.cpu_ns => {}
+                _ => self.ended = self.ended.plus(*last),
+            }
+        }
+        self.seen = now;
+        self.seen
+            .values()
+            .fold(self.ended, |total, u| total.plus(*u))
+    }
+}
+
+/// Each live task's schedstat run time and context switches.
+fn live_tasks(pid: libc::pid_t) -> std::collections::HashMap<u64, Usage> {
+    let mut out = std::collections::HashMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) else {
+            continue;
+        };
+        let p = t.path();
+        let mut u = Usage::default();
+        // A task that ends while it is read is left for the next reading to account.
+        let Ok(s) = std::fs::read_to_string(p.join("schedstat")) else {
+            continue;
+        };
+        u.cpu_ns = s
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        let Ok(s) = std::fs::read_to_string(p.join("status")) else {
+            continue;
+        };
+        for l in s.lines() {
+            let num = |v: &str| v.trim().parse::<u64>().unwrap_or(0);
+            if let Some(v) = l.strip_prefix("voluntary_ctxt_switches:") {
+                u.voluntary = num(v);
+            } else if let Some(v) = l.strip_prefix("nonvoluntary_ctxt_switches:") {
+                u.involuntary = num(v);
+            }
+        }
+        out.insert(tid, u);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -172,15 +219,40 @@ mod tests {
 
     #[test]
     fn a_program_is_measured_through_proc() {
-        // This test process stands in for a program: its CPU moves as it spins.
-        let pid = std::process::id() as libc::pid_t;
-        let a = program_usage(pid);
+        // This test process stands in for a program: its CPU moves as it spins, while the
+        // harness's other test threads come and go.
+        let mut tasks = Tasks::new(std::process::id() as libc::pid_t);
+        let a = tasks.usage();
         let t = std::time::Instant::now();
         while t.elapsed() < std::time::Duration::from_millis(20) {
             std::hint::spin_loop();
         }
-        let b = program_usage(pid);
+        let b = tasks.usage();
         assert!(b.cpu_ns > a.cpu_ns, "{a:?} {b:?}");
         assert!(b.voluntary + b.involuntary > 0);
+    }
+
+    #[test]
+    fn a_task_that_ends_keeps_what_it_used() {
+        let mut tasks = Tasks::new(std::process::id() as libc::pid_t);
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+        let spinner = std::thread::spawn(move || {
+            let t = std::time::Instant::now();
+            while t.elapsed() < std::time::Duration::from_millis(50) {
+                std::hint::spin_loop();
+            }
+            ready_tx.send(()).unwrap();
+            rx.recv().unwrap();
+        });
+        ready_rx.recv().unwrap();
+        // The spinner's 50 ms is read while it lives...
+        let with = tasks.usage();
+        tx.send(()).unwrap();
+        spinner.join().unwrap();
+        // ...and still counted once it has ended.
+        let after = tasks.usage();
+        assert!(with.cpu_ns >= 40_000_000, "{with:?}");
+        assert!(after.cpu_ns >= with.cpu_ns, "{with:?} {after:?}");
     }
 }
