@@ -1,4 +1,4 @@
-//! Stack sizes and the control-block reserve: pure arithmetic on the page size.
+//! Stack sizes and the control-block reserve (pure arithmetic on the page size), and the pool.
 
 use super::*;
 
@@ -45,4 +45,74 @@ fn control_blocks_reserve_whole_pages() {
     assert_eq!(block_reserve(page, 64), 2 * page);
     assert_eq!(block_reserve(3 * page, 4096), 4 * page);
     assert_eq!(block_reserve(3 * page + 1, 4096), 5 * page);
+}
+
+/// Whether `[addr, addr + 1 page)` is mapped in this process.
+fn mapped(addr: usize) -> bool {
+    // SAFETY: msync only inspects the range; ENOMEM means it is not mapped.
+    unsafe { libc::msync(addr as *mut libc::c_void, page_size(), libc::MS_ASYNC) == 0 }
+}
+
+#[test]
+fn the_pool_gives_back_the_stack_of_the_asked_class_and_unmaps_what_it_holds_when_dropped() {
+    let page = page_size();
+    let (small, big) = (MIN_STACK_SIZE, MIN_STACK_SIZE + 4 * page);
+    let mut pool = StackPool::new(8);
+
+    // The last stack put back is the next one taken for its class.
+    let (a, fresh) = pool.get(small, false).unwrap();
+    assert!(fresh);
+    let a_base = a.base;
+    pool.put(a);
+    assert_eq!(pool.pooled(), 1);
+    let (a, fresh) = pool.get(small, false).unwrap();
+    assert!(!fresh);
+    assert_eq!((a.base, a.usable(), a.has_guard()), (a_base, small, false));
+    assert_eq!(pool.pooled(), 0);
+
+    // Another class, or the same size with a guard, is not served from that stack.
+    pool.put(a);
+    let (g, fresh) = pool.get(small, true).unwrap();
+    assert!(fresh && g.has_guard() && g.base != a_base);
+    let (b, fresh) = pool.get(big, false).unwrap();
+    assert!(fresh);
+    let b_base = b.base;
+    // Putting `b` moves `a` from the last slot onto its class list; both come back.
+    pool.put(b);
+    pool.put(g);
+    assert_eq!(pool.pooled(), 3);
+    let (a, fresh) = pool.get(small, false).unwrap();
+    assert!(!fresh);
+    assert_eq!(a.base, a_base);
+    let (b, fresh) = pool.get(big, false).unwrap();
+    assert!(!fresh);
+    assert_eq!(b.base, b_base);
+    assert_eq!(pool.pooled(), 1);
+
+    // Dropping the pool unmaps every stack it holds, in the last slot and on the lists.
+    pool.put(a);
+    pool.put(b);
+    let g_base = pool.get(small, true).unwrap().0.base;
+    assert!(
+        !mapped(g_base),
+        "a stack dropped outside the pool is unmapped"
+    );
+    assert!(mapped(a_base) && mapped(b_base));
+    drop(pool);
+    assert!(
+        !mapped(a_base) && !mapped(b_base),
+        "the pool's stacks were unmapped"
+    );
+}
+
+#[test]
+fn a_full_pool_unmaps_instead_of_keeping() {
+    let mut pool = StackPool::new(1);
+    let (a, _) = pool.get(MIN_STACK_SIZE, false).unwrap();
+    let (b, _) = pool.get(MIN_STACK_SIZE, false).unwrap();
+    let b_base = b.base;
+    pool.put(a);
+    pool.put(b);
+    assert_eq!(pool.pooled(), 1);
+    assert!(!mapped(b_base));
 }
