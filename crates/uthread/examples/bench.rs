@@ -389,9 +389,9 @@ fn main() {
     let met = |ok: bool| if ok { "met" } else { "NOT met" };
     println!(
         "targets: yield <= 6 ns ({}), yield within 5x a corosensei switch ({}), spawn+join <= \
-         100 ns ({})",
+         60 ns ({})",
         met(y <= 6.0),
         met(ratio <= 5.0),
-        met(s <= 100.0)
+        met(s <= 60.0)
     );
 }

@@ -1,6 +1,6 @@
 //! Test hooks that widen the windows of the cross-thread lifecycle protocol, so that tests can
-//! force the interleavings they are about (`tests/races.rs`) instead of hoping for them. They
-//! exist only with the test-only `race-hooks` feature (the crate's own tests turn it on); in
+//! force the interleavings they are about (`crates/uthread-races/tests/races.rs`) instead of hoping for them. They
+//! exist only with the test-only `race-hooks` feature (the uthread-races crate turns it on); in
 //! every other build `pause` is empty, so no measured path carries them.
 
 #[cfg(feature = "race-hooks")]

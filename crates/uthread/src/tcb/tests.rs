@@ -1,5 +1,5 @@
 //! The `life` word's transitions, one thread at a time (the cross-thread races are forced in
-//! `tests/races.rs`).
+//! `crates/uthread-races/tests/races.rs`).
 
 use super::*;
 
