@@ -269,7 +269,7 @@ pub fn conclusion(
             let d = r.info.name;
             let sat = records
                 .of(d, Pattern::Block)
-                .any(|x| x.result.saturated.is_some());
+                .any(|x| super::emit::fell_behind(x).is_some());
             match out.median(&format!("server.{d}.block.p99")) {
                 Some(p) if !sat && p <= limit_us => coped.push(format!("{d} {}", us(Some(p)))),
                 Some(p) => ruined.push(format!("{d} {}", us(Some(p)))),
@@ -305,7 +305,7 @@ pub fn conclusion(
     let copes = |r: &Running| {
         !records
             .of(r.info.name, Pattern::Block)
-            .any(|x| x.result.saturated.is_some())
+            .any(|x| super::emit::fell_behind(x).is_some())
             && out
                 .median(&format!("server.{}.block.p99", r.info.name))
                 .is_some_and(|p| p <= limit_us)
