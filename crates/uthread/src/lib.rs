@@ -79,6 +79,11 @@ pub mod __private {
     #[cfg(feature = "race-hooks")]
     pub use crate::race::{set_delay as set_race_delay, RacePoint};
 
+    /// Whether this build carries the test-only race-delay hooks (feature `race-hooks`), whose
+    /// loads and branches sit in the spawn, join and wake paths: a program that measures
+    /// uthread says so when it does.
+    pub const RACE_HOOKS: bool = cfg!(feature = "race-hooks");
+
     /// Sends the preemption signal to the calling OS thread right now, so the handler runs
     /// synchronously (used to measure the cost of a signal-driven switch). The running thread
     /// is treated as having used its quantum.

@@ -46,6 +46,8 @@ pub enum EnvWarning {
     },
     /// threadlab itself was built without optimisation.
     DebugBuild,
+    /// uthread was built with its test-only race-delay hooks.
+    RaceHooks,
     /// The 1-minute load average at start was above half a task per CPU.
     BusyMachine { load_1min: f64, cpus: usize },
     /// Other tasks were runnable when the run started.
@@ -69,6 +71,7 @@ impl EnvWarning {
     pub const KINDS: &'static [&'static str] = &[
         "drift",
         "debug_build",
+        "race_hooks",
         "busy_machine",
         "competing_tasks_start",
         "competing_tasks_end",
@@ -84,6 +87,7 @@ impl EnvWarning {
         match self {
             EnvWarning::Drift { .. } => "drift",
             EnvWarning::DebugBuild => "debug_build",
+            EnvWarning::RaceHooks => "race_hooks",
             EnvWarning::BusyMachine { .. } => "busy_machine",
             EnvWarning::CompetingTasksAtStart { .. } => "competing_tasks_start",
             EnvWarning::CompetingTasksAtEnd { .. } => "competing_tasks_end",
@@ -137,6 +141,8 @@ pub fn env_warnings(env: &Environment) -> Vec<EnvWarning> {
     }
     if env.build_profile == "debug" {
         w.push(EnvWarning::DebugBuild);
+    } else if env.build_profile.contains("race-hooks") {
+        w.push(EnvWarning::RaceHooks);
     }
     let cpus = env
         .logical_cpus
@@ -209,6 +215,11 @@ impl fmt::Display for EnvWarning {
             }
             EnvWarning::DebugBuild => f.write_str(
                 "debug build: threadlab's own overhead inflates the figures; use a release build",
+            ),
+            EnvWarning::RaceHooks => f.write_str(
+                "uthread was built with its test-only race hooks (a build of the whole workspace, \
+                 uthread-races included), which add work to green-thread spawn, join and wake: \
+                 build with 'cargo run --release -- run' or 'cargo build --release -p threadlab'",
             ),
             EnvWarning::BusyMachine { load_1min, cpus } => write!(
                 f,
@@ -361,6 +372,7 @@ mod tests {
                 end_ns: 2.0,
             },
             EnvWarning::DebugBuild,
+            EnvWarning::RaceHooks,
             EnvWarning::BusyMachine {
                 load_1min: 1.0,
                 cpus: 1,
@@ -404,6 +416,17 @@ mod tests {
                 "warning kind {k} is not documented in docs/results-schema.md"
             );
         }
+    }
+
+    #[test]
+    fn a_build_with_uthread_race_hooks_is_warned_about() {
+        let env = Environment {
+            build_profile: "release+race-hooks".to_string(),
+            ..Default::default()
+        };
+        let w = env_warnings(&env);
+        assert!(kinds(&w).contains(&"race_hooks"), "{:?}", kinds(&w));
+        assert!(!kinds(&w).contains(&"debug_build"));
     }
 
     #[test]

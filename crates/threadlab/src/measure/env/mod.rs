@@ -349,6 +349,9 @@ pub fn capture() -> Environment {
         glibc_version: kernel::glibc_version(),
         build_profile: if cfg!(debug_assertions) {
             "debug"
+        } else if uthread::__private::RACE_HOOKS {
+            // A build that took in the uthread-races test crate (`cargo build --workspace`).
+            "release+race-hooks"
         } else {
             "release"
         }
@@ -437,7 +440,11 @@ mod tests {
         let mut env = capture();
         assert!(env.logical_cpus.unwrap_or(0) >= 1);
         assert!(!env.kernel_release.is_empty());
-        assert!(env.build_profile == "debug" || env.build_profile == "release");
+        assert!(
+            ["debug", "release", "release+race-hooks"].contains(&env.build_profile.as_str()),
+            "{}",
+            env.build_profile
+        );
         env.record_end();
         let json = serde_json::to_string(&env).unwrap();
         let back: Environment = serde_json::from_str(&json).unwrap();
