@@ -321,13 +321,32 @@ impl Drop for StackPool {
     }
 }
 
+/// How far below the top of its stack a thread's control block may sit: threads are staggered
+/// by `COLOURS` steps of `COLOUR_STEP` bytes (`colour_offset`).
+pub(crate) const COLOURS: usize = 8;
+pub(crate) const COLOUR_STEP: usize = 64;
+
+/// Where below the top of its stack the thread with id `id` places its control block (and so
+/// its first frame): one of `COLOURS` cache lines. Every stack is page aligned and the same
+/// size, so without it the control blocks and frames of all threads would share their low 12
+/// address bits; a switch stores to one thread's block and frames and then loads the other's
+/// at the same offsets, which the CPU checks against each other (4 KiB aliasing: the likely
+/// cause, not confirmed: this machine's VM exposes no performance counters). Threads spawned
+/// one after another get different colours. Measured here, interleaved: a yield 7.25-7.40 ns
+/// without, 6.59-7.03 with (four runs each); spawn + join 52.8-53.8 ns without, 53.6-55.9
+/// with.
+#[inline(always)]
+pub(crate) fn colour_offset(id: u64) -> usize {
+    (id as usize % COLOURS) * COLOUR_STEP
+}
+
 /// Bytes to reserve at the top of a stack for a thread's control block of `block` bytes
-/// aligned to `align`: whole pages, so that every closure whose block fits in a page shares
-/// one size class (and one pool) per requested stack size.
+/// aligned to `align`, at any colour: whole pages, so that every closure whose block fits in a
+/// page shares one size class (and one pool) per requested stack size.
 #[inline]
 pub(crate) fn block_reserve(block: usize, align: usize) -> usize {
     let page = page_size();
-    let need = block + align.max(16);
+    let need = block + align.max(16) + (COLOURS - 1) * COLOUR_STEP;
     if need <= page {
         page
     } else {

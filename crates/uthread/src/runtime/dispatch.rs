@@ -389,7 +389,9 @@ unsafe fn build<T, F>(
 where
     F: FnOnce() -> T,
 {
-    let at = (stack.top() - block) & !(align - 1);
+    // Staggered by the thread's colour (`stack::colour_offset`), which `block_reserve` leaves
+    // room for.
+    let at = (stack.top() - block - stack::colour_offset(id)) & !(align - 1);
     let initial = if opts.start_suspended {
         life::SUSPENDED
     } else {

@@ -39,12 +39,26 @@ fn a_size_too_large_to_round_stays_too_large_to_map() {
 #[test]
 fn control_blocks_reserve_whole_pages() {
     let page = page_size();
+    let colours = (COLOURS - 1) * COLOUR_STEP;
     assert_eq!(block_reserve(1, 8), page);
-    assert_eq!(block_reserve(page - 16, 16), page);
-    assert_eq!(block_reserve(page - 15, 16), 2 * page);
+    assert_eq!(block_reserve(page - 16 - colours, 16), page);
+    assert_eq!(block_reserve(page - 15 - colours, 16), 2 * page);
     assert_eq!(block_reserve(page, 64), 2 * page);
-    assert_eq!(block_reserve(3 * page, 4096), 4 * page);
-    assert_eq!(block_reserve(3 * page + 1, 4096), 5 * page);
+    assert_eq!(block_reserve(3 * page - colours, 4096), 4 * page);
+    assert_eq!(block_reserve(3 * page + 1 - colours, 4096), 5 * page);
+}
+
+#[test]
+fn a_block_at_any_colour_fits_in_its_reserve() {
+    for id in 0..2 * COLOURS as u64 {
+        let (block, align) = (600, 64);
+        let reserve = block_reserve(block, align);
+        let top = 1 << 20;
+        let at = (top - block - colour_offset(id)) & !(align - 1);
+        assert!(at >= top - reserve && at + block <= top, "id {id}");
+    }
+    // Consecutive ids get different cache lines.
+    assert_ne!(colour_offset(0), colour_offset(1));
 }
 
 /// Whether `[addr, addr + 1 page)` is mapped in this process.
