@@ -1,0 +1,275 @@
+//! The fork/thread ratio then and now, and the first request of a connection against the rest.
+
+use super::*;
+
+/// fork_per_client over thread_per_client per pattern and size, both placements, beside the
+/// study's 4.7 / 4.0 for a 1 KB short connection.
+pub(super) fn fork_ratio(e: &ExperimentResult) -> Option<Chart> {
+    // server.fork_per_client.vs_thread.[same_cpu.]<short|long>.<size>
+    let mut cells: Vec<(bool, f64, String, bool, &Metric)> = Vec::new();
+    for m in &e.metrics {
+        let Some(rest) = m.id.strip_prefix("server.fork_per_client.vs_thread.") else {
+            continue;
+        };
+        let (same, rest) = match rest.strip_prefix("same_cpu.") {
+            Some(r) => (true, r),
+            None => (false, rest),
+        };
+        let Some((kind, size)) = rest.split_once('.') else {
+            continue;
+        };
+        let (Some(bytes), true) = (parse_size(size), kind == "short" || kind == "long") else {
+            continue;
+        };
+        cells.push((kind == "long", bytes, size.to_string(), same, m));
+    }
+    if cells.is_empty() {
+        return None;
+    }
+    let mut groups_k: Vec<(bool, f64)> = cells.iter().map(|c| (c.0, c.1)).collect();
+    groups_k.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    groups_k.dedup();
+    let any_same = cells.iter().any(|c| c.3);
+    let any_across = cells.iter().any(|c| !c.3);
+    let mut series = vec![BarSeries {
+        name: format!("then ({})", seeds::PTHREADS_1999.label),
+        then: true,
+    }];
+    if any_across {
+        series.push(BarSeries {
+            name: "now, client on another CPU".into(),
+            then: false,
+        });
+    }
+    if any_same {
+        series.push(BarSeries {
+            name: "now, client on the server's CPU".into(),
+            then: false,
+        });
+    }
+    let mut numbers = vec![vec![
+        "connection".to_string(),
+        "then".into(),
+        "now, another CPU".into(),
+        "now, same CPU".into(),
+    ]];
+    let mut groups = Vec::new();
+    let mut sources = Vec::new();
+    for (long, bytes) in groups_k {
+        let find = |same: bool| {
+            cells
+                .iter()
+                .find(|c| c.0 == long && c.1 == bytes && c.3 == same)
+                .map(|c| c.4)
+        };
+        let label = format!(
+            "{} {}",
+            if long { "long" } else { "short" },
+            crate::report::html::svg::fmt_bytes(bytes)
+        );
+        let (a, s) = (find(false), find(true));
+        let then = a.or(s).and_then(|m| m.historical.as_ref()).and_then(|h| {
+            if !sources.contains(&h.source) {
+                sources.push(h.source.clone());
+            }
+            h.unit.convert(h.value, Unit::Ratio)
+        });
+        let mut bars = vec![then.map(|t| crate::report::html::svg::Bar {
+            value: t,
+            range: None,
+            title: format!("{label}: {t:.3} ({})", seeds::PTHREADS_1999.label),
+            flag: None,
+        })];
+        if any_across {
+            bars.push(a.map(|m| metric_bar(m, Unit::Ratio, "another CPU")));
+        }
+        if any_same {
+            bars.push(s.map(|m| metric_bar(m, Unit::Ratio, "same CPU")));
+        }
+        numbers.push(vec![
+            label.clone(),
+            then.map_or("-".into(), |t| format!("{t:.3}x")),
+            a.map_or("-".into(), |m| fmt_with_unit(m.median, m.unit)),
+            s.map_or("-".into(), |m| fmt_with_unit(m.median, m.unit)),
+        ]);
+        groups.push(BarGroup {
+            label,
+            bars,
+            note: None,
+        });
+    }
+    let all: Vec<f64> = cells.iter().map(|c| c.4.median).collect();
+    let chart = BarChart {
+        y: Axis::auto("fork_per_client ÷ thread_per_client", &all),
+        series,
+        groups,
+        references: vec![Reference {
+            name: "1 = forking costs nothing more".into(),
+            y: 1.0,
+            x_from: None,
+            x_to: None,
+        }],
+    };
+    let title = "Fork per client over thread per client, then and now";
+    let ms: Vec<&Metric> = cells.iter().map(|c| c.4).collect();
+    let mut caption = format!(
+        "Each ratio is fork_per_client's time over thread_per_client's, round by round of the \
+         interleaved sampling (bars: medians; whiskers: quartiles). The study found {:.2}x for a \
+         1 KB short connection (4.7 ms / 4.0 ms, Fig. 4) and that the two converge on long \
+         connections (Fig. 5, no values given: the dashed line at 1).",
+        4.7 / 4.0
+    );
+    if !sources.is_empty() {
+        caption.push_str(&format!(" Then: {}.", sources.join("; ")));
+    }
+    caption.push_str(&flag_caption(&ms));
+    Some(Chart {
+        key: key(e, "fork-ratio"),
+        title: title.into(),
+        svg: chart.svg(title),
+        caption,
+        numbers,
+    })
+}
+
+/// Fig. 5's example ("10K ... took 1.469 us first time, but then ... around 0.45 us"): the
+/// first request of a long connection over the rest, per design. The study printed "us"
+/// beside Fig. 4's milliseconds, so only the ratio of its two figures is unambiguous.
+pub(super) fn first_vs_rest(e: &ExperimentResult, designs: &[String]) -> Option<Chart> {
+    let mut groups = Vec::new();
+    let mut numbers = vec![vec![
+        "design".to_string(),
+        "first".into(),
+        "the rest".into(),
+        "first ÷ rest".into(),
+        "then: first, rest".into(),
+        "then: first ÷ rest".into(),
+    ]];
+    let mut firsts: Vec<&Metric> = Vec::new();
+    let mut sources: Vec<String> = Vec::new();
+    let mut all = Vec::new();
+    for d in designs {
+        let prefix = format!("server.{d}.");
+        let Some(first) = e
+            .metrics
+            .iter()
+            .find(|m| m.id.starts_with(&prefix) && m.id.ends_with(".first"))
+        else {
+            continue;
+        };
+        let Some(rest) = e.metric(&format!("{}.rest", first.id.trim_end_matches(".first"))) else {
+            continue;
+        };
+        let now = match rest.unit.convert(rest.median, first.unit) {
+            Some(r) if r > 0.0 => first.median / r,
+            _ => continue,
+        };
+        let then = match (&first.historical, &rest.historical) {
+            (Some(a), Some(b)) => b
+                .unit
+                .convert(b.value, a.unit)
+                .filter(|r| *r > 0.0)
+                .map(|r| (a.value / r, a, b)),
+            _ => None,
+        };
+        if let Some((_, a, _)) = then {
+            if !sources.contains(&a.source) {
+                sources.push(a.source.clone());
+            }
+        }
+        all.push(now);
+        all.extend(then.map(|t| t.0));
+        firsts.push(first);
+        let size = first
+            .id
+            .split('.')
+            .find_map(parse_size)
+            .map_or(String::new(), |b| {
+                format!(", {}", crate::report::html::svg::fmt_bytes(b))
+            });
+        groups.push(BarGroup {
+            label: d.clone(),
+            bars: vec![
+                then.map(|(r, a, b)| crate::report::html::svg::Bar {
+                    value: r,
+                    range: None,
+                    title: format!(
+                        "{d}{size}, {}: first {} then {} as printed, {r:.2}x",
+                        seeds::label_of(&a.source),
+                        fmt_with_unit(a.value, a.unit),
+                        fmt_with_unit(b.value, b.unit)
+                    ),
+                    flag: None,
+                }),
+                Some(crate::report::html::svg::Bar {
+                    value: now,
+                    range: None,
+                    title: format!(
+                        "{d}{size}, now: first {} (median of {}), the rest {} per request, {now:.2}x",
+                        fmt_with_unit(first.median, first.unit),
+                        first.samples,
+                        fmt_with_unit(rest.median, rest.unit)
+                    ),
+                    flag: flag_text(first).or_else(|| flag_text(rest)),
+                }),
+            ],
+            note: None,
+        });
+        numbers.push(vec![
+            d.clone(),
+            fmt_with_unit(first.median, first.unit),
+            fmt_with_unit(rest.median, rest.unit),
+            format!("{now:.2}x"),
+            then.map_or("-".into(), |(_, a, b)| {
+                format!(
+                    "{}, {}",
+                    fmt_with_unit(a.value, a.unit),
+                    fmt_with_unit(b.value, b.unit)
+                )
+            }),
+            then.map_or("-".into(), |(r, _, _)| format!("{r:.2}x")),
+        ]);
+    }
+    if groups.is_empty() {
+        return None;
+    }
+    let chart = BarChart {
+        y: Axis::auto("first request ÷ each later one", &all),
+        series: vec![
+            BarSeries {
+                name: format!("then ({}, as printed)", seeds::PTHREADS_1999.label),
+                then: true,
+            },
+            BarSeries {
+                name: "now".into(),
+                then: false,
+            },
+        ],
+        groups,
+        references: Vec::new(),
+    };
+    let title = "Fig. 5's example: the first request of a long connection against the rest";
+    let mut caption = format!(
+        "{} · {}. The study printed its example in \"us\" (1.469 first, then about 0.45) \
+         beside Fig. 4's 4 ms per 1 KB connection, so its figures read as ms; their ratio does \
+         not depend on the unit, and is what is drawn.",
+        method(firsts[0], 300),
+        e.metric(&format!("{}.rest", firsts[0].id.trim_end_matches(".first")))
+            .map(|m| method(m, 200))
+            .unwrap_or_default()
+    );
+    if !sources.is_empty() {
+        caption.push_str(&format!(" Then: {}.", sources.join("; ")));
+    }
+    caption.push_str(&flag_caption(&firsts));
+    Some(Chart {
+        key: key(e, "fig5-example"),
+        title: title.into(),
+        svg: chart.svg(title),
+        caption,
+        numbers,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The percentile spectrum.
