@@ -1,0 +1,136 @@
+//! What a metric's noise floor is made of: the runs' machines, their drift and spread, how far the machine moved between them.
+
+use super::*;
+
+/// What identifies a machine and kernel for the purpose of comparing code.
+pub(super) fn fingerprint(r: &RunResults) -> Vec<(&'static str, String)> {
+    let e = &r.environment;
+    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "unknown".into());
+    let mut v = vec![
+        ("CPU", opt(&e.cpu_model)),
+        (
+            "logical CPUs",
+            e.logical_cpus.map_or("unknown".into(), |c| c.to_string()),
+        ),
+        (
+            "kernel",
+            format!("{} {}", e.kernel_release, e.kernel_version),
+        ),
+        ("preemption", e.preemption_model.clone()),
+        (
+            "virtualisation",
+            match (&e.hypervisor, e.virtualized) {
+                (Some(h), _) => h.clone(),
+                (None, Some(true)) => "virtualised".into(),
+                (None, Some(false)) => "bare metal".into(),
+                (None, None) => "unknown".into(),
+            },
+        ),
+        ("cpuidle", opt(&e.cpuidle_driver)),
+        ("governor", opt(&e.frequency_governor)),
+        ("build", e.build_profile.clone()),
+    ];
+    if let Some(h) = &e.hostname {
+        v.push(("host", h.clone()));
+    }
+    v
+}
+
+pub(super) fn machine_differences(a: &RunResults, b: &RunResults) -> Vec<String> {
+    let (fa, fb) = (fingerprint(a), fingerprint(b));
+    let mut d = Vec::new();
+    for (k, va) in &fa {
+        // A field only one file records (an older file without a host name) is not a difference.
+        if let Some((_, vb)) = fb.iter().find(|(kb, _)| kb == k) {
+            if va != vb {
+                d.push(format!("{k}: {va} vs {vb}"));
+            }
+        }
+    }
+    d
+}
+
+pub(super) fn side(m: &Metric) -> Side {
+    Side {
+        median: m.median,
+        samples: m.values.len(),
+        spread_pct: (m.values.len() > 1 && m.median != 0.0)
+            .then(|| (m.q3 - m.q1) / m.median.abs() * 100.0),
+    }
+}
+
+/// The kept attempt of an experiment, when it recorded its references.
+pub(super) fn kept(e: &ExperimentResult) -> Option<&crate::results::Attempt> {
+    e.attempts
+        .iter()
+        .find(|a| a.kept)
+        .filter(|a| a.reference_wide_ns.iter().all(|v| *v > 0.0))
+}
+
+/// The mean of an attempt's before and after readings of one reference, ns.
+pub(super) fn reference_mean(x: [f64; 2]) -> Option<f64> {
+    let m = (x[0] + x[1]) / 2.0;
+    (m > 0.0 && m.is_finite()).then_some(m)
+}
+
+/// How far the machine's speed moved between the two runs around this experiment, percent:
+/// the throughput-bound reference loop (the mean of its before and after readings), A against
+/// B. Every figure runs on the CPU, so every figure of the experiment may move with it.
+pub(super) fn machine_shift_pct(ea: &ExperimentResult, eb: &ExperimentResult) -> Option<f64> {
+    let a = reference_mean(kept(ea)?.reference_wide_ns)?;
+    let b = reference_mean(kept(eb)?.reference_wide_ns)?;
+    Some((b / a - 1.0).abs() * 100.0)
+}
+
+/// How far the throughput-bound reference loop moved during the kept attempt of an experiment,
+/// percent (before against after): the CPU's own drift while its figures were taken. The
+/// attempt's `drift_pct` also counts the kernel-entry reference, which is kept out of floors
+/// (see `kernel_entry_move_pct`).
+pub(super) fn cpu_drift_pct(e: &ExperimentResult) -> Option<f64> {
+    let [before, after] = kept(e)?.reference_wide_ns;
+    (before > 0.0 && after > 0.0).then(|| (after / before - 1.0).abs() * 100.0)
+}
+
+/// The largest move of the kernel-entry reference (one getppid) around this experiment,
+/// percent: during A's attempt, during B's, or between the two runs. On a VM it can double
+/// within minutes; only figures that enter the kernel move with it, so it is reported, not
+/// added to every floor.
+pub(super) fn kernel_entry_move_pct(ea: &ExperimentResult, eb: &ExperimentResult) -> Option<f64> {
+    let (ka, kb) = (kept(ea)?, kept(eb)?);
+    let change = |x: f64, y: f64| (x > 0.0 && y > 0.0).then(|| (y / x - 1.0).abs() * 100.0);
+    let between = change(
+        reference_mean(ka.reference_syscall_ns)?,
+        reference_mean(kb.reference_syscall_ns)?,
+    );
+    [ka, kb]
+        .iter()
+        .filter_map(|k| change(k.reference_syscall_ns[0], k.reference_syscall_ns[1]))
+        .chain(between)
+        .reduce(f64::max)
+}
+
+/// Kernel-entry moves (during or between the runs) larger than this are reported.
+pub(super) const KERNEL_ENTRY_NOTE_PCT: f64 = 10.0;
+
+/// Fewer tested metrics than this give too rough a scatter to set a floor with.
+pub const SCATTER_MIN_METRICS: usize = 20;
+
+/// How far metrics move between two runs of the same code, beyond what each run's samples
+/// show, estimated from this comparison itself: the log ratios of the tested metrics, their
+/// median (a common shift, which this does not absorb), and the scaled median absolute
+/// deviation around it (a robust standard deviation; Hampel's identifier). A metric whose
+/// ratio lies within three of those of 1 moved no further than metrics typically do between
+/// these two runs. None for fewer than `SCATTER_MIN_METRICS` ratios.
+pub fn scatter_floor_pct(ratios: impl Iterator<Item = f64>) -> Option<f64> {
+    let logs: Vec<f64> = ratios
+        .filter(|r| *r > 0.0 && r.is_finite())
+        .map(f64::ln)
+        .collect();
+    if logs.len() < SCATTER_MIN_METRICS {
+        return None;
+    }
+    let centre = crate::measure::stats::median(&logs);
+    let deviations: Vec<f64> = logs.iter().map(|x| (x - centre).abs()).collect();
+    let sd = 1.4826 * crate::measure::stats::median(&deviations);
+    Some(((3.0 * sd).exp() - 1.0) * 100.0)
+}

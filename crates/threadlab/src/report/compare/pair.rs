@@ -1,0 +1,243 @@
+//! Two runs compared: each metric's ratio with its bootstrap interval, its Mann-Whitney test, Holm's correction, the verdict.
+
+use super::*;
+
+/// The smallest p-value a two-sided U test can give with these sample counts (complete
+/// separation, no ties): a metric that cannot reach alpha is not put to the test.
+pub(super) fn smallest_p(na: usize, nb: usize) -> f64 {
+    let a: Vec<f64> = (0..na).map(|i| i as f64).collect();
+    let b: Vec<f64> = (0..nb).map(|i| (na + i) as f64).collect();
+    mann_whitney_p(&a, &b)
+}
+
+/// Compares B against A by the rule in this module's documentation.
+pub fn compare_pair(a: &Run, b: &Run, o: &Options) -> Result<Comparison> {
+    let diffs = machine_differences(&a.results, &b.results);
+    let same_machine = diffs.is_empty();
+    let mut rows: Vec<Row> = Vec::new();
+    let mut only_in_a = Vec::new();
+    let mut only_in_b = Vec::new();
+    let mut seen_b = std::collections::HashSet::new();
+    for ea in &a.results.experiments {
+        let eb = b.results.experiments.iter().find(|e| e.name == ea.name);
+        for ma in &ea.metrics {
+            let mb = eb.and_then(|e| e.metric(&ma.id));
+            let (Some(eb), Some(mb)) = (eb, mb) else {
+                only_in_a.push(ma.id.clone());
+                continue;
+            };
+            if !seen_b.insert((eb.name.clone(), mb.id.clone())) {
+                continue; // a duplicate id in a hand-edited file: the first one counts
+            }
+            rows.push(pair_row(ea, eb, ma, mb, same_machine, o));
+        }
+    }
+    for eb in &b.results.experiments {
+        for mb in &eb.metrics {
+            if !seen_b.contains(&(eb.name.clone(), mb.id.clone())) {
+                only_in_b.push(mb.id.clone());
+            }
+        }
+    }
+    if rows.is_empty() {
+        return Err(Error::Usage(format!(
+            "{} and {} share no metric; compare results of the same experiments (e.g. two runs \
+             of 'threadlab run')",
+            a.label, b.label
+        )));
+    }
+    // The family: every row with a p-value.
+    let tested: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].p.is_some()).collect();
+    let scatter = scatter_floor_pct(tested.iter().filter_map(|&i| rows[i].ratio));
+    if let Some(f) = scatter {
+        for &i in &tested {
+            if f > rows[i].floor_pct {
+                rows[i].floor_pct = f;
+                rows[i].floor_from = "this comparison's scatter (3 robust sd)".into();
+            }
+        }
+    }
+    let ps: Vec<f64> = tested.iter().map(|&i| rows[i].p.unwrap_or(1.0)).collect();
+    let adjusted = holm_adjust(&ps);
+    for (k, &i) in tested.iter().enumerate() {
+        let row = &mut rows[i];
+        row.p_holm = Some(adjusted[k]);
+        row.verdict = verdict(row, o.alpha);
+    }
+    let mut notes = Vec::new();
+    if same_machine {
+        let moved: Vec<String> = a
+            .results
+            .experiments
+            .iter()
+            .filter_map(|ea| {
+                let eb = b.results.experiments.iter().find(|e| e.name == ea.name)?;
+                let s = kernel_entry_move_pct(ea, eb)?;
+                (s > KERNEL_ENTRY_NOTE_PCT).then(|| format!("{} {s:.0}%", ea.name))
+            })
+            .collect();
+        if !moved.is_empty() {
+            notes.push(format!(
+                "the kernel-entry reference (one getppid) moved by up to this much during or \
+                 between the runs around {}: figures that enter the kernel may have moved with \
+                 it, whatever the code did",
+                moved.join(", ")
+            ));
+        }
+    }
+    let flagged = rows.iter().filter(|r| r.flags_text().is_some()).count();
+    if flagged > 0 {
+        notes.push(format!(
+            "{flagged} metric{} carr{} flags in A or B (client_bound, saturated, ...: the file \
+             says its figure should not be taken at face value; named in the flags column): \
+             read a change in {} as a change in the measurement's conditions as much as in the \
+             code",
+            if flagged == 1 { "" } else { "s" },
+            if flagged == 1 { "ies" } else { "y" },
+            if flagged == 1 { "it" } else { "them" }
+        ));
+    }
+    if a.results.mode != b.results.mode {
+        notes.push(format!(
+            "A is a {} run and B a {} run: sample counts and ranges differ",
+            a.results.mode, b.results.mode
+        ));
+    }
+    for r in [a, b] {
+        if let Some(sig) = &r.results.interrupted_by {
+            notes.push(format!("{} was interrupted by {sig}", r.label));
+        }
+        if r.results.environment.build_profile == "debug" {
+            notes.push(format!(
+                "{} is from a debug build: its figures mean nothing",
+                r.label
+            ));
+        }
+    }
+    Ok(Comparison {
+        a: RunInfo::of(a),
+        b: RunInfo::of(b),
+        machine_differences: diffs,
+        rows,
+        only_in_a,
+        only_in_b,
+        family: tested.len(),
+        scatter_floor_pct: scatter,
+        options: *o,
+        notes,
+    })
+}
+
+pub(super) fn pair_row(
+    ea: &ExperimentResult,
+    eb: &ExperimentResult,
+    ma: &Metric,
+    mb: &Metric,
+    same_machine: bool,
+    o: &Options,
+) -> Row {
+    // B's samples in A's unit (a unit that changed between versions still compares when it
+    // converts); otherwise the row is shown untested.
+    let b_values: Option<Vec<f64>> = mb
+        .values
+        .iter()
+        .map(|v| mb.unit.convert(*v, ma.unit))
+        .collect();
+    let mut b_side = side(mb);
+    if let Some(m) = mb.unit.convert(mb.median, ma.unit) {
+        b_side.median = m;
+    }
+    // The floor: the fixed part, then each measured part that is larger.
+    let mut floor = (o.noise_pct, "--noise".to_string());
+    let mut raise = |v: Option<f64>, what: String| {
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            if v > floor.0 {
+                floor = (v, what);
+            }
+        }
+    };
+    let a_side = side(ma);
+    raise(a_side.spread_pct, "A's spread (IQR/median)".into());
+    raise(b_side.spread_pct, "B's spread (IQR/median)".into());
+    // An experiment's drift says what its samples went through, unless the sampler kept only
+    // samples taken while the machine was quiet (the metric's `phase`): then the drift around
+    // the experiment says nothing about them.
+    let filtered = |m: &Metric| m.phase.is_some_and(|f| f.quiet >= f.kept && f.kept > 0);
+    if !filtered(ma) {
+        raise(cpu_drift_pct(ea), "A's drift during the experiment".into());
+    }
+    if !filtered(mb) {
+        raise(cpu_drift_pct(eb), "B's drift during the experiment".into());
+    }
+    if same_machine {
+        raise(
+            machine_shift_pct(ea, eb),
+            "the machine's reference loop, A vs B".into(),
+        );
+    }
+    let mut row = Row {
+        experiment: ea.name.clone(),
+        id: ma.id.clone(),
+        unit: ma.unit,
+        direction: ma.direction,
+        ratio_row: ma.ratio_of.is_some(),
+        a: a_side,
+        b: b_side,
+        ratio: None,
+        ci: None,
+        p: None,
+        p_holm: None,
+        floor_pct: floor.0,
+        floor_from: floor.1,
+        verdict: Verdict::Untested,
+        why: String::new(),
+        flags_a: ma.flags.clone(),
+        flags_b: mb.flags.clone(),
+    };
+    let Some(bv) = b_values else {
+        row.why = format!("units differ ({} vs {})", ma.unit, mb.unit);
+        return row;
+    };
+    if !(ma.median > 0.0 && row.b.median > 0.0) {
+        row.why = "a median at or below zero: no ratio".into();
+        return row;
+    }
+    row.ratio = Some(row.b.median / ma.median);
+    if ma.values.len() > 1 && bv.len() > 1 {
+        row.ci = bootstrap_ratio_ci(&ma.values, &bv, o.resamples);
+    }
+    if smallest_p(ma.values.len(), bv.len()) >= o.alpha {
+        row.why = format!(
+            "{} vs {} samples: the U test cannot reach p < {}",
+            ma.values.len(),
+            bv.len(),
+            o.alpha
+        );
+        return row;
+    }
+    row.p = Some(mann_whitney_p(&ma.values, &bv));
+    row.verdict = Verdict::NotSignificant;
+    row
+}
+
+pub(super) fn verdict(row: &Row, alpha: f64) -> Verdict {
+    let (Some(p), Some(ratio)) = (row.p_holm, row.ratio) else {
+        return Verdict::Untested;
+    };
+    if p >= alpha {
+        return Verdict::NotSignificant;
+    }
+    let band = 1.0 + row.floor_pct / 100.0;
+    let (lo, hi) = row.ci.unwrap_or((ratio, ratio));
+    let beyond = lo > band || hi < 1.0 / band;
+    if !beyond {
+        return Verdict::WithinNoise;
+    }
+    match row.direction {
+        Direction::LowerIsBetter if ratio > 1.0 => Verdict::Slower,
+        Direction::LowerIsBetter => Verdict::Faster,
+        Direction::HigherIsBetter if ratio < 1.0 => Verdict::Slower,
+        Direction::HigherIsBetter => Verdict::Faster,
+        Direction::Neither => Verdict::Changed,
+    }
+}

@@ -1,0 +1,209 @@
+//! The comparison of two runs as text: the rule applied, the machines, the table, the summary.
+
+use super::*;
+
+/// The rule in one paragraph, with this comparison's numbers.
+pub fn rule_text(c: &Comparison) -> String {
+    format!(
+        "Changed = Mann-Whitney U p < {} after Holm's correction over the {} metrics with enough \
+         samples to be tested, and the bootstrap 95% interval of B/A ({} resamples) wholly beyond \
+         the metric's noise floor: the largest of {}% (--noise), each run's IQR/median, each \
+         run's CPU drift during the experiment{}{}. See docs/compare.md.",
+        c.options.alpha,
+        c.family,
+        c.options.resamples,
+        crate::report::html::svg::fmt_tick(c.options.noise_pct),
+        if c.same_machine() {
+            ", how far the machine's throughput-bound reference loop moved between the runs"
+        } else {
+            ""
+        },
+        match c.scatter_floor_pct {
+            Some(f) => format!(
+                ", and three robust standard deviations of how far the tested metrics moved \
+                 ({f:.1}%)"
+            ),
+            None => String::new(),
+        }
+    )
+}
+
+/// The banner for files from different machines or kernels, if any.
+pub fn machines_banner(c: &Comparison) -> Option<String> {
+    (!c.same_machine()).then(|| {
+        format!(
+            "A and B ran on different machines or kernels ({}): the tests compare the machines, \
+             not the code; the ratios still hold.",
+            c.machine_differences.join("; ")
+        )
+    })
+}
+
+pub(super) fn fmt_ratio(r: &Row) -> String {
+    match (r.ratio, r.ci) {
+        (Some(x), Some((lo, hi))) => format!("{x:.3} [{lo:.3}, {hi:.3}]"),
+        (Some(x), None) => format!("{x:.3}"),
+        _ => "-".into(),
+    }
+}
+
+pub(super) fn fmt_p(p: Option<f64>) -> String {
+    match p {
+        Some(p) if p < 0.001 => format!("{p:.1e}"),
+        Some(p) => format!("{p:.3}"),
+        None => "-".into(),
+    }
+}
+
+/// The verdict as a reader wants it: "SLOWER +30.2%".
+pub fn verdict_text(r: &Row) -> String {
+    match r.verdict {
+        Verdict::Slower => format!("SLOWER +{:.1}%", r.slowdown_pct().unwrap_or(0.0)),
+        Verdict::Faster => match r.ratio {
+            Some(x) if r.direction == Direction::HigherIsBetter => {
+                format!("faster +{:.1}%", (x - 1.0) * 100.0)
+            }
+            Some(x) if x > 0.0 => format!("faster {:.1}%", (1.0 - x) * 100.0),
+            _ => "faster".into(),
+        },
+        Verdict::Changed => match r.ratio {
+            Some(x) => format!("CHANGED {:+.1}%", (x - 1.0) * 100.0),
+            None => "CHANGED".into(),
+        },
+        Verdict::Untested => format!("not tested: {}", r.why),
+        v => v.word().into(),
+    }
+}
+
+pub(super) fn new_table() -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_content_arrangement(ContentArrangement::Disabled);
+    t.force_no_tty();
+    t
+}
+
+/// The terminal text of a two-file comparison.
+pub fn render_pair_text(c: &Comparison) -> String {
+    let mut out = String::from("threadlab compare\n");
+    for (k, r) in [("A", &c.a), ("B", &c.b)] {
+        out.push_str(&format!(
+            "  {k}  {} · {} run · {} · threadlab {}\n     {}\n",
+            r.label, r.mode, r.started_at, r.version, r.machine
+        ));
+    }
+    if let Some(b) = machines_banner(c) {
+        out.push_str(&format!("\n!! {b}\n"));
+    }
+    for n in &c.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out.push_str(&format!("\n{}\n", rule_text(c)));
+    let mut experiments: Vec<&str> = Vec::new();
+    for r in &c.rows {
+        if !experiments.contains(&r.experiment.as_str()) {
+            experiments.push(&r.experiment);
+        }
+    }
+    for e in experiments {
+        out.push_str(&format!("\n{e}\n"));
+        let mut t = new_table();
+        // A flags column only where a metric of this experiment carries flags.
+        let flagged = c
+            .rows
+            .iter()
+            .any(|r| r.experiment == e && r.flags_text().is_some());
+        let mut header = vec![
+            "metric",
+            "A",
+            "B",
+            "B/A [95% CI]",
+            "p (Holm)",
+            "floor",
+            "verdict",
+        ];
+        if flagged {
+            header.push("flags");
+        }
+        t.set_header(header);
+        for r in c.rows.iter().filter(|r| r.experiment == e) {
+            let mut cells = vec![
+                Cell::new(&r.id),
+                Cell::new(fmt_with_unit(r.a.median, r.unit)).set_alignment(CellAlignment::Right),
+                Cell::new(fmt_with_unit(r.b.median, r.unit)).set_alignment(CellAlignment::Right),
+                Cell::new(fmt_ratio(r)).set_alignment(CellAlignment::Right),
+                Cell::new(fmt_p(r.p_holm)).set_alignment(CellAlignment::Right),
+                Cell::new(format!("{:.1}%", r.floor_pct)).set_alignment(CellAlignment::Right),
+                Cell::new(verdict_text(r)),
+            ];
+            if flagged {
+                cells.push(Cell::new(r.flags_text().unwrap_or_default()));
+            }
+            t.add_row(cells);
+        }
+        for col in t.column_iter_mut() {
+            col.set_constraint(ColumnConstraint::ContentWidth);
+        }
+        out.push_str(&t.to_string());
+        out.push('\n');
+    }
+    for (what, ids) in [("only in A", &c.only_in_a), ("only in B", &c.only_in_b)] {
+        if !ids.is_empty() {
+            out.push_str(&format!("\n{what}: {}\n", ids.join(", ")));
+        }
+    }
+    out.push_str(&format!("\n{}\n", summary(c)));
+    if let Some(pct) = c.options.fail_if_slower_pct {
+        let slow = c.slower_than(pct);
+        if slow.is_empty() {
+            out.push_str(&format!(
+                "--fail-if-slower {}: nothing is slower by more than {}%.\n",
+                crate::report::html::svg::fmt_tick(pct),
+                crate::report::html::svg::fmt_tick(pct)
+            ));
+        } else {
+            let list: Vec<String> = slow
+                .iter()
+                .map(|r| format!("{} +{:.1}%", r.id, r.slowdown_pct().unwrap_or(0.0)))
+                .collect();
+            out.push_str(&format!(
+                "--fail-if-slower {}: slower by more than {}%: {} (exit status 1).\n",
+                crate::report::html::svg::fmt_tick(pct),
+                crate::report::html::svg::fmt_tick(pct),
+                list.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+/// "2 slower (a +30.2%, b +12.0%), 1 faster, ..."
+pub fn summary(c: &Comparison) -> String {
+    let list = |v: Verdict| -> String {
+        let ids: Vec<String> = c
+            .rows
+            .iter()
+            .filter(|r| r.verdict == v)
+            .map(|r| r.id.clone())
+            .collect();
+        if ids.is_empty() || ids.len() > 12 {
+            String::new()
+        } else {
+            format!(" ({})", ids.join(", "))
+        }
+    };
+    format!(
+        "{} metrics compared: {} slower{}, {} faster{}, {} changed{}, {} within noise, {} the \
+         same, {} not tested (too few samples or no ratio).",
+        c.rows.len(),
+        c.count(Verdict::Slower),
+        list(Verdict::Slower),
+        c.count(Verdict::Faster),
+        list(Verdict::Faster),
+        c.count(Verdict::Changed),
+        list(Verdict::Changed),
+        c.count(Verdict::WithinNoise),
+        c.count(Verdict::NotSignificant),
+        c.count(Verdict::Untested)
+    )
+}
