@@ -1,40 +1,14 @@
 //! The binary as a user meets it: errors, listing, the results file, interruption.
 //! These tests check structure and behaviour only, never durations.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use threadlab::results::{Metric, RunResults, Status, SCHEMA_VERSION};
 
-fn threadlab() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_threadlab"));
-    c.stdin(Stdio::null()).env("NO_COLOR", "1");
-    c
-}
-
-fn run(args: &[&str]) -> Output {
-    threadlab().args(args).output().expect("threadlab runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("threadlab-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// A usage mistake: exit status 2, exactly one line on stderr, no panic text.
-fn assert_one_line_usage_error(o: &Output, must_contain: &str) {
-    let err = stderr(o);
-    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err:?}");
-    assert!(err.contains(must_contain), "{err:?} lacks {must_contain:?}");
-    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"));
-}
+mod common;
+use common::*;
 
 #[test]
 fn unknown_experiment_is_one_line_and_status_2() {

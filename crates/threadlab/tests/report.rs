@@ -4,7 +4,7 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -15,37 +15,8 @@ use threadlab::measure::units::{Direction, Unit};
 use threadlab::report::{fmt_value, html};
 use threadlab::results::{parse_results, ExperimentResult, RunResults};
 
-fn threadlab() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_threadlab"));
-    c.stdin(Stdio::null()).env("NO_COLOR", "1");
-    c
-}
-
-fn run(args: &[&str]) -> Output {
-    threadlab().args(args).output().expect("threadlab runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("threadlab-report-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn assert_one_line_usage_error(o: &Output, must_contain: &str) {
-    let err = stderr(o);
-    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err:?}");
-    assert!(err.contains(must_contain), "{err:?} lacks {must_contain:?}");
-    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"));
-}
+mod common;
+use common::*;
 
 /// One tiny run of every experiment, shared by the tests: its results file (the report was
 /// written beside it by `run`). It lives in the target's temporary folder, where the next run

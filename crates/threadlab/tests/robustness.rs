@@ -7,36 +7,14 @@ use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use threadlab::results::{RunResults, Status};
 
-fn threadlab() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_threadlab"));
-    c.stdin(Stdio::null()).env("NO_COLOR", "1");
-    c
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("threadlab-rob-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn assert_one_line_usage_error(o: &Output, must_contain: &str) {
-    let err = stderr(o);
-    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err:?}");
-    assert!(err.contains(must_contain), "{err:?} lacks {must_contain:?}");
-    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"));
-}
+mod common;
+use common::*;
 
 fn tiny(args: &[&OsStr]) -> Output {
     threadlab()

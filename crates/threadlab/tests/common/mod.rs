@@ -1,0 +1,48 @@
+//! What the binary's integration tests share: running threadlab as a user does, reading its
+//! output, scratch folders, and the shape every usage error must have. Each test file takes
+//! what it needs, so some of these go unused in one file or another.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+/// The binary under test, with no terminal input and no colour.
+pub fn threadlab() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_threadlab"));
+    c.stdin(Stdio::null()).env("NO_COLOR", "1");
+    c
+}
+
+pub fn run(args: &[&str]) -> Output {
+    threadlab().args(args).output().expect("threadlab runs")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// An empty folder of this test file's own (`threadlab-<file>-<pid>-<name>`) under the
+/// temporary directory; whatever an earlier run left there is removed first.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "threadlab-{}-{}-{name}",
+        env!("CARGO_CRATE_NAME"),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A usage mistake: exit status 2, exactly one line on stderr, no panic text.
+pub fn assert_one_line_usage_error(o: &Output, must_contain: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err:?}");
+    assert!(err.contains(must_contain), "{err:?} lacks {must_contain:?}");
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"));
+}
