@@ -146,6 +146,11 @@ fn reset(s: TcpStream) {
 #[test]
 fn bad_frames_slowloris_and_resets_leave_other_clients_served_and_nothing_behind() {
     let _one = serial();
+    // Servers of an earlier test may still be winding down their threads.
+    let settle = Instant::now() + Duration::from_secs(3);
+    while threads() > 0 && Instant::now() < settle {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let base_fds = fds();
     let base_threads = threads();
     for d in DESIGNS {
@@ -155,8 +160,13 @@ fn bad_frames_slowloris_and_resets_leave_other_clients_served_and_nothing_behind
         };
         let addr = server.local_addr();
         let name = d.name;
-        // The leak check below sees this design's threads (it counts them by name).
+        // The leak check below sees this design's threads (it counts them by name; a new
+        // thread takes its name a moment after it starts).
         if server.program_pid().is_none() {
+            let end = Instant::now() + Duration::from_secs(5);
+            while threads() <= base_threads && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(5));
+            }
             assert!(
                 threads() > base_threads,
                 "{name}: no thread named tl-… seen"
