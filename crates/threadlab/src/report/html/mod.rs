@@ -2,7 +2,7 @@
 //! paper.
 //!
 //! - No network at all: no script, style, font or image is fetched. Charts are inline SVG drawn
-//!   by `svg.rs`; the page's Content-Security-Policy forbids every fetch, so even a mistake
+//!   by `svg/`; the page's Content-Security-Policy forbids every fetch, so even a mistake
 //!   could not load anything.
 //! - Every text from the results file is escaped (`svg::esc`), `/` included, so a hostile name or
 //!   note can neither add markup nor spell a URL.
@@ -11,7 +11,7 @@
 //!   shows both.
 //!
 //! Layout: the machine and what to know first (warnings, re-measured, noisy, skipped), one
-//! section per experiment (`sections.rs` decides its charts), then "what to choose on this
+//! section per experiment (`sections/` decides its charts), then "what to choose on this
 //! machine" (`advice.rs`).
 
 pub mod advice;
