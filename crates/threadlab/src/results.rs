@@ -7,13 +7,20 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::measure::env::Environment;
-use crate::measure::stats::{two_modes, ModeCluster, PhaseFilter, Summary, NOISY_IQR_FRACTION};
+use crate::measure::host::HostActivity;
+use crate::measure::stats::{two_modes, ModeCluster, Summary, TrialLog, NOISY_IQR_FRACTION};
 use crate::measure::units::{Direction, Unit};
 
 /// Bumped whenever a field is renamed or its meaning changes; adding a field does not bump it.
 /// 2: every metric keeps its samples (`values`), `cv` is computed from them, `direction`,
 /// `modes`, `ratio_of`, structured `tables`, re-measuring `attempts`, `repeat`.
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: `values` are trials (each the median of its batches, kept in `batches`), `trials` says
+/// what the sampler did (replacing `phase`), experiments record `host` (steal, run delay).
+pub const SCHEMA_VERSION: u32 = 3;
+
+/// The oldest schema this version still reads: a version-2 file's `values` are samples of one
+/// set of threads rather than trials, which `compare` takes into account.
+pub const OLDEST_READABLE_SCHEMA: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RunResults {
@@ -99,6 +106,10 @@ pub struct ExperimentResult {
     /// re-measuring budget was spent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift_note: Option<String>,
+    /// What the host took during the kept attempt: steal per CPU, the lab's run delay, trials
+    /// set aside. Absent from files written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostActivity>,
 }
 
 impl ExperimentResult {
@@ -226,9 +237,14 @@ pub struct Metric {
     /// For a ratio row: the two metrics it divides, computed per round of interleaved sampling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ratio_of: Option<[String; 2]>,
-    /// What the sampler's phase filter did: samples taken, quiet, kept (see the note).
+    /// Each trial's batch figures in this metric's unit, in the order taken; `values[i]` is the
+    /// median of `batches[i]`. Empty for metrics that are not made of trials.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batches: Vec<Vec<f64>>,
+    /// What the sampler's trials did: taken, kept, set aside and why, why sampling stopped, the
+    /// precision reached, the CPU pair's distance per trial (see the note).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<PhaseFilter>,
+    pub trials: Option<TrialLog>,
     /// Why this figure should not be taken at face value, as stable snake_case names (the
     /// server experiment: `client_bound`, `listen_overflow`, `little_law_mismatch`,
     /// `saturated`, `errors`); empty when there is nothing to say.
@@ -325,8 +341,8 @@ impl Metric {
             placement: placement.to_string(),
             note: {
                 let mut n: String = note.into();
-                if let Some(f) = &s.phase {
-                    n.push_str(&f.note());
+                if let Some(t) = &s.trials {
+                    n.push_str(&t.note());
                 }
                 n
             },
@@ -335,7 +351,8 @@ impl Metric {
             values: s.values.clone(),
             modes,
             ratio_of: None,
-            phase: s.phase,
+            batches: s.batches.clone(),
+            trials: s.trials.clone(),
             flags: Vec::new(),
             histograms: Vec::new(),
         }
@@ -369,7 +386,8 @@ impl Metric {
             values: vec![value],
             modes: None,
             ratio_of: None,
-            phase: None,
+            batches: Vec::new(),
+            trials: None,
             flags: Vec::new(),
             histograms: Vec::new(),
         }
@@ -416,12 +434,13 @@ pub fn parse_results(text: &str, what: &str) -> Result<RunResults> {
         ))
     })?;
     match value.get("schema_version").and_then(|v| v.as_u64()) {
-        Some(v) if v == u64::from(SCHEMA_VERSION) => {}
+        Some(v) if (u64::from(OLDEST_READABLE_SCHEMA)..=u64::from(SCHEMA_VERSION)).contains(&v) => {
+        }
         Some(v) => {
             return Err(Error::Usage(format!(
-                "{what} has results schema version {v}, this threadlab reads version \
-                 {SCHEMA_VERSION}; run the suite again with this version to compare or report \
-                 it (see docs/results-schema.md for what changed)"
+                "{what} has results schema version {v}, this threadlab reads versions \
+                 {OLDEST_READABLE_SCHEMA} to {SCHEMA_VERSION}; run the suite again with this \
+                 version to compare or report it (see docs/results-schema.md for what changed)"
             )))
         }
         None => {

@@ -3,6 +3,8 @@
 
 pub mod drift;
 pub mod env;
+pub mod host;
+pub mod pair;
 pub mod placement;
 pub mod probe;
 pub mod process;

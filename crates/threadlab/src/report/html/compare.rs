@@ -9,7 +9,8 @@ use super::svg::{esc, ratio_chart, Axis, Line, LineChart, RatioRow};
 use super::{figure, page, Chart, Page};
 use crate::measure::units::Unit;
 use crate::report::compare::{
-    column_name, machines_banner, rule_text, summary, verdict_text, Comparison, Fleet, Run, Verdict,
+    column_name, fmt_detectable, machines_banner, rule_text, summary, verdict_text, Comparison,
+    Fleet, Run, Verdict,
 };
 use crate::report::{fmt_value, fmt_with_unit};
 
@@ -258,7 +259,7 @@ pub fn render_pair(c: &Comparison, a: &Run, b: &Run) -> String {
         let flagged = rows.iter().any(|r| r.flags_text().is_some());
         let _ = writeln!(
             body,
-            "</div>\n<div class=\"scroll\"><table><thead><tr><th>metric</th><th>A</th><th>B</th><th>B/A [95% CI]</th><th>p (Holm)</th><th>floor</th><th>verdict</th>{}</tr></thead><tbody>",
+            "</div>\n<div class=\"scroll\"><table><thead><tr><th>metric</th><th>A</th><th>B</th><th>B/A [95% CI]</th><th>p (Holm)</th><th>floor</th><th>detects</th><th>verdict</th>{}</tr></thead><tbody>",
             if flagged { "<th>flags</th>" } else { "" }
         );
         for r in rows {
@@ -280,7 +281,7 @@ pub fn render_pair(c: &Comparison, a: &Run, b: &Run) -> String {
             };
             let _ = writeln!(
                 body,
-                "<tr{class}><td class=\"id\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\" title=\"{}\">{:.1}%</td><td>{}</td>{flags}</tr>",
+                "<tr{class}><td class=\"id\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\" title=\"{}\">{:.1}%</td><td class=\"num\">{}</td><td title=\"{}\">{}</td>{flags}</tr>",
                 esc(&r.id),
                 esc(&fmt_with_unit(r.a.median, r.unit)),
                 esc(&fmt_with_unit(r.b.median, r.unit)),
@@ -292,6 +293,8 @@ pub fn render_pair(c: &Comparison, a: &Run, b: &Run) -> String {
                 r.p_holm.map_or("-".into(), |p| if p < 0.001 { format!("{p:.1e}") } else { format!("{p:.3}") }),
                 esc(&r.floor_from),
                 r.floor_pct,
+                esc(&fmt_detectable(r)),
+                esc(r.regime.as_deref().unwrap_or("")),
                 esc(&verdict_text(r))
             );
         }
