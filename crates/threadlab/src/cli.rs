@@ -130,13 +130,14 @@ pub struct RunArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
-    /// The design: thread_per_client, thread_per_request, fork_per_client, prefork, pool,
-    /// epoll, epoll_per_core, io_uring, tokio or go.
-    #[arg(long)]
+    /// The server design (the list is the lab's own: every design the server experiment
+    /// measures).
+    #[arg(long, value_parser = design_names())]
     pub design: String,
-    /// Where to listen.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
-    pub listen: std::net::SocketAddr,
+    /// Where to listen: HOST:PORT, a host name or an address (`[::]:7878` for every IPv6 and
+    /// IPv4 address).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:7878")]
+    pub listen: String,
     /// Answer STATS (CPU, memory, threads) to peers that are not on loopback.
     #[arg(long)]
     pub allow_remote_stats: bool,
@@ -554,16 +555,7 @@ fn with_remote_server(
     named: &[String],
     target: &str,
 ) -> Result<Vec<&'static dyn Experiment>> {
-    use std::net::ToSocketAddrs;
-    let addr = target
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| {
-            Error::Usage(format!(
-                "--target '{target}' is not an address; give HOST:PORT, e.g. 192.0.2.7:7878"
-            ))
-        })?;
+    let addr = resolve("--target", target, "192.0.2.7:7878")?;
     if !named.is_empty() && !chosen.iter().any(|e| e.info().name == "server") {
         return Err(Error::Usage(
             "--target applies to the server experiment: threadlab run server --target HOST:PORT"
@@ -583,6 +575,32 @@ fn with_remote_server(
         .collect())
 }
 
+/// The `--design` values, from the design registry (so the help and the errors cannot leave
+/// one out).
+fn design_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        crate::subjects::server::DESIGNS
+            .iter()
+            .map(|d| clap::builder::PossibleValue::new(d.name).help(d.summary)),
+    )
+}
+
+/// HOST:PORT (a name or an address) to the first address it resolves to, for `--listen` and
+/// `--target` alike.
+fn resolve(option: &str, value: &str, example: &str) -> Result<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs;
+    value
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "{option} '{value}' is not an address this machine can resolve; give HOST:PORT, \
+                 e.g. {example}"
+            ))
+        })
+}
+
 /// `threadlab serve`: one design on ADDR until SIGINT/SIGTERM, then its counters.
 fn serve(args: ServeArgs) -> Result<i32> {
     use crate::subjects::server;
@@ -594,9 +612,10 @@ fn serve(args: ServeArgs) -> Result<i32> {
             names.join(", ")
         ))
     })?;
+    let listen = resolve("--listen", &args.listen, "127.0.0.1:7878 or localhost:7878")?;
     let _nofile = experiments::server::NofileRaised::raise();
     let mut cfg = server::ServerConfig::loopback();
-    cfg.listen = args.listen;
+    cfg.listen = listen;
     cfg.allow_remote_stats = args.allow_remote_stats;
     cfg.stats_snapshots = true;
     let cancel = Cancel::install()?;
@@ -610,7 +629,7 @@ fn serve(args: ServeArgs) -> Result<i32> {
         }
         Err(e) => return Err(e),
     };
-    eprintln!(
+    say_err!(
         "threadlab serve: {} listening on {} ({}); Ctrl-C stops it",
         design.name,
         s.local_addr(),
@@ -621,7 +640,7 @@ fn serve(args: ServeArgs) -> Result<i32> {
     }
     let c = s.counts();
     drop(s);
-    eprintln!(
+    say_err!(
         "threadlab serve: stopped; {} requests served, {} refused busy, {} bad or late frames, \
          {} resets, {} accepted, {} times out of descriptors",
         c.served, c.rejected, c.errors, c.resets, c.accepted, c.fd_exhausted
