@@ -9,23 +9,27 @@ use clap::{Parser, Subcommand};
 
 /// Output that never panics: a closed stdout or stderr (`| head -1`, `| true`) is not an error
 /// of the run. What cannot be shown is dropped; the experiments, the results file and the exit
-/// status are as they would have been (see README, "Exit status").
+/// status are as they would have been (see README, "Exit status"). Everything printed passes
+/// `report::terminal::clean`: text from a results file never acts on the terminal.
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = write!(std::io::stdout(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = write!(std::io::stdout(), "{}", crate::report::terminal::clean(&text));
     }};
 }
 macro_rules! say_line {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = writeln!(std::io::stdout(), "{}", crate::report::terminal::clean(&text));
     }};
 }
 macro_rules! say_err {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", crate::report::terminal::clean(&text));
     }};
 }
 

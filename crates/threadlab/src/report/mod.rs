@@ -9,6 +9,7 @@ pub mod markdown;
 pub mod output;
 pub mod prom;
 pub mod table;
+pub mod terminal;
 pub mod warnings;
 
 use std::path::Path;
