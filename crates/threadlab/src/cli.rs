@@ -313,7 +313,8 @@ fn read_results(path: &Path) -> Result<RunResults> {
     }
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::Usage(format!("cannot read {what}: {e}; {fix}")))?;
-    results::parse_results(&text, &what)
+    // Everything read from a file is text to show, never a command to a terminal.
+    Ok(report::terminal::cleaned(&results::parse_results(&text, &what)?))
 }
 
 /// Where a report goes by default: beside `results`, the same name ending in .html.
@@ -528,7 +529,13 @@ fn run(args: RunArgs) -> Result<i32> {
             && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty()),
         width: terminal_width(),
     };
-    say!("{}", table::render(&results, &style));
+    // Printed as is, not through `say!`: the table's colour codes are its own, and its text
+    // comes from a cleaned copy of the results.
+    {
+        use std::io::Write as _;
+        let text = table::render(&report::terminal::cleaned(&results), &style);
+        let _ = write!(std::io::stdout(), "{text}");
+    }
     for ((format, _), out) in outputs.iter().zip(&checked) {
         out.write(format.render(&results)?.as_bytes())?;
         say_err!("wrote {}", out.given.display());

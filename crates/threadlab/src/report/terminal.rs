@@ -1,8 +1,10 @@
 //! What reaches a terminal is text, never commands to it. A results file is input from anyone:
 //! a metric id, a CPU model or a note may carry an escape sequence that retitles the window,
 //! clears the screen or plants a hyperlink, a NUL, or a bidirectional override (U+202E) that
-//! shows text in another order than it is. Every line the binary prints goes through `clean`
-//! (the `say!` macros of cli.rs), whatever part of it came from a file.
+//! shows text in another order than it is. A results file read by `compare`, `report` or
+//! `export` is `cleaned` as it is loaded, and every line the binary prints goes through `clean`
+//! again (the `say!` macros of cli.rs), whatever part of it came from a file; the run's own
+//! table, which carries colour codes of its own, is rendered from a `cleaned` copy.
 
 use std::borrow::Cow;
 
@@ -29,6 +31,43 @@ pub fn clean(s: &str) -> Cow<'_, str> {
             })
             .collect(),
     )
+}
+
+/// `clean` applied to every string (keys too) of a JSON value.
+pub fn clean_value(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => {
+            if let Cow::Owned(c) = clean(s) {
+                *s = c;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(clean_value),
+        Value::Object(map) => {
+            let dirty: Vec<String> = map
+                .keys()
+                .filter(|k| matches!(clean(k), Cow::Owned(_)))
+                .cloned()
+                .collect();
+            for k in dirty {
+                if let Some(x) = map.remove(&k) {
+                    map.insert(clean(&k).into_owned(), x);
+                }
+            }
+            map.values_mut().for_each(clean_value);
+        }
+        _ => {}
+    }
+}
+
+/// A copy of `r` whose every string is `clean`: what a reader of a results file works on, so
+/// that tables are laid out with the characters they will show.
+pub fn cleaned(r: &crate::results::RunResults) -> crate::results::RunResults {
+    let Ok(mut v) = serde_json::to_value(r) else {
+        return r.clone();
+    };
+    clean_value(&mut v);
+    serde_json::from_value(v).unwrap_or_else(|_| r.clone())
 }
 
 /// A character a terminal interprets rather than shows.
