@@ -262,6 +262,14 @@ fn one_line_clap_error(e: &clap::Error) -> String {
             msg = format!("{} {}", msg, more.join(", "));
         }
     }
+    // An invalid value of a closed list: say what the list is.
+    if let Some(values) = text.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix("[possible values: ")
+            .and_then(|v| v.strip_suffix(']'))
+    }) {
+        msg = format!("{msg}; choose from {values}");
+    }
     format!("threadlab: {msg}; see 'threadlab --help'")
 }
 
@@ -314,7 +322,9 @@ fn read_results(path: &Path) -> Result<RunResults> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::Usage(format!("cannot read {what}: {e}; {fix}")))?;
     // Everything read from a file is text to show, never a command to a terminal.
-    Ok(report::terminal::cleaned(&results::parse_results(&text, &what)?))
+    Ok(report::terminal::cleaned(&results::parse_results(
+        &text, &what,
+    )?))
 }
 
 /// Where a report goes by default: beside `results`, the same name ending in .html.
@@ -654,7 +664,12 @@ fn serve(args: ServeArgs) -> Result<i32> {
     say_err!(
         "threadlab serve: stopped; {} requests served, {} refused busy, {} bad or late frames, \
          {} resets, {} accepted, {} times out of descriptors",
-        c.served, c.rejected, c.errors, c.resets, c.accepted, c.fd_exhausted
+        c.served,
+        c.rejected,
+        c.errors,
+        c.resets,
+        c.accepted,
+        c.fd_exhausted
     );
     Ok(0)
 }

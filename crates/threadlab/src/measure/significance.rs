@@ -138,7 +138,10 @@ pub fn bootstrap_ratio_ci(a: &[f64], b: &[f64], resamples: usize) -> Option<(f64
 /// One sample set, ready to be resampled.
 enum Side<'a> {
     /// Small: resampled value by value into the scratch buffer.
-    Built { values: &'a [f64], scratch: Vec<f64> },
+    Built {
+        values: &'a [f64],
+        scratch: Vec<f64>,
+    },
     /// Large: sorted once; a resample's median is drawn from its distribution.
     Drawn { sorted: Vec<f64> },
 }
@@ -315,8 +318,9 @@ mod tests {
                 scratch: vec![0.0; n],
             };
             let mut rng = SplitMix64(11);
-            let mut by_building: Vec<f64> =
-                (0..3000).map(|_| built.resampled_median(&mut rng)).collect();
+            let mut by_building: Vec<f64> = (0..3000)
+                .map(|_| built.resampled_median(&mut rng))
+                .collect();
             let mut by_drawing: Vec<f64> =
                 (0..3000).map(|_| drawn_median(&sorted, &mut rng)).collect();
             by_building.sort_by(f64::total_cmp);
@@ -351,7 +355,10 @@ mod tests {
             let mean = xs.iter().sum::<f64>() / xs.len() as f64;
             let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64;
             let (m, v) = (a / (a + b), a * b / ((a + b).powi(2) * (a + b + 1.0)));
-            assert!((mean - m).abs() < 4.0 * (v / 20_000.0).sqrt(), "{a},{b}: mean {mean}");
+            assert!(
+                (mean - m).abs() < 4.0 * (v / 20_000.0).sqrt(),
+                "{a},{b}: mean {mean}"
+            );
             assert!((var / v - 1.0).abs() < 0.05, "{a},{b}: var {var} vs {v}");
         }
     }

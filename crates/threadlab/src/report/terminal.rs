@@ -93,7 +93,10 @@ mod tests {
         for c in out.chars() {
             assert!(!acts_on_terminal(c), "{c:?} left in {out:?}");
         }
-        assert!(out.starts_with("a\u{241B}]0;owned\u{2407}\u{241B}[2J"), "{out}");
+        assert!(
+            out.starts_with("a\u{241B}]0;owned\u{2407}\u{241B}[2J"),
+            "{out}"
+        );
         assert_eq!(out.chars().count(), hostile.chars().count(), "one for one");
     }
 

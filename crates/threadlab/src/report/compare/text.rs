@@ -65,12 +65,21 @@ pub(super) fn fmt_p(p: Option<f64>) -> String {
 /// The verdict as a reader wants it: "SLOWER +30.2%".
 pub fn verdict_text(r: &Row) -> String {
     match r.verdict {
-        Verdict::Slower => format!("SLOWER +{}%", crate::measure::units::fmt_fixed(r.slowdown_pct().unwrap_or(0.0), 1)),
+        Verdict::Slower => format!(
+            "SLOWER +{}%",
+            crate::measure::units::fmt_fixed(r.slowdown_pct().unwrap_or(0.0), 1)
+        ),
         Verdict::Faster => match r.ratio {
             Some(x) if r.direction == Direction::HigherIsBetter => {
-                format!("faster +{}%", crate::measure::units::fmt_fixed((x - 1.0) * 100.0, 1))
+                format!(
+                    "faster +{}%",
+                    crate::measure::units::fmt_fixed((x - 1.0) * 100.0, 1)
+                )
             }
-            Some(x) if x > 0.0 => format!("faster {}%", crate::measure::units::fmt_fixed((1.0 - x) * 100.0, 1)),
+            Some(x) if x > 0.0 => format!(
+                "faster {}%",
+                crate::measure::units::fmt_fixed((1.0 - x) * 100.0, 1)
+            ),
             _ => "faster".into(),
         },
         Verdict::Changed => match r.ratio {
@@ -144,7 +153,11 @@ pub fn render_pair_text(c: &Comparison) -> String {
                 Cell::new(fmt_with_unit(r.b.median, r.unit)).set_alignment(CellAlignment::Right),
                 Cell::new(fmt_ratio(r)).set_alignment(CellAlignment::Right),
                 Cell::new(fmt_p(r.p_holm)).set_alignment(CellAlignment::Right),
-                Cell::new(format!("{}%", crate::measure::units::fmt_fixed(r.floor_pct, 1))).set_alignment(CellAlignment::Right),
+                Cell::new(format!(
+                    "{}%",
+                    crate::measure::units::fmt_fixed(r.floor_pct, 1)
+                ))
+                .set_alignment(CellAlignment::Right),
                 Cell::new(verdict_text(r)),
             ];
             if flagged {
@@ -175,7 +188,13 @@ pub fn render_pair_text(c: &Comparison) -> String {
         } else {
             let list: Vec<String> = slow
                 .iter()
-                .map(|r| format!("{} +{}%", r.id, crate::measure::units::fmt_fixed(r.slowdown_pct().unwrap_or(0.0), 1)))
+                .map(|r| {
+                    format!(
+                        "{} +{}%",
+                        r.id,
+                        crate::measure::units::fmt_fixed(r.slowdown_pct().unwrap_or(0.0), 1)
+                    )
+                })
                 .collect();
             out.push_str(&format!(
                 "--fail-if-slower {}: slower by more than {}%: {} (exit status 1).\n",

@@ -224,8 +224,12 @@ pub fn render_pair(c: &Comparison, a: &Run, b: &Run) -> String {
                         "{}: B/A {}{}; {}{}",
                         r.id,
                         crate::measure::units::fmt_fixed(ratio, 3),
-                        r.ci.map(|(lo, hi)| format!(" [{}, {}]", crate::measure::units::fmt_fixed(lo, 3), crate::measure::units::fmt_fixed(hi, 3)))
-                            .unwrap_or_default(),
+                        r.ci.map(|(lo, hi)| format!(
+                            " [{}, {}]",
+                            crate::measure::units::fmt_fixed(lo, 3),
+                            crate::measure::units::fmt_fixed(hi, 3)
+                        ))
+                        .unwrap_or_default(),
                         verdict_text(r),
                         r.flags_text()
                             .map(|f| format!("; flagged: {f}"))
