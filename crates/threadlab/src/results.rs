@@ -444,17 +444,60 @@ pub fn parse_results(text: &str, what: &str) -> Result<RunResults> {
             )))
         }
         None => {
+            let found = match value.get("schema_version") {
+                None => "no schema_version".to_string(),
+                Some(v) => format!("its schema_version is {}, not a whole number", kind_of(v)),
+            };
             return Err(Error::Usage(format!(
-                "{what} is not a threadlab results file (no schema_version); give the JSON that \
+                "{what} is not a threadlab results file ({found}); give the JSON that \
                  'threadlab run' wrote"
-            )))
+            )));
         }
     }
-    serde_json::from_value(value).map_err(|e| {
+    let results: RunResults = serde_json::from_value(value).map_err(|e| {
         Error::Usage(format!(
             "{what} is not a complete threadlab results file ({e}); was it edited or cut short?"
         ))
-    })
+    })?;
+    refuse_duplicates(&results, what)?;
+    Ok(results)
+}
+
+/// A JSON value's kind in words, for messages (never the value itself: it may be huge).
+fn kind_of(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// A run never writes an experiment twice, nor a metric id twice within one: a file that does
+/// was merged or edited by hand, and every reader would have to pick one of the two silently.
+fn refuse_duplicates(r: &RunResults, what: &str) -> Result<()> {
+    let fix = "keep one of them (a file that 'threadlab run' wrote never repeats one)";
+    let mut experiments = std::collections::HashSet::new();
+    for e in &r.experiments {
+        if !experiments.insert(e.name.as_str()) {
+            return Err(Error::Usage(format!(
+                "{what} holds experiment '{}' twice; {fix}",
+                e.name
+            )));
+        }
+        let mut ids = std::collections::HashSet::new();
+        for m in &e.metrics {
+            if !ids.insert(m.id.as_str()) {
+                return Err(Error::Usage(format!(
+                    "{what} holds metric '{}' twice in experiment '{}'; {fix}",
+                    m.id, e.name
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -495,6 +538,19 @@ mod tests {
         assert!((m.cv - crate::measure::stats::cv(&m.values)).abs() < 1e-12);
         assert_eq!(m.direction, Direction::LowerIsBetter);
         assert!(Metric::from_values("a", Unit::Us, &[], 1, "x", "n").is_none());
+    }
+
+    #[test]
+    fn a_schema_version_of_the_wrong_type_is_named_so() {
+        let e = parse_results(r#"{"schema_version": "two"}"#, "f.json");
+        match e {
+            Err(Error::Usage(m)) => assert!(m.contains("a string, not a whole number"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        match parse_results(r#"{"experiments": []}"#, "f.json") {
+            Err(Error::Usage(m)) => assert!(m.contains("no schema_version"), "{m}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

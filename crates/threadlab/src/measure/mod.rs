@@ -1,6 +1,7 @@
 //! How figures are taken: clock and sampler, statistics, placement and scheduling, child
 //! processes, environment.
 
+pub mod child_output;
 pub mod drift;
 pub mod env;
 pub mod host;

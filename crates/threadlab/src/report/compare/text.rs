@@ -35,10 +35,16 @@ pub fn machines_banner(c: &Comparison) -> Option<String> {
     })
 }
 
-pub(super) fn fmt_ratio(r: &Row) -> String {
+/// B/A with its interval, bounded in width whatever the medians.
+pub fn fmt_ratio(r: &Row) -> String {
     match (r.ratio, r.ci) {
-        (Some(x), Some((lo, hi))) => format!("{x:.3} [{lo:.3}, {hi:.3}]"),
-        (Some(x), None) => format!("{x:.3}"),
+        (Some(x), Some((lo, hi))) => format!(
+            "{} [{}, {}]",
+            crate::measure::units::fmt_fixed(x, 3),
+            crate::measure::units::fmt_fixed(lo, 3),
+            crate::measure::units::fmt_fixed(hi, 3)
+        ),
+        (Some(x), None) => crate::measure::units::fmt_fixed(x, 3),
         _ => "-".into(),
     }
 }
@@ -54,7 +60,7 @@ pub(super) fn fmt_p(p: Option<f64>) -> String {
 /// The smallest change the pair could have flagged: "±6.1%", or "-" when too few trials.
 pub fn fmt_detectable(r: &Row) -> String {
     match r.detectable_pct {
-        Some(d) => format!("±{d:.1}%"),
+        Some(d) => format!("±{}%", crate::measure::units::fmt_fixed(d, 1)),
         None => "-".into(),
     }
 }
@@ -62,20 +68,37 @@ pub fn fmt_detectable(r: &Row) -> String {
 /// The verdict as a reader wants it: "SLOWER +30.2%".
 pub fn verdict_text(r: &Row) -> String {
     match r.verdict {
-        Verdict::Slower => format!("SLOWER +{:.1}%", r.slowdown_pct().unwrap_or(0.0)),
+        Verdict::Slower => format!(
+            "SLOWER +{}%",
+            crate::measure::units::fmt_fixed(r.slowdown_pct().unwrap_or(0.0), 1)
+        ),
         Verdict::Faster => match r.ratio {
             Some(x) if r.direction == Direction::HigherIsBetter => {
-                format!("faster +{:.1}%", (x - 1.0) * 100.0)
+                format!(
+                    "faster +{}%",
+                    crate::measure::units::fmt_fixed((x - 1.0) * 100.0, 1)
+                )
             }
-            Some(x) if x > 0.0 => format!("faster {:.1}%", (1.0 - x) * 100.0),
+            Some(x) if x > 0.0 => format!(
+                "faster {}%",
+                crate::measure::units::fmt_fixed((1.0 - x) * 100.0, 1)
+            ),
             _ => "faster".into(),
         },
         Verdict::Changed => match r.ratio {
-            Some(x) => format!("CHANGED {:+.1}%", (x - 1.0) * 100.0),
+            Some(x) => format!(
+                "CHANGED {}{}%",
+                if x >= 1.0 { "+" } else { "" },
+                crate::measure::units::fmt_fixed((x - 1.0) * 100.0, 1)
+            ),
             None => "CHANGED".into(),
         },
         Verdict::Unstable => match r.ratio {
-            Some(x) => format!("unstable {:+.1}%", (x - 1.0) * 100.0),
+            Some(x) => format!(
+                "unstable {}{}%",
+                if x >= 1.0 { "+" } else { "" },
+                crate::measure::units::fmt_fixed((x - 1.0) * 100.0, 1)
+            ),
             None => "unstable".into(),
         },
         Verdict::Untested => format!("not tested: {}", r.why),
@@ -142,7 +165,11 @@ pub fn render_pair_text(c: &Comparison) -> String {
                 Cell::new(fmt_with_unit(r.b.median, r.unit)).set_alignment(CellAlignment::Right),
                 Cell::new(fmt_ratio(r)).set_alignment(CellAlignment::Right),
                 Cell::new(fmt_p(r.p_holm)).set_alignment(CellAlignment::Right),
-                Cell::new(format!("{:.1}%", r.floor_pct)).set_alignment(CellAlignment::Right),
+                Cell::new(format!(
+                    "{}%",
+                    crate::measure::units::fmt_fixed(r.floor_pct, 1)
+                ))
+                .set_alignment(CellAlignment::Right),
                 Cell::new(fmt_detectable(r)).set_alignment(CellAlignment::Right),
                 Cell::new(verdict_text(r)),
             ];
@@ -185,7 +212,13 @@ pub fn render_pair_text(c: &Comparison) -> String {
         } else {
             let list: Vec<String> = slow
                 .iter()
-                .map(|r| format!("{} +{:.1}%", r.id, r.slowdown_pct().unwrap_or(0.0)))
+                .map(|r| {
+                    format!(
+                        "{} +{}%",
+                        r.id,
+                        crate::measure::units::fmt_fixed(r.slowdown_pct().unwrap_or(0.0), 1)
+                    )
+                })
                 .collect();
             out.push_str(&format!(
                 "--fail-if-slower {}: slower by more than {}%: {} (exit status 1).\n",
