@@ -90,6 +90,7 @@ fn drift_pct(before: Reading, after: Reading) -> f64 {
 /// Runs the plan. Never panics: an experiment that panics is marked failed.
 pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults {
     let started_at = rfc3339_now();
+    let run_started = Instant::now();
     let mut environment: Environment = env::capture();
     environment.clock_read_cost_ns = Some(clock_cost_ns());
     environment.reference_loop_ns_start = Some(reference_loop_ns());
@@ -130,6 +131,7 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
     let experiments = runs.into_iter().map(merge_repeats).collect();
 
     environment.record_end();
+    environment.run_wall_s = Some(run_started.elapsed().as_secs_f64());
     if !cancel.is_cancelled() {
         environment.reference_loop_ns_end = Some(reference_loop_ns());
         environment.reference_wide_ns_end = Some(reference_wide_ns());
