@@ -48,6 +48,13 @@ const LAYERS: &[&str] = &[
     // The public API on top.
     "sync",
     "thread",
+    // Channels: waiting parties, the shared state, the handles, select.
+    "chan::wait",
+    "chan::shared",
+    "chan::error",
+    "chan::handles",
+    "chan::select",
+    "chan",
     // Descriptors the user owns; sockets; one carrier per CPU.
     "io",
     "net::addr",

@@ -6,7 +6,7 @@ use super::carrier::{carrier_ptr, context, Carrier, Context, Request, POLL_EVERY
 use super::dispatch::{next_for_block, resume_without_switch, switch_to};
 use super::reactor::{poll, wake};
 use super::stats::{bump, Stats};
-use super::timers::Waiter;
+use super::timers::{claim, Waiter};
 use crate::io::desc::{closed_error, PollDesc, READY};
 use crate::io::poller::{poll_blocking, Dir};
 use crate::preempt::count as preempt;
@@ -15,7 +15,7 @@ use crate::sys;
 use crate::tcb::{life, Mode, RunState, Thread};
 use std::io;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Blocks the running green thread until someone calls `wake` on it.
@@ -41,6 +41,40 @@ pub(crate) unsafe fn block_current() {
             return;
         }
         switch_to(c, l, cur, next, false);
+    }
+}
+
+/// Parks the running green thread on channels until its claim word (`timers::claim`) is
+/// claimed and it is woken: by the channel that claimed it, or by its deadline's timer, which
+/// claims it as `TIMED_OUT`. `claimed_elsewhere` says the word was already claimed by another
+/// party while the caller registered, whose wake-up is then on its way: it is taken here, so
+/// that it cannot hit the thread later while it waits for something else.
+///
+/// # Safety
+/// Called from a green thread with the count raised; `word` lives until this returns, and every
+/// party that can claim it finds the thread (it is registered on the channels).
+pub(crate) unsafe fn park_claim(word: &AtomicU32, deadline: Option<Instant>) {
+    let c = carrier_ptr();
+    // SAFETY: green thread => CARRIER is set; count raised (caller).
+    unsafe {
+        let l = (*c).local();
+        let cur = (*l).current;
+        let key = match deadline {
+            Some(d) if word.load(Ordering::Acquire) == claim::WAITING => Some((*l).timers.insert(
+                d,
+                Waiter::Claim {
+                    thread: cur,
+                    word: word as *const AtomicU32,
+                },
+            )),
+            _ => None,
+        };
+        // Exactly one wake-up comes per claim, so one block takes it.
+        block_current();
+        debug_assert!(word.load(Ordering::Acquire) & claim::DONE != 0);
+        if let Some(k) = key {
+            (*(*c).local()).timers.remove(k);
+        }
     }
 }
 

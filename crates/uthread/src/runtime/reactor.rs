@@ -19,7 +19,7 @@
 
 use super::carrier::{carrier_ptr, Carrier, Local, Remote, Request, POLL_EVERY, POLL_INTERVAL};
 use super::stats::bump;
-use super::timers::Waiter;
+use super::timers::{claim, Waiter};
 use crate::io::desc::{PollDesc, READ_HUP, WRITE_HUP};
 use crate::io::poller::{Dir, HANGUP_BITS, NOTIFY_TOKEN, READ_BITS, WRITE_BITS};
 use crate::preempt::count as preempt;
@@ -191,8 +191,28 @@ unsafe fn fire_timers(l: &mut Local, now: Instant) {
                     unsafe { make_runnable(l, thread) };
                 }
             }
+            // SAFETY: the entry exists only while `thread` is parked on channels (it removes
+            // it when it resumes), so `thread` and its claim word are live. Winning the claim
+            // gives us its wake-up; losing means a channel claimed it and wakes it.
+            Waiter::Claim { thread, word } => unsafe {
+                if claim_timed_out(&*word) {
+                    make_runnable(l, thread);
+                }
+            },
         }
     }
+}
+
+/// Claims a channel party's word for its deadline. A claim in progress (`CLAIMED`) is final:
+/// the claimer completes it and sends the wake-up.
+fn claim_timed_out(word: &std::sync::atomic::AtomicU32) -> bool {
+    word.compare_exchange(
+        claim::WAITING,
+        claim::TIMED_OUT,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    )
+    .is_ok()
 }
 
 /// Looks at the poller, blocking at most `timeout` (`None`: until something arrives), and
