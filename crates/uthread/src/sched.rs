@@ -12,6 +12,9 @@
 
 use crate::tcb::{Priority, Thread};
 use core::ptr::null_mut;
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 #[derive(Clone, Copy)]
 pub(crate) struct Fifo {
@@ -361,6 +364,75 @@ impl RunQueue {
             }
         }
         last
+    }
+}
+
+/// Threads that have not started, in FIFO order, shared between OS threads: a pool carrier's
+/// own new threads, which its idle siblings may take (`runtime::steal`), and a pool's injector
+/// (threads spawned from outside the pool). A spin lock held for a few instructions (a batch
+/// taken: one move per thread); `len` may be read without it, to look before locking.
+pub(crate) struct SharedQueue {
+    lock: AtomicBool,
+    queue: UnsafeCell<VecDeque<*mut Thread>>,
+    len: AtomicUsize,
+}
+
+// SAFETY: `queue` is only touched under `lock`; the threads it holds have not started and are
+// touched by nobody else until taken out.
+unsafe impl Sync for SharedQueue {}
+// SAFETY: as above.
+unsafe impl Send for SharedQueue {}
+
+impl SharedQueue {
+    pub(crate) fn new() -> SharedQueue {
+        SharedQueue {
+            lock: AtomicBool::new(false),
+            queue: UnsafeCell::new(VecDeque::new()),
+            len: AtomicUsize::new(0),
+        }
+    }
+
+    /// How many threads wait here. SeqCst: a carrier going idle reads it after announcing so,
+    /// and a pusher reads the idle announcement after storing it (`runtime::steal`).
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::SeqCst)
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut VecDeque<*mut Thread>) -> R) -> R {
+        while self.lock.swap(true, Ordering::Acquire) {
+            while self.lock.load(Ordering::Relaxed) {
+                core::hint::spin_loop();
+            }
+        }
+        // SAFETY: the lock makes the access exclusive.
+        let q = unsafe { &mut *self.queue.get() };
+        let r = f(q);
+        self.len.store(q.len(), Ordering::SeqCst);
+        self.lock.store(false, Ordering::Release);
+        r
+    }
+
+    /// Appends `t`. The caller's preempt count is raised (a green thread must not be switched
+    /// out holding the lock).
+    pub(crate) fn push(&self, t: *mut Thread) {
+        self.with(|q| q.push_back(t));
+    }
+
+    /// Takes up to `max` threads from the front into `out`. Count raised, as for `push`.
+    pub(crate) fn take(&self, max: usize, out: &mut Vec<*mut Thread>) {
+        self.with(|q| {
+            let n = max.min(q.len());
+            out.extend(q.drain(..n));
+        });
+    }
+
+    /// Takes half of what is queued (rounded up), at most `max`. Count raised.
+    pub(crate) fn take_half(&self, max: usize, out: &mut Vec<*mut Thread>) {
+        self.with(|q| {
+            let n = q.len().div_ceil(2).min(max);
+            out.extend(q.drain(..n));
+        });
     }
 }
 

@@ -37,6 +37,7 @@ const LAYERS: &[&str] = &[
     // The runtime, bottom up.
     "runtime::carrier",
     "guard",
+    "runtime::steal",
     "runtime::reactor",
     "runtime::dispatch",
     "runtime::tick",

@@ -8,9 +8,12 @@
 //! switch (`switch_to` and its callers) take the carrier-local state as a raw pointer, because
 //! other contexts use it while this one is suspended.
 
-use super::carrier::{carrier_ptr, current_carrier_ref, free_thread, Carrier, Local, Remote};
+use super::carrier::{
+    carrier_ptr, current_carrier_ref, free_thread, Carrier, Group, Local, Remote,
+};
 use super::reactor::{make_runnable, poll, wake};
 use super::stats::bump;
+use super::steal::{self, shares};
 use crate::arch::{self, FpEnv};
 use crate::preempt::count as preempt;
 use crate::preempt::timer;
@@ -48,11 +51,16 @@ pub(super) unsafe fn next_for_block(c: &Carrier, l: &mut Local) -> *mut Thread {
     }
     // SAFETY: queued threads are live.
     let t = unsafe { l.runq.pop() };
-    if t.is_null() {
-        l.sched
-    } else {
-        t
+    if !t.is_null() {
+        return t;
     }
+    // SAFETY: forwarded contract. A pool carrier runs its own unstarted threads before it
+    // goes to the scheduler context to look further.
+    if unsafe { shares(l) && steal::take_own(c, l) > 0 } {
+        // SAFETY: just made runnable; queued threads are live.
+        return unsafe { l.runq.pop() };
+    }
+    l.sched
 }
 
 /// Switches from `cur` (the running context) to `next` and returns when `cur` is resumed.
@@ -258,7 +266,7 @@ unsafe fn exit_current(c: &Carrier, t: *mut Thread) -> ! {
         let l = c.local();
         if (*t).life.load(Ordering::Acquire) & life::JOINER != 0 {
             let j = (*t).joiner.get();
-            if (*j).carrier == c.addr() {
+            if (*j).carrier.get() == c.addr() {
                 make_runnable(&mut *l, j);
                 (*l).zombie_joiner_woken = true;
             }
@@ -322,12 +330,53 @@ where
     let suspended = opts.start_suspended;
     // SAFETY: a stack that is ours with `reserve` bytes on top, laid out for `Spawned<T, F>`.
     unsafe {
-        let t = build::<T, F>(carrier, stack, id, block, align, priority, opts, f);
+        let l = &mut *carrier.local();
+        let shared = !suspended && !opts.placed && shares(l);
+        let t = build::<T, F>(carrier, stack, id, block, align, priority, opts, f, shared);
         // `t` is a fully initialised thread of this carrier, in no queue; count raised.
-        carrier.adopt(t, suspended);
+        if shared {
+            steal::push_fresh(carrier, l, t);
+        } else {
+            carrier.adopt(t, suspended);
+        }
         preempt::enable();
         Ok(t)
     }
+}
+
+/// Spawns a thread into a pool's injector from an OS thread outside the pool (`Pool::spawn`):
+/// built here on a stack from the calling carrier's pool (or freshly mapped outside any
+/// runtime) with `home`'s settings, taken and registered by the first carrier of the pool free
+/// to run it (`runtime::steal`). Returns it with the handle's reference, like `spawn_current`.
+pub(crate) fn spawn_injected<F, T>(
+    group: &Group,
+    home: &Carrier,
+    opts: SpawnOptions,
+    f: F,
+) -> io::Result<*mut Thread>
+where
+    F: FnOnce() -> T + Send,
+{
+    if opts.start_suspended {
+        // A suspended thread is woken where it is registered: give it a carrier now.
+        return spawn_remote(home, opts, f);
+    }
+    let priority = opts.priority.validate()?;
+    let (block, align, reserve) = block_layout::<T, F>();
+    preempt::disable();
+    let taken = match current_carrier_ref() {
+        // SAFETY: on the calling carrier's thread, count raised.
+        Some(here) => unsafe { here.take_stack_as(&home.config, opts.stack_size, reserve) },
+        None => home.fresh_stack(opts.stack_size, reserve),
+    };
+    let r = taken.map(|(stack, id)| {
+        // SAFETY: as in `spawn_current`; the carrier that takes it rewrites its carrier.
+        let t = unsafe { build::<T, F>(home, stack, id, block, align, priority, opts, f, true) };
+        steal::inject(group, t);
+        t
+    });
+    preempt::enable();
+    r
 }
 
 /// Spawns a thread on `target`, a carrier other than the caller's (`Pool::spawn`): the thread
@@ -353,7 +402,7 @@ where
     let r = taken.map(|(stack, id)| {
         let suspended = opts.start_suspended;
         // SAFETY: as in `spawn_current`; the thread is `target`'s, which alone will run it.
-        let t = unsafe { build::<T, F>(target, stack, id, block, align, priority, opts, f) };
+        let t = unsafe { build::<T, F>(target, stack, id, block, align, priority, opts, f, false) };
         target.push_remote(Remote::Adopt(t, suspended));
         t
     });
@@ -385,6 +434,7 @@ unsafe fn build<T, F>(
     priority: crate::tcb::Priority,
     opts: SpawnOptions,
     f: F,
+    stealable: bool,
 ) -> *mut Thread
 where
     F: FnOnce() -> T,
@@ -413,6 +463,7 @@ where
                 name: opts.name,
                 stack,
                 life: initial,
+                stealable,
             },
             f,
         );

@@ -453,7 +453,7 @@ pub(crate) fn wait_done(t: *mut Thread) {
             preempt::disable();
             th.joiner.set(cur);
             // SAFETY: `cur` is the running green thread of this carrier (live).
-            let same_carrier = unsafe { (*cur).carrier == th.carrier };
+            let same_carrier = unsafe { !th.stealable && (*cur).carrier.get() == th.carrier.get() };
             let done = if same_carrier {
                 // `t` cannot run while we do (one carrier) and `join` owns the handle: no
                 // other writer exists, so no locked instruction is needed.
@@ -477,7 +477,7 @@ pub(crate) fn wait_done(t: *mut Thread) {
             if !done {
                 // SAFETY: `cur` runs on its carrier (this OS thread, inside block_on), whose
                 // local state only this thread touches, with the count raised.
-                let local = unsafe { (*Carrier::at((*cur).carrier)).local() };
+                let local = unsafe { (*Carrier::at((*cur).carrier.get())).local() };
                 if !same_carrier {
                     // SAFETY: as above.
                     unsafe { (*local).remote_joins += 1 };
@@ -523,7 +523,7 @@ pub(crate) fn with_remote_wake_expected<R>(f: impl FnOnce() -> R) -> R {
     };
     // SAFETY: `cur` runs on its carrier, this OS thread; its local state is touched with the
     // count raised, and the thread never migrates, so the same carrier is there afterwards.
-    let local = unsafe { (*Carrier::at((*cur).carrier)).local() };
+    let local = unsafe { (*Carrier::at((*cur).carrier.get())).local() };
     preempt::disable();
     // SAFETY: as above.
     unsafe { (*local).remote_joins += 1 };

@@ -19,6 +19,7 @@
 
 use super::carrier::{carrier_ptr, Carrier, Local, Remote, Request, POLL_EVERY, POLL_INTERVAL};
 use super::stats::bump;
+use super::steal::{self, shares};
 use super::timers::{claim, Waiter};
 use crate::io::desc::{PollDesc, READ_HUP, WRITE_HUP};
 use crate::io::poller::{Dir, HANGUP_BITS, NOTIFY_TOKEN, READ_BITS, WRITE_BITS};
@@ -48,7 +49,7 @@ pub(crate) fn wake(t: *mut Thread) {
     let here = carrier_ptr();
     // SAFETY: `t` is live (blocked threads are owned by their carrier; callers hold it).
     unsafe {
-        let tc = Carrier::at((*t).carrier);
+        let tc = Carrier::at((*t).carrier.get());
         if here == tc {
             make_runnable(&mut *(*here).local(), t);
         } else {
@@ -66,7 +67,7 @@ pub(crate) fn wake(t: *mut Thread) {
 unsafe fn wake_from_here(c: &Carrier, l: &mut Local, t: *mut Thread) {
     // SAFETY: forwarded contract.
     unsafe {
-        let tc = Carrier::at((*t).carrier);
+        let tc = Carrier::at((*t).carrier.get());
         if std::ptr::eq(tc, c) {
             make_runnable(l, t);
         } else {
@@ -103,6 +104,11 @@ unsafe fn poll_with(c: &Carrier, l: &mut Local, io: bool) {
     if c.inbox_flag.load(Ordering::Acquire) {
         // SAFETY: forwarded contract.
         unsafe { drain_inbox(c, l) };
+    }
+    // SAFETY: forwarded contract.
+    if unsafe { shares(l) } {
+        // SAFETY: forwarded contract.
+        unsafe { steal::take_own(c, l) };
     }
     let mut now = None;
     if io && l.io_waiters > 0 {
