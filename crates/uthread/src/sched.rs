@@ -419,20 +419,37 @@ impl SharedQueue {
         self.with(|q| q.push_back(t));
     }
 
-    /// Takes up to `max` threads from the front into `out`. Count raised, as for `push`.
-    pub(crate) fn take(&self, max: usize, out: &mut Vec<*mut Thread>) {
+    /// Takes up to `max` threads from the front, passing each to `f` with the lock held (no
+    /// allocation; `f` must not block). Count raised, as for `push`. Returns how many.
+    pub(crate) fn take(&self, max: usize, f: impl FnMut(*mut Thread)) -> usize {
         self.with(|q| {
             let n = max.min(q.len());
-            out.extend(q.drain(..n));
-        });
+            q.drain(..n).for_each(f);
+            n
+        })
     }
 
-    /// Takes half of what is queued (rounded up), at most `max`. Count raised.
-    pub(crate) fn take_half(&self, max: usize, out: &mut Vec<*mut Thread>) {
+    /// Takes half of what is queued (rounded up), at most `max`, from the back (the newest
+    /// first), as `take` does.
+    pub(crate) fn take_newest_half(&self, max: usize, mut f: impl FnMut(*mut Thread)) -> usize {
         self.with(|q| {
             let n = q.len().div_ceil(2).min(max);
-            out.extend(q.drain(..n));
-        });
+            for _ in 0..n {
+                if let Some(t) = q.pop_back() {
+                    f(t);
+                }
+            }
+            n
+        })
+    }
+
+    /// Takes half of what is queued (rounded up), at most `max`, as `take` does.
+    pub(crate) fn take_half(&self, max: usize, f: impl FnMut(*mut Thread)) -> usize {
+        self.with(|q| {
+            let n = q.len().div_ceil(2).min(max);
+            q.drain(..n).for_each(f);
+            n
+        })
     }
 }
 

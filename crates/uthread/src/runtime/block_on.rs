@@ -354,7 +354,7 @@ impl Drop for Runtime {
             }
         }
         let mut unstarted = Vec::new();
-        self.carrier.fresh.take(usize::MAX, &mut unstarted);
+        self.carrier.fresh.take(usize::MAX, |t| unstarted.push(t));
         for t in unstarted {
             // SAFETY: queued here and never adopted (nobody can take it any more: the
             // carrier's pool stopped before its runtime is dropped); not running.

@@ -67,11 +67,14 @@ pub(super) unsafe fn run(c: &Carrier, main: &Thread) -> bool {
                 return false;
             }
             let expected = expected || (!main_done && (*l).io_waiters > 0);
-            Carrier::disarm_timer(&mut *l);
             let timeout = (*l)
                 .timers
                 .next_deadline()
                 .map(|when| when.saturating_duration_since(Instant::now()));
+            if steal::shares(&*l) && steal::spin_for_work(c, &*l, timeout) {
+                continue;
+            }
+            Carrier::disarm_timer(&mut *l);
             // Announce the idle wait, then look once more at what could end it (see
             // `Carrier::notify`: whoever changes one of these after our look sees `idle`).
             c.idle.store(true, Ordering::SeqCst);
