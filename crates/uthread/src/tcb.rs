@@ -160,7 +160,8 @@ pub(crate) mod life {
 /// Scheduler-side state (carrier-owned; only the carrier's OS thread touches it).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum RunState {
-    Running,
+    /// Running or ready to run: a running thread keeps the state it had in the run queue, so
+    /// that a yield stores nothing into either thread.
     Runnable,
     Blocked,
     Sleeping,
@@ -296,7 +297,7 @@ impl Thread {
     /// The scheduler pseudo-thread of a carrier: it only ever holds a saved stack pointer. It
     /// is never queued, so its run-queue key is never read.
     pub(crate) fn scheduler(carrier: CarrierAddr) -> Thread {
-        let t = Thread::new(
+        Thread::new(
             NewThread {
                 carrier,
                 priority: Priority::default(),
@@ -310,9 +311,7 @@ impl Thread {
                 stealable: false,
             },
             &NOOP,
-        );
-        t.state.set(RunState::Running);
-        t
+        )
     }
 
     #[inline(always)]

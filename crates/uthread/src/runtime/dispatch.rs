@@ -77,13 +77,14 @@ pub(super) unsafe fn switch_to(
 ) {
     // SAFETY: forwarded contract; `l` stays valid (the carrier outlives every switch).
     unsafe {
-        let errno = (*l).errno;
-        let saved_errno = *errno;
-        let saved_count = preempt::count();
-        (*next).state.set(RunState::Running);
-        // Only the tick handler reads `start_tick`, and only for preemptive threads (`mode` is
-        // immutable), so cooperative threads skip the load and store.
-        if (*next).mode == Mode::Preemptive {
+        // What this context must find again when it is resumed: its errno and preempt count,
+        // packed in one word, so that keeping them across the switch costs one store.
+        let saved = (*(*l).errno as u32 as u64) << 32 | preempt::count() as u64;
+        // `start_tick` is only read by the tick handler, to spare a thread switched in by the
+        // handler at this very tick (a second, forced signal); one switched in anywhere else
+        // has an older value and is preempted at the next tick, as it would be with a fresh
+        // one. So only the handler's switch stores it.
+        if in_handler && (*next).mode == Mode::Preemptive {
             (*next).start_tick.set(c.ticks.load(Ordering::Relaxed));
         }
         (*l).current = next;
@@ -96,9 +97,22 @@ pub(super) unsafe fn switch_to(
         }
         arch::switch((*cur).sp.get(), *(*next).sp.get());
         // ---- resumed as `cur` ----
+        // The carrier and its state are found again through the thread-local (a started
+        // thread never changes carrier) rather than kept across the switch, where every value
+        // kept is a store and a load.
+        let l = (*carrier_ptr()).local();
         after_resume(l, in_handler);
-        preempt::set_count(saved_count);
-        *errno = saved_errno;
+        // Both are usually what the context that switched here left (the count raised once by
+        // the runtime call, errno untouched): stores only when they differ, because a yield's
+        // time on this machine follows its stores, not its instructions (see the README).
+        let (errno, count) = ((saved >> 32) as i32, saved as u32);
+        if preempt::count() != count {
+            preempt::set_count(count);
+        }
+        let e = (*l).errno;
+        if *e != errno {
+            *e = errno;
+        }
     }
 }
 
@@ -292,12 +306,7 @@ unsafe fn exit_current(c: &Carrier, t: *mut Thread) -> ! {
 /// # Safety
 /// Carrier thread, count raised, `cur` the running green thread.
 #[inline(always)]
-pub(super) unsafe fn resume_without_switch(c: &Carrier, cur: *mut Thread) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        (*cur).state.set(RunState::Running);
-        (*cur).start_tick.set(c.ticks.load(Ordering::Relaxed));
-    }
+pub(super) unsafe fn resume_without_switch(_c: &Carrier, _cur: *mut Thread) {
     preempt::clear_pending();
 }
 

@@ -37,7 +37,7 @@ pub(crate) unsafe fn block_current() {
         (*cur).state.set(RunState::Blocked);
         let next = next_for_block(c, &mut *l);
         if next == cur {
-            (*cur).state.set(RunState::Running);
+            (*cur).state.set(RunState::Runnable);
             return;
         }
         switch_to(c, l, cur, next, false);
@@ -104,8 +104,7 @@ pub fn yield_now() {
         if cur == (*l).sched || (*l).poll_countdown == 0 || std::thread::panicking() {
             yield_slow(c);
         } else {
-            debug_assert!(cur != (*l).sched);
-            (*cur).state.set(RunState::Runnable);
+            // A running thread is already `Runnable` (see `RunState`).
             let next = (*l).runq.rotate(cur);
             if next == cur {
                 resume_without_switch(c, cur);
@@ -147,7 +146,6 @@ unsafe fn yield_slow(c: &Carrier) {
         if poll_due {
             poll(c, &mut *l);
         }
-        (*cur).state.set(RunState::Runnable);
         let next = if (*l).requests.is_empty() {
             (*l).runq.rotate(cur)
         } else {
