@@ -272,7 +272,7 @@ impl<'a, R> Select<'a, R> {
             if let Some(wake) = unsafe { self.cases[i].try_now() } {
                 unlock_all(&locks);
                 if let Some(w) = wake {
-                    w.wake();
+                    w.wake_raised();
                 }
                 preempt::enable();
                 return self.cases.swap_remove(i).run();

@@ -261,7 +261,7 @@ impl<T> Chan<T> {
             TrySend::Sent(wake) => {
                 self.lock.unlock();
                 if let Some(w) = wake {
-                    w.wake();
+                    w.wake_raised();
                 }
                 preempt::enable();
                 return Ok(());
@@ -311,7 +311,7 @@ impl<T> Chan<T> {
             TryRecv::Got(v, wake) => {
                 self.lock.unlock();
                 if let Some(w) = wake {
-                    w.wake();
+                    w.wake_raised();
                 }
                 preempt::enable();
                 return Ok(v);

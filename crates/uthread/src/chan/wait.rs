@@ -20,9 +20,10 @@
 //! stale claimer. A node whose party was claimed elsewhere is stale: whoever meets it in a
 //! queue unlinks it; the party unlinks whatever is left when it resumes.
 
+use crate::preempt::count as preempt;
 use crate::race::{self, RacePoint};
 use crate::runtime::carrier::{context, Context};
-use crate::runtime::reactor::wake;
+use crate::runtime::reactor::{wake, wake_raised};
 use crate::runtime::timers::claim;
 use crate::tcb::Thread;
 use std::cell::Cell;
@@ -71,6 +72,16 @@ impl Wake {
     pub(crate) fn wake(self) {
         match self {
             Wake::Green(t) => wake(t),
+            Wake::Os(t) => t.unpark(),
+        }
+    }
+
+    /// `wake` with the caller's preempt count raised already (a channel operation's own).
+    pub(crate) fn wake_raised(self) {
+        debug_assert!(preempt::count() > 0);
+        match self {
+            // SAFETY: count raised (caller); the claim gave us this wake-up.
+            Wake::Green(t) => unsafe { wake_raised(t) },
             Wake::Os(t) => t.unpark(),
         }
     }

@@ -46,6 +46,18 @@ pub(super) unsafe fn make_runnable(l: &mut Local, t: *mut Thread) {
 /// Makes a blocked (or suspended) thread runnable, wherever its carrier is.
 pub(crate) fn wake(t: *mut Thread) {
     preempt::disable();
+    // SAFETY: count raised; forwarded contract.
+    unsafe { wake_raised(t) };
+    preempt::enable();
+}
+
+/// `wake` for a caller that has raised the preempt count already (a channel handing over a
+/// value): the count's two stores are not repeated.
+///
+/// # Safety
+/// The caller's preempt count is raised; `t` is live and its wake-up is the caller's to give.
+#[inline]
+pub(crate) unsafe fn wake_raised(t: *mut Thread) {
     let here = carrier_ptr();
     // SAFETY: `t` is live (blocked threads are owned by their carrier; callers hold it).
     unsafe {
@@ -56,7 +68,6 @@ pub(crate) fn wake(t: *mut Thread) {
             (*tc).push_remote(Remote::Wake(t));
         }
     }
-    preempt::enable();
 }
 
 /// Wakes `t` from inside this carrier's runtime (count raised): directly if it is ours, else
