@@ -262,9 +262,9 @@ impl<T> Queue<T> {
             } else {
                 (*x).prev.set(p);
             }
+            // Its own links are stale from here on; only `linked` is read before a new push
+            // sets them.
             (*n).linked.set(false);
-            (*n).prev.set(core::ptr::null());
-            (*n).next.set(core::ptr::null());
         }
     }
 
