@@ -93,10 +93,7 @@ pub(super) struct Local {
     /// The carrier's floating-point environment, read when `block_on` starts: the one every
     /// thread that did not declare its own runs in (see `dispatch::hand_over_fp_env`).
     pub(super) default_fp_env: FpEnv,
-    /// The value of `stats.context_switches` at which the next yield or block polls: the
-    /// switch counter the stats keep anyway is the poll's clock, so a switch stores one
-    /// counter, not two. `0` asks for a poll at the next yield or block.
-    pub(super) poll_at: u64,
+    pub(super) poll_countdown: u32,
     pub(super) timer: Option<Timer>,
     pub(super) timer_armed: bool,
     pub(super) timer_error: bool,
@@ -213,12 +210,6 @@ pub(crate) fn current_carrier_ref<'a>() -> Option<&'a Carrier> {
 }
 
 impl Carrier {
-    /// Switches made so far (the poll's clock, see `Local::poll_at`).
-    #[inline(always)]
-    pub(super) fn switches(&self) -> u64 {
-        self.stats.context_switches.load(Ordering::Relaxed)
-    }
-
     /// A carrier that is not running yet; `seed` seeds the lottery.
     pub(super) fn new(config: Config, seed: u64) -> Carrier {
         Carrier {
@@ -243,7 +234,7 @@ impl Carrier {
                 remote_joins: 0,
                 errno: null_mut(),
                 default_fp_env: FpEnv::PROCESS_DEFAULT,
-                poll_at: POLL_EVERY as u64,
+                poll_countdown: POLL_EVERY,
                 timer: None,
                 timer_armed: false,
                 timer_error: false,

@@ -26,14 +26,14 @@ use std::io;
 use std::ptr::null_mut;
 use std::sync::atomic::Ordering;
 
-/// Polls when the poll falls due (`Local::poll_at`) or the inbox has news.
+/// Polls when the countdown runs out or the inbox has news.
 ///
 /// # Safety
 /// Carrier thread, count raised.
 #[inline(always)]
 pub(super) unsafe fn poll_maybe(c: &Carrier, l: &mut Local) {
-    // `+ 1`: the switch this block is about to make.
-    if c.switches() + 1 >= l.poll_at || c.inbox_flag.load(Ordering::Relaxed) {
+    l.poll_countdown -= 1;
+    if l.poll_countdown == 0 || c.inbox_flag.load(Ordering::Relaxed) {
         // SAFETY: forwarded contract.
         unsafe { poll(c, l) }
     }
@@ -306,15 +306,8 @@ unsafe fn exit_current(c: &Carrier, t: *mut Thread) -> ! {
 /// # Safety
 /// Carrier thread, count raised, `cur` the running green thread.
 #[inline(always)]
-pub(super) unsafe fn resume_without_switch(c: &Carrier, _cur: *mut Thread) {
+pub(super) unsafe fn resume_without_switch(_c: &Carrier, _cur: *mut Thread) {
     preempt::clear_pending();
-    // No switch, so the poll's clock did not advance: a thread yielding alone moves the poll
-    // nearer itself, or it would never look at its inbox.
-    // SAFETY: carrier thread, count raised (caller).
-    unsafe {
-        let l = &mut *c.local();
-        l.poll_at = l.poll_at.saturating_sub(1);
-    }
 }
 
 /// Spawns a thread on the calling OS thread's carrier and returns it with the handle's

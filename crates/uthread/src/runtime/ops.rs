@@ -97,10 +97,11 @@ pub fn yield_now() {
         let c = &*c;
         let l = c.local();
         let cur = (*l).current;
-        // Remote work (inbox) and requests are seen when the poll falls due; `queue`
+        // Remote work (inbox) and requests are seen when the countdown runs out; `queue`
         // cuts it short (see `POLL_EVERY`). A yield from the scheduler context (a callback,
         // or a destructor the runtime runs for a finished thread) is a no-op on the slow path.
-        if cur == (*l).sched || c.switches() >= (*l).poll_at || std::thread::panicking() {
+        (*l).poll_countdown -= 1;
+        if cur == (*l).sched || (*l).poll_countdown == 0 || std::thread::panicking() {
             yield_slow(c);
         } else {
             // A running thread is already `Runnable` (see `RunState`).
@@ -134,11 +135,11 @@ unsafe fn yield_slow(c: &Carrier) {
     unsafe {
         let l = c.local();
         let cur = (*l).current;
-        let poll_due = c.switches() >= (*l).poll_at || c.inbox_flag.load(Ordering::Relaxed);
+        let poll_due = (*l).poll_countdown == 0 || c.inbox_flag.load(Ordering::Relaxed);
         if cur == (*l).sched || std::thread::panicking() {
-            if c.switches() >= (*l).poll_at {
+            if (*l).poll_countdown == 0 {
                 // The scheduler polls in its own loop; an unwinding thread polls later.
-                (*l).poll_at = c.switches() + POLL_EVERY as u64;
+                (*l).poll_countdown = POLL_EVERY;
             }
             return;
         }
@@ -426,7 +427,7 @@ where
             data,
         });
         // Serve it at the next yield rather than after up to POLL_EVERY of them.
-        l.poll_at = 0;
+        l.poll_countdown = 1;
         bump(&(*c).stats.queue_calls);
     }
     preempt::enable();

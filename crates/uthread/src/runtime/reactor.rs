@@ -111,7 +111,7 @@ pub(super) unsafe fn poll_without_io(c: &Carrier, l: &mut Local) {
 /// Carrier thread, count raised.
 #[inline]
 unsafe fn poll_with(c: &Carrier, l: &mut Local, io: bool) {
-    l.poll_at = c.switches() + l.poll_every as u64;
+    l.poll_countdown = l.poll_every;
     if c.inbox_flag.load(Ordering::Acquire) {
         // SAFETY: forwarded contract.
         unsafe { drain_inbox(c, l) };
@@ -124,7 +124,7 @@ unsafe fn poll_with(c: &Carrier, l: &mut Local, io: bool) {
     let mut now = None;
     if io && l.io_waiters > 0 {
         let t = Instant::now();
-        adapt_poll_interval(l, t, c.switches());
+        adapt_poll_interval(l, t);
         now = Some(t);
         // SAFETY: forwarded contract.
         unsafe { netpoll(c, l, Some(Duration::ZERO)) };
@@ -136,7 +136,7 @@ unsafe fn poll_with(c: &Carrier, l: &mut Local, io: bool) {
 }
 
 /// Rule 2 of the module docs: fewer switches between polls when switches are slow.
-fn adapt_poll_interval(l: &mut Local, now: Instant, switches: u64) {
+fn adapt_poll_interval(l: &mut Local, now: Instant) {
     if let Some(last) = l.last_netpoll {
         let since = now.saturating_duration_since(last);
         if since > POLL_INTERVAL {
@@ -144,7 +144,7 @@ fn adapt_poll_interval(l: &mut Local, now: Instant, switches: u64) {
         } else if since < POLL_INTERVAL / 4 && l.poll_every < POLL_EVERY {
             l.poll_every = (l.poll_every * 2).min(POLL_EVERY);
         }
-        l.poll_at = switches + l.poll_every as u64;
+        l.poll_countdown = l.poll_every;
     }
     l.last_netpoll = Some(now);
 }

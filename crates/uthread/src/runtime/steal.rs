@@ -67,7 +67,7 @@ pub(super) unsafe fn shares(l: &Local) -> bool {
 /// Carrier thread, count raised; `t` is new, unstarted, stealable and in no queue.
 pub(super) unsafe fn push_fresh(c: &Carrier, l: &mut Local, t: *mut Thread) {
     c.fresh.push(t);
-    l.poll_at = 0;
+    l.poll_countdown = 1;
     if let Some((g, _)) = &l.group {
         if g.stealing {
             wake_idle(g);
