@@ -159,6 +159,8 @@ impl Experiment for Create {
     }
 
     fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
+        // Pool balance (bursts on two CPUs), measured before this thread is pinned to one.
+        crate::subjects::peers::balance::measure(ctx, out)?;
         let cpu = home_cpu();
         // Everything runs on one CPU, as on the study's uniprocessor: the creator is pinned and
         // new threads, children and the Go peer inherit the mask, so a create+join includes the
