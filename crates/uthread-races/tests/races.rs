@@ -11,7 +11,9 @@ use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
+use std::time::Instant;
 use uthread::__private::{set_race_delay, RacePoint};
+use uthread::chan;
 use uthread::net::{TcpListener, TcpStream};
 use uthread::{Builder, JoinHandle, JoinOutcome, Runtime, Semaphore};
 
@@ -307,4 +309,74 @@ fn a_stale_event_for_a_recycled_descriptor_is_ignored() {
     os.join().unwrap();
     // From then on the only descriptor event this carrier saw was the stale one: not counted.
     assert_eq!(rt.stats().io_events, before, "{:?}", rt.stats());
+}
+
+/// A channel claims a parked green receiver and sends its wake-up from another OS thread while
+/// the receiver sits between leaving its node in the queue and parking. The park must take that
+/// wake-up: returning early because the value is already there would leave it to hit the
+/// thread later, while it waits for something else (here a semaphore, which would then let it
+/// through without a permit).
+#[test]
+fn a_channel_wake_up_that_arrives_before_the_park_is_taken_by_it() {
+    let _w = open(RacePoint::ChanBeforePark, Duration::from_millis(100));
+    let rt = Runtime::new();
+    let handle = rt.handle();
+    let (tx, rx) = chan::bounded::<u32>(0);
+    let gate = Arc::new(Semaphore::new(0));
+    let progressed = Arc::new(AtomicBool::new(false));
+    let (g, p) = (Arc::clone(&gate), Arc::clone(&progressed));
+    let os = std::thread::spawn(move || {
+        // The receiver registers at once and then waits 100 ms before parking: send inside.
+        std::thread::sleep(Duration::from_millis(30));
+        tx.send(7).unwrap();
+        std::thread::sleep(Duration::from_millis(250));
+        let early = p.load(Ordering::SeqCst);
+        g.release();
+        early
+    });
+    let got = rt.block_on(move || {
+        let v = rx.recv().unwrap();
+        gate.acquire();
+        progressed.store(true, Ordering::SeqCst);
+        v
+    });
+    drop(handle);
+    assert_eq!(got, 7);
+    assert!(
+        !os.join().unwrap(),
+        "a stale wake-up let the semaphore's waiter through"
+    );
+}
+
+/// A sender claims a parked receiver and is still moving the value when the receiver's
+/// deadline passes. The claim wins: the receiver gets the value (for an OS thread and for a
+/// green thread, whose deadline is its carrier's timer), never a timeout with the value lost.
+#[test]
+fn a_deadline_passing_while_a_claimer_moves_the_value_loses_to_the_claim() {
+    let _w = open(RacePoint::ChanClaimBeforeFinish, Duration::from_millis(100));
+    let deliver = |tx: chan::Sender<u32>| {
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(5));
+            tx.send(9).unwrap();
+        })
+    };
+    // An OS thread receives.
+    let (tx, rx) = chan::bounded::<u32>(0);
+    let s = deliver(tx);
+    let t = Instant::now();
+    assert_eq!(rx.recv_timeout(Duration::from_millis(20)), Ok(9));
+    assert!(
+        t.elapsed() >= Duration::from_millis(100),
+        "the claim was slowed"
+    );
+    s.join().unwrap();
+    // A green thread receives.
+    let rt = Runtime::new();
+    let handle = rt.handle();
+    let (tx, rx) = chan::bounded::<u32>(0);
+    let s = deliver(tx);
+    let got = rt.block_on(move || rx.recv_timeout(Duration::from_millis(20)));
+    drop(handle);
+    s.join().unwrap();
+    assert_eq!(got, Ok(9));
 }

@@ -94,6 +94,29 @@ fn yield_vs_corosensei(rt: &Runtime, yields: u64, coro: u64) -> (Vec<f64>, Vec<f
     (ys, cs, rs)
 }
 
+/// ns per message: two green threads pass a value back and forth over two rendezvous
+/// channels (`iters` round trips, two messages each).
+fn chan_ping_pong(rt: &Runtime, iters: u64) -> f64 {
+    rt.block_on(|| {
+        let (ping_tx, ping_rx) = uthread::chan::bounded::<u64>(0);
+        let (pong_tx, pong_rx) = uthread::chan::bounded::<u64>(0);
+        let echo = uthread::spawn(move || {
+            for v in ping_rx.iter() {
+                pong_tx.send(v + 1).unwrap();
+            }
+        });
+        let t = Instant::now();
+        for i in 0..iters {
+            ping_tx.send(i).unwrap();
+            black_box(pong_rx.recv().unwrap());
+        }
+        let ns = t.elapsed().as_nanos() as f64 / (2 * iters) as f64;
+        drop(ping_tx);
+        echo.join();
+        ns
+    })
+}
+
 fn spawn_join(rt: &Runtime, iters: u64) -> f64 {
     rt.block_on(|| {
         let t = Instant::now();
@@ -267,7 +290,7 @@ fn main() {
         std::process::exit(2);
     }
     let rt = Runtime::new();
-    // One row alone, for profilers: `UTHREAD_BENCH_ONLY=raw|yield|yield_fp|coro|spawn`, optionally with
+    // One row alone, for profilers: `UTHREAD_BENCH_ONLY=raw|yield|yield_fp|coro|chan|spawn`, optionally with
     // `UTHREAD_BENCH_ITERS=n` loop iterations per sample. Under callgrind, two runs that differ
     // only in `n` give the instructions of one iteration as the difference of their totals
     // divided by the difference of iterations (setup and warm-up cancel out).
@@ -313,6 +336,15 @@ fn main() {
         );
         return;
     }
+    if std::env::var("UTHREAD_BENCH_ONLY").as_deref() == Ok("chan") {
+        let n = only_iters(2_000_000);
+        report(
+            "channel ping-pong, one carrier (per message)",
+            "ns",
+            sample(|| chan_ping_pong(&rt, n)),
+        );
+        return;
+    }
     if std::env::var("UTHREAD_BENCH_ONLY").as_deref() == Ok("spawn") {
         let n = only_iters(2_000_000);
         report(
@@ -341,6 +373,11 @@ fn main() {
         "spawn + run + join (pooled stack)",
         "ns",
         sample(|| spawn_join(&rt, 200_000)),
+    );
+    report(
+        "channel ping-pong, one carrier (per message)",
+        "ns",
+        sample(|| chan_ping_pong(&rt, 1_000_000)),
     );
     report(
         "mutex lock+unlock, uncontended",

@@ -14,7 +14,7 @@
 //!   loop; the kernel spreads connections over the listeners and every connection is served
 //!   on the carrier that accepted it.
 //! * `handoff`: one listener and one accept loop on carrier 0, which hands each connection to
-//!   the least-loaded carrier with `Pool::spawn`.
+//!   the pool with `Pool::spawn` (queued on carrier 0; an idle carrier takes it before it starts).
 //!
 //! `--self-test` starts the server on a free port and drives it from a separate runtime (its
 //! own OS thread, green client threads): each client connects, sends `--requests` requests of
@@ -211,7 +211,7 @@ fn accept_loop(
                 match mode {
                     // Served where it was accepted.
                     Accept::Shard => drop(uthread::spawn(move || serve(s, &errors))),
-                    // Handed to the least-loaded carrier.
+                    // Queued here; an idle carrier takes it before it starts.
                     Accept::Handoff => drop(ph.spawn(move || serve(s, &errors))),
                 }
             }

@@ -11,7 +11,9 @@
 //!   POSIX timer interrupts preemptive threads after their quantum);
 //! * BeOS-style priorities: real-time first, time-sharing lottery with weight `2^p`, idle last;
 //! * [`Semaphore`] (FIFO hand-off), [`Mutex`], [`Condvar`], [`Throttle`], [`synchronize`] and
-//!   [`queue`] (run code on the runtime owner's context), [`critical_section`].
+//!   [`queue`] (run code on the runtime owner's context), [`critical_section`];
+//! * [`chan`]: bounded (rendezvous at capacity 0) and unbounded MPMC channels and
+//!   [`chan::Select`], parking only the green thread, usable with OS threads too.
 //!
 //! ```no_run
 //! let total = uthread::run(|| {
@@ -54,6 +56,8 @@ mod guard;
 
 mod sync;
 mod thread;
+
+pub mod chan;
 
 pub mod io;
 pub mod net;

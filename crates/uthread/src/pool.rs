@@ -1,18 +1,26 @@
-//! [`Pool`]: one carrier (an OS thread running a [`Runtime`](crate::Runtime)) per CPU, and spawning onto the
-//! least-loaded one.
+//! [`Pool`]: one carrier (an OS thread running a [`Runtime`](crate::Runtime)) per CPU, which
+//! share the threads that have not started yet.
 //!
-//! # Placement, and why a thread never migrates
+//! # Placement, balance, and why a started thread never migrates
 //!
-//! `pool.spawn(f)` puts the new thread on the carrier with the fewest live threads spawned
-//! through the pool (ties go round-robin); `pool.spawn_on(i, f)` on carrier `i`. The thread
-//! then runs on that carrier until it finishes. Green threads are not moved between carriers,
-//! even when one carrier is busy and another idle, because a started thread may hold state that
-//! belongs to its OS thread: thread-locals (`thread_local!`, and C libraries' `__thread`
-//! variables such as `errno`), locks that are owned by an OS thread (`std::sync::Mutex` guards,
-//! glibc's stdio locks), the signal mask, `std::thread::current()`. Moving a thread between two
-//! of its instructions would silently change all of those under it. (Go can migrate goroutines
-//! because its compiler controls what code may do; Rust cannot.) The price is balance: work is
-//! placed once, at spawn time, so long-lived threads that turn out unequal stay unequal.
+//! A thread spawned on one of the pool's carriers (`uthread::spawn` in a pool thread, or
+//! `pool.spawn(f)` from one) is queued on that carrier; one spawned from any other OS thread
+//! goes to the pool's shared injector. An idle carrier takes threads that **have not started**
+//! from the injector and from busy siblings (half of what a sibling has queued), so a burst
+//! spawned on one carrier spreads over all of them (`runtime/steal.rs` has the protocol;
+//! `PoolBuilder::stealing(false)` turns the taking from siblings off). `pool.spawn_on(i, f)`
+//! places a thread on carrier `i` for good.
+//!
+//! Once started, a thread runs on its carrier until it finishes. Started green threads are not
+//! moved between carriers, even when one carrier is busy and another idle, because a started
+//! thread may hold state that belongs to its OS thread: thread-locals (`thread_local!`, and C
+//! libraries' `__thread` variables such as `errno`), locks that are owned by an OS thread
+//! (`std::sync::Mutex` guards, glibc's stdio locks), the signal mask,
+//! `std::thread::current()`. Moving a thread between two of its instructions would silently
+//! change all of those under it. (Go can migrate goroutines because its compiler controls what
+//! code may do; Rust cannot.) A thread that has not started holds none of that, which is what
+//! makes taking it safe. The price: long-lived threads whose loads turn out unequal once
+//! started stay where they started.
 //!
 //! # Shutdown
 //!
@@ -23,8 +31,8 @@
 //! that socket closed). Spawning fails once either has begun.
 
 use crate::runtime::block_on::RuntimeBuilder;
-use crate::runtime::carrier::{carrier_ptr, Carrier};
-use crate::runtime::dispatch::{spawn_current, spawn_remote};
+use crate::runtime::carrier::{carrier_ptr, Carrier, Group};
+use crate::runtime::dispatch::{spawn_current, spawn_injected, spawn_remote};
 use crate::runtime::handle::Handle;
 use crate::runtime::stats::Stats;
 use crate::sync::Semaphore;
@@ -47,6 +55,7 @@ static NEXT_POOL_ID: AtomicUsize = AtomicUsize::new(1);
 pub struct PoolBuilder {
     carriers: Option<usize>,
     pin: bool,
+    no_stealing: bool,
     runtime: RuntimeBuilder,
     name: Option<String>,
 }
@@ -62,6 +71,14 @@ impl PoolBuilder {
     /// kernel places the carriers.
     pub fn pin(mut self, on: bool) -> Self {
         self.pin = on;
+        self
+    }
+
+    /// Whether an idle carrier takes threads that have not started from busy siblings (default
+    /// `true`). Off, each carrier runs the threads spawned on it (threads spawned from outside
+    /// the pool still go to whichever carrier takes them from the injector first).
+    pub fn stealing(mut self, on: bool) -> Self {
+        self.no_stealing = !on;
         self
     }
 
@@ -87,6 +104,7 @@ impl PoolBuilder {
         let mut slots = Vec::with_capacity(n);
         let mut threads = Vec::with_capacity(n);
         let mut failure = None;
+        let group = Arc::new(Group::new(!self.no_stealing));
         for i in 0..n {
             let (tx, rx) = mpsc::channel();
             let stop = Arc::new(Semaphore::new(0));
@@ -96,9 +114,10 @@ impl PoolBuilder {
                 .pin
                 .then(|| cpus.get(i % cpus.len().max(1)).copied())
                 .flatten();
+            let g = Arc::clone(&group);
             let spawned = std::thread::Builder::new()
                 .name(format!("{name}-{i}"))
-                .spawn(move || carrier_main(id, i, cpu, rb, stop2, tx));
+                .spawn(move || carrier_main(id, i, cpu, rb, g, stop2, tx));
             match spawned {
                 Ok(t) => threads.push(t),
                 Err(e) => {
@@ -122,16 +141,18 @@ impl PoolBuilder {
                 }
             }
         }
+        let carriers: Vec<&Arc<Carrier>> = slots.iter().map(|s| s.handle.carrier()).collect();
+        group.set_carriers(&carriers);
         let pool = Pool {
             shared: Arc::new(Shared {
                 id,
                 slots,
+                group,
                 closing: AtomicBool::new(false),
                 inflight: AtomicUsize::new(0),
                 live: AtomicUsize::new(0),
                 idle_lock: Mutex::new(()),
                 idle: Condvar::new(),
-                rotor: AtomicUsize::new(0),
             }),
             threads,
         };
@@ -149,6 +170,7 @@ fn carrier_main(
     index: usize,
     cpu: Option<usize>,
     rb: RuntimeBuilder,
+    group: Arc<Group>,
     stop: Arc<Semaphore>,
     tx: mpsc::Sender<io::Result<Handle>>,
 ) {
@@ -165,6 +187,7 @@ fn carrier_main(
             return;
         }
     };
+    rt.join_group(group, index);
     HERE.with(|h| h.set(Some((pool, index))));
     let handle = rt.handle();
     let r = rt.try_block_on(move || {
@@ -209,13 +232,15 @@ struct Slot {
     /// Keeps the carrier's runtime waiting for work (never a deadlock) and reaches its inbox.
     handle: Handle,
     stop: Arc<Semaphore>,
-    /// Threads spawned here through the pool and not finished.
+    /// Threads spawned through the pool that started here and have not finished.
     load: AtomicUsize,
 }
 
 struct Shared {
     id: usize,
     slots: Vec<Slot>,
+    /// What the carriers share to balance unstarted threads (the injector among it).
+    group: Arc<Group>,
     closing: AtomicBool,
     /// Spawns that passed the `closing` check and have not yet reached their carrier's inbox.
     inflight: AtomicUsize,
@@ -223,12 +248,10 @@ struct Shared {
     live: AtomicUsize,
     idle_lock: Mutex<()>,
     idle: Condvar,
-    /// Where the search for the least-loaded carrier starts, so that ties rotate.
-    rotor: AtomicUsize,
 }
 
-/// One carrier per CPU: `spawn` places green threads on the least-loaded carrier, where they
-/// stay (see the module docs for why they never migrate).
+/// One carrier per CPU, sharing the threads that have not started (see the module docs for the
+/// placement, and for why a started thread never migrates).
 ///
 /// ```
 /// let pool = uthread::Pool::builder().carriers(2).build().unwrap();
@@ -267,7 +290,8 @@ impl Pool {
         }
     }
 
-    /// Spawns `f` on the least-loaded carrier.
+    /// Spawns `f`: queued on the calling carrier when called from one of the pool's green
+    /// threads, else in the pool's injector; an idle carrier may take it until it starts.
     ///
     /// # Panics
     /// If the pool is shutting down or the stack cannot be mapped ([`spawn_with`] returns the
@@ -296,7 +320,9 @@ impl Pool {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// Spawns `f` with `builder`'s settings, on carrier `on` or the least-loaded one.
+    /// Spawns `f` with `builder`'s settings, on carrier `on` (for good) or as [`spawn`] does.
+    ///
+    /// [`spawn`]: Pool::spawn
     pub fn spawn_with<F, T>(
         &self,
         builder: Builder,
@@ -320,7 +346,8 @@ impl Pool {
         self.shared.current_carrier()
     }
 
-    /// Threads spawned through the pool and not finished, per carrier.
+    /// Threads spawned through the pool that have started on each carrier and not finished
+    /// (threads still queued are in no carrier's count).
     pub fn loads(&self) -> Vec<usize> {
         self.shared.loads()
     }
@@ -434,16 +461,30 @@ impl PoolHandle {
     }
 }
 
-/// Counts a pool thread out when its body ends (normally or by a panic).
+/// Counts a pool thread in on the carrier where it starts, and out when its body ends
+/// (normally, by a panic, or unrun when it is cancelled).
 struct Finished {
     shared: Arc<Shared>,
-    index: usize,
+    started_on: Cell<Option<usize>>,
+}
+
+impl Finished {
+    fn start(self) -> Finished {
+        let here = self.shared.current_carrier();
+        if let Some(i) = here {
+            self.shared.slots[i].load.fetch_add(1, Ordering::Relaxed);
+        }
+        self.started_on.set(here);
+        self
+    }
 }
 
 impl Drop for Finished {
     fn drop(&mut self) {
         let s = &self.shared;
-        s.slots[self.index].load.fetch_sub(1, Ordering::Relaxed);
+        if let Some(i) = self.started_on.get() {
+            s.slots[i].load.fetch_sub(1, Ordering::Relaxed);
+        }
         s.count_out();
     }
 }
@@ -461,15 +502,6 @@ impl Shared {
             .iter()
             .map(|s| s.load.load(Ordering::Relaxed))
             .collect()
-    }
-
-    fn least_loaded(&self) -> usize {
-        let n = self.slots.len();
-        let start = self.rotor.fetch_add(1, Ordering::Relaxed) % n;
-        (0..n)
-            .map(|k| (start + k) % n)
-            .min_by_key(|&i| self.slots[i].load.load(Ordering::Relaxed))
-            .unwrap_or(0)
     }
 
     fn count_out(&self) {
@@ -509,26 +541,29 @@ impl Shared {
                 "uthread: the pool is shutting down; it accepts no new threads",
             ));
         }
-        let index = match on {
-            Some(i) => i % self.slots.len(),
-            None => self.least_loaded(),
-        };
-        let slot = &self.slots[index];
-        slot.load.fetch_add(1, Ordering::Relaxed);
         self.live.fetch_add(1, Ordering::AcqRel);
         let guard = Finished {
             shared: Arc::clone(self),
-            index,
+            started_on: Cell::new(None),
         };
         let body = move || {
-            let _counted = guard;
+            let _counted = guard.start();
             f()
         };
-        let target: &Carrier = slot.handle.carrier();
-        let r = if std::ptr::eq(carrier_ptr(), target) {
-            spawn_current(builder.into_options(), body)
-        } else {
-            spawn_remote(target, builder.into_options(), body)
+        let mut opts = builder.into_options();
+        let r = match on {
+            Some(i) => {
+                // Placed for good: never queued where another carrier could take it.
+                opts.placed = true;
+                let target: &Carrier = self.slots[i % self.slots.len()].handle.carrier();
+                if std::ptr::eq(carrier_ptr(), target) {
+                    spawn_current(opts, body)
+                } else {
+                    spawn_remote(target, opts, body)
+                }
+            }
+            None if self.current_carrier().is_some() => spawn_current(opts, body),
+            None => spawn_injected(&self.group, self.slots[0].handle.carrier(), opts, body),
         };
         self.inflight.fetch_sub(1, Ordering::SeqCst);
         // On failure the body was dropped unrun, and its guard counted the thread out.

@@ -29,10 +29,18 @@ pub enum RacePoint {
     /// In a descriptor wait, after the thread looked at the shutdown flags and before it
     /// enters the waiter slot: a shutdown on another OS thread may find the slot empty.
     ParkBeforeSlot = 5,
+    /// On a channel, after a party left its nodes in the queues and released the lock, before
+    /// it parks: another OS thread may claim it and send its wake-up meanwhile.
+    ChanBeforePark = 6,
+    /// On a channel, after a claimer claimed a parked party and before it published the case
+    /// done: the party's deadline may pass meanwhile.
+    ChanClaimBeforeFinish = 7,
 }
 
 #[cfg(feature = "race-hooks")]
-static DELAYS_NS: [AtomicU64; 6] = [
+static DELAYS_NS: [AtomicU64; 8] = [
+    AtomicU64::new(0),
+    AtomicU64::new(0),
     AtomicU64::new(0),
     AtomicU64::new(0),
     AtomicU64::new(0),

@@ -12,7 +12,14 @@
 
 use crate::tcb::{Priority, Thread};
 use core::ptr::null_mut;
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+/// A FIFO threaded through `Thread::next`. Invariant: a thread in no queue has a null `next`
+/// (threads are created so, and every way out of a queue nulls it), so that pushing stores
+/// nothing into the pushed thread and a yield between two threads (a queue of one) stores
+/// nothing into either.
 #[derive(Clone, Copy)]
 pub(crate) struct Fifo {
     head: *mut Thread,
@@ -32,12 +39,12 @@ impl Fifo {
     }
 
     /// # Safety
-    /// `t` must be a live thread that is in no queue.
+    /// `t` must be a live thread that is in no queue (so its `next` is null).
     #[inline(always)]
     pub(crate) unsafe fn push(&mut self, t: *mut Thread) {
         // SAFETY: `t` is live and unlinked (caller); `tail` is live while linked.
         unsafe {
-            (*t).next.set(null_mut());
+            debug_assert!((*t).next.get().is_null());
             if self.tail.is_null() {
                 self.head = t;
             } else {
@@ -56,14 +63,16 @@ impl Fifo {
     #[inline(always)]
     pub(crate) unsafe fn rotate(&mut self, t: *mut Thread) -> *mut Thread {
         let head = self.head;
-        // SAFETY: forwarded contract (head non-null and live, t live and unlinked).
+        // SAFETY: forwarded contract (head non-null and live, t live and unlinked, so its
+        // `next` is null already).
         unsafe {
+            debug_assert!((*t).next.get().is_null());
             let next = (*head).next.get();
-            (*head).next.set(null_mut());
-            (*t).next.set(null_mut());
             if next.is_null() {
+                // `head` was alone: its `next` is null already.
                 self.head = t;
             } else {
+                (*head).next.set(null_mut());
                 self.head = next;
                 (*self.tail).next.set(t);
             }
@@ -164,9 +173,12 @@ pub(crate) fn level_key(p: Priority) -> u32 {
 }
 
 pub(crate) struct RunQueue {
-    /// The time-sharing level of every queued thread when they all share one (then the next
-    /// pick is plain FIFO and a yield is a rotation), else `MIXED`. Conservative: once mixed it
-    /// stays so until the queue empties.
+    /// The time-sharing level of every queued thread when there is at least one and they all
+    /// share one (then the next pick is plain FIFO and a yield is a rotation), else `MIXED`.
+    /// Conservative: once mixed it stays so until the queue empties. While it is uniform, only
+    /// that level's FIFO and `len` are kept: the bitmaps and `ts_count` (which only the mixed
+    /// picks read) are brought up to date when the queue turns mixed, so the common push, pop
+    /// and yield touch one FIFO and one counter.
     uniform: u32,
     rt_bits: Bits,
     rt: [Fifo; RT_LEVELS],
@@ -198,13 +210,31 @@ impl RunQueue {
     #[inline(always)]
     pub(crate) unsafe fn push(&mut self, t: *mut Thread) {
         // SAFETY: forwarded contract.
-        unsafe {
-            let key = (*t).level_key;
-            self.uniform = if self.len == 0 && key < 0x100 || self.uniform == key {
-                key
-            } else {
-                MIXED
-            };
+        let key = unsafe { (*t).level_key };
+        if self.uniform == key || self.len == 0 && key < 0x100 {
+            // Uniform: the FIFO of its level and the length are all that is kept.
+            self.uniform = key;
+            self.len += 1;
+            // SAFETY: forwarded contract; `key` is a time-sharing level (< 0x100).
+            unsafe { self.ts[key as usize & (TS_LEVELS - 1)].push(t) };
+            return;
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.push_mixed(t) }
+    }
+
+    /// `push` when the queue is, or turns, mixed.
+    ///
+    /// # Safety
+    /// As [`push`](Self::push).
+    #[inline(never)]
+    unsafe fn push_mixed(&mut self, t: *mut Thread) {
+        if self.uniform != MIXED {
+            // Turning mixed: account for the uniform level's threads, which were not counted.
+            let u = self.uniform as usize & (TS_LEVELS - 1);
+            self.ts_count[u] = self.len as u32;
+            self.ts_bits.set(u);
+            self.uniform = MIXED;
         }
         self.len += 1;
         // SAFETY: forwarded contract.
@@ -240,8 +270,13 @@ impl RunQueue {
         // SAFETY: queued threads are live (caller).
         unsafe {
             if self.uniform != MIXED {
-                // Every queued thread is time-sharing at this level: FIFO.
-                return self.pop_time_sharing(self.uniform as usize);
+                // Every queued thread is time-sharing at this level: FIFO, uncounted.
+                self.len -= 1;
+                let t = self.ts[self.uniform as usize & (TS_LEVELS - 1)].pop();
+                if self.len == 0 {
+                    self.uniform = MIXED;
+                }
+                return t;
             }
             if self.rt_bits.any() {
                 return self.pop_real_time();
@@ -299,14 +334,13 @@ impl RunQueue {
     pub(crate) unsafe fn rotate(&mut self, cur: *mut Thread) -> *mut Thread {
         // SAFETY: forwarded contract.
         unsafe {
-            if self.len == 0 {
-                return cur;
-            }
             let key = (*cur).level_key;
             if self.uniform == key {
-                // Same level only: FIFO order is the whole policy. Counts and bits are
-                // unchanged (one in, one out of the same level).
+                // Same level only (and at least one queued): FIFO order is the whole policy.
                 return self.ts[key as usize & (TS_LEVELS - 1)].rotate(cur);
+            }
+            if self.len == 0 {
+                return cur;
             }
             self.rotate_slow(cur)
         }
@@ -361,6 +395,92 @@ impl RunQueue {
             }
         }
         last
+    }
+}
+
+/// Threads that have not started, in FIFO order, shared between OS threads: a pool carrier's
+/// own new threads, which its idle siblings may take (`runtime::steal`), and a pool's injector
+/// (threads spawned from outside the pool). A spin lock held for a few instructions (a batch
+/// taken: one move per thread); `len` may be read without it, to look before locking.
+pub(crate) struct SharedQueue {
+    lock: AtomicBool,
+    queue: UnsafeCell<VecDeque<*mut Thread>>,
+    len: AtomicUsize,
+}
+
+// SAFETY: `queue` is only touched under `lock`; the threads it holds have not started and are
+// touched by nobody else until taken out.
+unsafe impl Sync for SharedQueue {}
+// SAFETY: as above.
+unsafe impl Send for SharedQueue {}
+
+impl SharedQueue {
+    pub(crate) fn new() -> SharedQueue {
+        SharedQueue {
+            lock: AtomicBool::new(false),
+            queue: UnsafeCell::new(VecDeque::new()),
+            len: AtomicUsize::new(0),
+        }
+    }
+
+    /// How many threads wait here. SeqCst: a carrier going idle reads it after announcing so,
+    /// and a pusher reads the idle announcement after storing it (`runtime::steal`).
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::SeqCst)
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut VecDeque<*mut Thread>) -> R) -> R {
+        while self.lock.swap(true, Ordering::Acquire) {
+            while self.lock.load(Ordering::Relaxed) {
+                core::hint::spin_loop();
+            }
+        }
+        // SAFETY: the lock makes the access exclusive.
+        let q = unsafe { &mut *self.queue.get() };
+        let r = f(q);
+        self.len.store(q.len(), Ordering::SeqCst);
+        self.lock.store(false, Ordering::Release);
+        r
+    }
+
+    /// Appends `t`. The caller's preempt count is raised (a green thread must not be switched
+    /// out holding the lock).
+    pub(crate) fn push(&self, t: *mut Thread) {
+        self.with(|q| q.push_back(t));
+    }
+
+    /// Takes up to `max` threads from the front, passing each to `f` with the lock held (no
+    /// allocation; `f` must not block). Count raised, as for `push`. Returns how many.
+    pub(crate) fn take(&self, max: usize, f: impl FnMut(*mut Thread)) -> usize {
+        self.with(|q| {
+            let n = max.min(q.len());
+            q.drain(..n).for_each(f);
+            n
+        })
+    }
+
+    /// Takes half of what is queued (rounded up), at most `max`, from the back (the newest
+    /// first), as `take` does.
+    pub(crate) fn take_newest_half(&self, max: usize, mut f: impl FnMut(*mut Thread)) -> usize {
+        self.with(|q| {
+            let n = q.len().div_ceil(2).min(max);
+            for _ in 0..n {
+                if let Some(t) = q.pop_back() {
+                    f(t);
+                }
+            }
+            n
+        })
+    }
+
+    /// Takes half of what is queued (rounded up), at most `max`, as `take` does.
+    pub(crate) fn take_half(&self, max: usize, f: impl FnMut(*mut Thread)) -> usize {
+        self.with(|q| {
+            let n = q.len().div_ceil(2).min(max);
+            q.drain(..n).for_each(f);
+            n
+        })
     }
 }
 

@@ -160,7 +160,8 @@ pub(crate) mod life {
 /// Scheduler-side state (carrier-owned; only the carrier's OS thread touches it).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum RunState {
-    Running,
+    /// Running or ready to run: a running thread keeps the state it had in the run queue, so
+    /// that a yield stores nothing into either thread.
     Runnable,
     Blocked,
     Sleeping,
@@ -188,6 +189,9 @@ pub(crate) struct SpawnOptions {
     /// The thread changes its floating-point environment and keeps its own (see
     /// `Builder::own_fp_env`).
     pub(crate) own_fp_env: bool,
+    /// The thread runs on the carrier it was placed on (`Pool::spawn_on`), even on a pool
+    /// carrier whose idle siblings take threads that have not started.
+    pub(crate) placed: bool,
 }
 
 /// The address of the carrier that owns a thread. The control block sits below the runtime in
@@ -228,6 +232,8 @@ pub(crate) struct NewThread {
     pub(crate) stack: Stack,
     /// Initial `life` word: `SUSPENDED` or `READY`.
     pub(crate) life: u32,
+    /// Another carrier of its pool may take it before it starts (see `Thread::stealable`).
+    pub(crate) stealable: bool,
 }
 
 /// The thread control block. Lives at the start of a `Spawned<T, F>`, which lives in the top
@@ -266,8 +272,15 @@ pub(crate) struct Thread {
     pub(crate) stack: ManuallyDrop<Stack>,
     /// Owning carrier. Outlives the thread while the thread can still be woken: `block_on`
     /// returns only when its threads are finished or abandoned, and a runtime that abandoned
-    /// threads leaks its carrier instead of freeing it.
-    pub(crate) carrier: CarrierAddr,
+    /// threads leaks its carrier instead of freeing it. Changes only for a `stealable` thread,
+    /// once, when a carrier takes it from a queue of unstarted threads (`runtime::steal`),
+    /// before anything that reads it can run: see `stealable`.
+    pub(crate) carrier: Cell<CarrierAddr>,
+    /// Queued, before it starts, where other carriers of a pool may take it (a pool carrier's
+    /// unstarted threads, or the pool's injector). Its `carrier` may change until it starts,
+    /// so joiners never take the same-carrier shortcut for it (they would compare against a
+    /// carrier being rewritten).
+    pub(crate) stealable: bool,
     vtable: &'static VTable,
     // ---- shared between carriers / OS threads ----
     /// See [`life`].
@@ -284,7 +297,7 @@ impl Thread {
     /// The scheduler pseudo-thread of a carrier: it only ever holds a saved stack pointer. It
     /// is never queued, so its run-queue key is never read.
     pub(crate) fn scheduler(carrier: CarrierAddr) -> Thread {
-        let t = Thread::new(
+        Thread::new(
             NewThread {
                 carrier,
                 priority: Priority::default(),
@@ -295,11 +308,10 @@ impl Thread {
                 name: None,
                 stack: Stack::empty(),
                 life: life::STARTED,
+                stealable: false,
             },
             &NOOP,
-        );
-        t.state.set(RunState::Running);
-        t
+        )
     }
 
     #[inline(always)]
@@ -319,7 +331,8 @@ impl Thread {
             id: n.id,
             name: n.name,
             stack: ManuallyDrop::new(n.stack),
-            carrier: n.carrier,
+            carrier: Cell::new(n.carrier),
+            stealable: n.stealable,
             vtable,
             life: AtomicU32::new(n.life),
             joiner: Cell::new(null_mut()),
@@ -348,7 +361,7 @@ impl Thread {
         // mapped until the caller recycles the returned stack.
         unsafe {
             let stack = ManuallyDrop::take(&mut (*t).stack);
-            let carrier = (*t).carrier;
+            let carrier = (*t).carrier.get();
             ((*t).vtable.drop_block)(t);
             (stack, carrier)
         }
@@ -560,6 +573,7 @@ impl Thread {
                 name: None,
                 stack: Stack::empty(),
                 life,
+                stealable: false,
             },
             &NOOP,
         )

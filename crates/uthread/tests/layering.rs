@@ -37,6 +37,7 @@ const LAYERS: &[&str] = &[
     // The runtime, bottom up.
     "runtime::carrier",
     "guard",
+    "runtime::steal",
     "runtime::reactor",
     "runtime::dispatch",
     "runtime::tick",
@@ -48,6 +49,13 @@ const LAYERS: &[&str] = &[
     // The public API on top.
     "sync",
     "thread",
+    // Channels: waiting parties, the shared state, the handles, select.
+    "chan::wait",
+    "chan::shared",
+    "chan::error",
+    "chan::handles",
+    "chan::select",
+    "chan",
     // Descriptors the user owns; sockets; one carrier per CPU.
     "io",
     "net::addr",

@@ -1,5 +1,7 @@
-//! `Pool`: placement on the least-loaded carrier, no migration, joins from inside and outside,
-//! shutdown, and a sharded echo server. Tests assert outcomes, never durations.
+//! `Pool`: spawns from outside through the injector, bursts spread by idle carriers taking
+//! unstarted threads (and not with stealing off, nor for placed threads), no migration once
+//! started, joins from inside and outside, shutdown, and a sharded echo server. Tests assert
+//! outcomes, never durations.
 
 #[global_allocator]
 static ALLOC: uthread::PreemptSafeAlloc = uthread::PreemptSafeAlloc::system();
@@ -17,7 +19,7 @@ fn os_tid() -> i64 {
 }
 
 #[test]
-fn threads_go_to_the_least_loaded_carrier_and_never_move() {
+fn threads_spawned_from_outside_start_on_some_carrier_and_never_move() {
     let pool = Pool::builder().carriers(2).build().unwrap();
     assert_eq!(pool.carriers(), 2);
     assert_eq!(pool.current_carrier(), None);
@@ -65,8 +67,13 @@ fn threads_go_to_the_least_loaded_carrier_and_never_move() {
             .unwrap()
         })
         .collect();
-    // All 20 are alive (blocked on the gate): placement alternated by load.
-    assert_eq!(pool.loads(), vec![10, 10]);
+    // All 20 start (then block on the gate), each counted on the carrier that took it from
+    // the injector.
+    let started = || pool.loads().iter().sum::<usize>();
+    while started() < 20 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let loads = pool.loads();
     for _ in 0..20 {
         gate.release();
     }
@@ -74,7 +81,7 @@ fn threads_go_to_the_least_loaded_carrier_and_never_move() {
     for h in hs {
         per[h.join().finished().unwrap()] += 1;
     }
-    assert_eq!(per, [10, 10]);
+    assert_eq!(per.to_vec(), loads);
     assert_eq!(pool.loads(), vec![0, 0]);
     pool.join();
 }
@@ -214,4 +221,104 @@ fn sharded_echo_server() {
         accepted[1].load(Ordering::Relaxed)
     );
     pool.join();
+}
+
+/// A pool thread on carrier 0 spawns a burst and keeps its carrier busy: the idle carrier 1
+/// takes unstarted threads of the burst (with stealing on), and every thread finishes on the
+/// carrier it started on.
+fn burst_on_carrier_0(stealing: bool, placed: bool) -> [usize; 2] {
+    let pool = Pool::builder()
+        .carriers(2)
+        .stealing(stealing)
+        .build()
+        .unwrap();
+    let ph = pool.handle();
+    let on_1 = Arc::new(AtomicUsize::new(0));
+    let o = Arc::clone(&on_1);
+    let spawner = pool.spawn_on(0, move || {
+        let hs: Vec<_> = (0..200)
+            .map(|_| {
+                let (ph2, o) = (ph.clone(), Arc::clone(&o));
+                let body = move || {
+                    let (start, tid) = (ph2.current_carrier().unwrap(), os_tid());
+                    if start == 1 {
+                        o.fetch_add(1, Ordering::SeqCst);
+                    }
+                    uthread::yield_now();
+                    uthread::sleep(Duration::from_micros(10));
+                    assert_eq!(ph2.current_carrier(), Some(start), "a started thread moved");
+                    assert_eq!(os_tid(), tid);
+                    start
+                };
+                if placed {
+                    ph.spawn_on(0, body)
+                } else {
+                    uthread::spawn(body)
+                }
+            })
+            .collect();
+        // Keep carrier 0 busy without yielding: with stealing on, until carrier 1 has taken
+        // some; off (or placed), a while, to give it the chance it must not take.
+        let t = std::time::Instant::now();
+        let wait = if stealing && !placed {
+            Duration::from_secs(10)
+        } else {
+            Duration::from_millis(30)
+        };
+        while o.load(Ordering::SeqCst) == 0 && t.elapsed() < wait {
+            std::hint::spin_loop();
+        }
+        let mut per = [0usize; 2];
+        for h in hs {
+            per[h.join().finished().unwrap()] += 1;
+        }
+        per
+    });
+    let per = spawner.join().finished().unwrap();
+    pool.join();
+    assert_eq!(per[0] + per[1], 200);
+    per
+}
+
+#[test]
+fn an_idle_carrier_takes_unstarted_threads_of_a_burst() {
+    let per = burst_on_carrier_0(true, false);
+    assert!(per[1] > 0, "carrier 1 took none of the burst: {per:?}");
+}
+
+#[test]
+fn with_stealing_off_a_burst_stays_on_its_carrier() {
+    assert_eq!(burst_on_carrier_0(false, false), [200, 0]);
+}
+
+#[test]
+fn threads_placed_with_spawn_on_are_never_taken() {
+    assert_eq!(burst_on_carrier_0(true, true), [200, 0]);
+}
+
+/// Fan-out and fan-in: a binary tree of threads, each node spawning two children on its
+/// carrier and joining them; carriers take unstarted nodes from each other at every level.
+#[test]
+fn a_fan_out_tree_completes_with_every_node_joined() {
+    fn node(depth: u32, ph: uthread::PoolHandle, seen: Arc<[AtomicUsize; 2]>) -> u64 {
+        seen[ph.current_carrier().unwrap()].fetch_add(1, Ordering::Relaxed);
+        if depth == 0 {
+            return 1;
+        }
+        let kids: Vec<_> = (0..2)
+            .map(|_| {
+                let (ph, seen) = (ph.clone(), Arc::clone(&seen));
+                uthread::spawn(move || node(depth - 1, ph, seen))
+            })
+            .collect();
+        kids.into_iter().map(|k| k.join().finished().unwrap()).sum()
+    }
+    let pool = Pool::builder().carriers(2).build().unwrap();
+    let seen = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let (ph, s) = (pool.handle(), Arc::clone(&seen));
+    let leaves = pool.spawn(move || node(10, ph, s)).join().finished();
+    pool.join();
+    assert_eq!(leaves, Some(1024));
+    let total: usize = seen.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+    assert_eq!(total, 2047);
 }

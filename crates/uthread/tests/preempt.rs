@@ -130,16 +130,73 @@ fn io_reader(p: u64, mut s: uthread::net::TcpStream) -> (u64, u64) {
     }
 }
 
+/// A round of a channel pair: its number, its checksum and a payload derived from both.
+type ChanRound = (u64, u64, Vec<u8>);
+
+/// A preemptive channel writer: each round computes a checksum and sends it with a payload,
+/// sometimes forcing a preemption. Returns its rounds and forced preemptions.
+fn chan_writer(p: u64, tx: uthread::chan::Sender<ChanRound>, end: Instant) -> (u64, u64) {
+    let (mut r, mut forced) = (0u64, 0u64);
+    while Instant::now() < end {
+        let h = round(2 << 40 | p << 32 | r);
+        let payload = (0..(r % 97) as usize)
+            .map(|i| payload_byte(p, r, i))
+            .collect();
+        tx.send((r, h, payload)).expect("chan writer");
+        r += 1;
+        if r % 4 == 0 {
+            uthread::__private::raise_preempt_signal();
+            forced += 1;
+        }
+    }
+    (r, forced)
+}
+
+/// A preemptive channel reader: receives rounds until the writer is gone (through a `Select`
+/// with a channel that never delivers and a timeout, when `select` is set), recomputes each
+/// checksum and payload. Returns its rounds and mismatches.
+fn chan_reader(p: u64, rx: uthread::chan::Receiver<ChanRound>, select: bool) -> (u64, u64) {
+    let (_never_tx, never) = uthread::chan::bounded::<ChanRound>(0);
+    let (mut r, mut bad) = (0u64, 0u64);
+    loop {
+        let got = if select {
+            uthread::chan::Select::new()
+                .recv(&rx, |m| m.ok())
+                .recv(&never, |_| panic!("nothing is sent on this channel"))
+                .timeout(Duration::from_secs(60), || panic!("the writer stalled"))
+                .wait()
+        } else {
+            rx.recv().ok()
+        };
+        let Some((got_r, got_h, payload)) = got else {
+            return (r, bad);
+        };
+        if got_r != r || got_h != round(2 << 40 | p << 32 | r) || payload.len() as u64 != r % 97 {
+            bad += 1;
+        }
+        if payload
+            .iter()
+            .enumerate()
+            .any(|(i, &b)| b != payload_byte(p, r, i))
+        {
+            bad += 1;
+        }
+        r += 1;
+    }
+}
+
 #[test]
 fn preemption_stress_zero_corruption() {
     const THREADS: u64 = 8;
     const IO_PAIRS: u64 = 2;
+    // Channel pairs by capacity: a rendezvous, one slot, sixteen (its reader uses `Select`).
+    const CHAN_CAPS: [usize; 3] = [0, 1, 16];
     let rt = Runtime::builder()
         .quantum(Duration::from_micros(100))
         .build()
         .unwrap();
     let secs = stress_secs();
-    let (results, io) = rt.block_on(|| {
+    let (results, io, chans) = rt.block_on(|| {
         let end = Instant::now() + Duration::from_secs_f64(secs);
         let hs: Vec<_> = (0..THREADS)
             .map(|t| {
@@ -177,9 +234,32 @@ fn preemption_stress_zero_corruption() {
                 (w, r)
             })
             .collect();
+        // Preemptive threads passing checksummed rounds over channels on the same carrier, so
+        // that preemptions land inside sends, receives and selects.
+        let chans: Vec<_> = CHAN_CAPS
+            .iter()
+            .enumerate()
+            .map(|(p, &cap)| {
+                let (tx, rx) = uthread::chan::bounded(cap);
+                let pre = || Builder::new().mode(Mode::Preemptive).stack_size(64 * 1024);
+                let p = p as u64;
+                let w = pre().spawn(move || chan_writer(p, tx, end)).unwrap();
+                let r = pre().spawn(move || chan_reader(p, rx, cap == 16)).unwrap();
+                (w, r)
+            })
+            .collect();
         let results = hs
             .into_iter()
             .map(|h| h.join().finished().expect("stress thread failed"))
+            .collect::<Vec<_>>();
+        let chans = chans
+            .into_iter()
+            .map(|(w, r)| {
+                (
+                    w.join().finished().expect("chan writer failed"),
+                    r.join().finished().expect("chan reader failed"),
+                )
+            })
             .collect::<Vec<_>>();
         let io = io
             .into_iter()
@@ -190,7 +270,7 @@ fn preemption_stress_zero_corruption() {
                 )
             })
             .collect::<Vec<_>>();
-        (results, io)
+        (results, io, chans)
     });
     let s = rt.stats();
     let mut rounds = 0;
@@ -212,8 +292,15 @@ fn preemption_stress_zero_corruption() {
         io_bad += bad;
         forced += w_forced;
     }
+    let (mut chan_rounds, mut chan_bad) = (0, 0);
+    for ((sent, w_forced), (received, bad)) in &chans {
+        assert_eq!(sent, received, "every channel round sent was received");
+        chan_rounds += received;
+        chan_bad += bad;
+        forced += w_forced;
+    }
     eprintln!(
-        "stress: {rounds} rounds checked, {io_rounds} I/O rounds checked ({io_bad} mismatches); {} preemptions ({} forced at a syscall boundary, ~{} timer-driven at arbitrary instructions); {s:?}",
+        "stress: {rounds} rounds checked, {io_rounds} I/O rounds checked ({io_bad} mismatches), {chan_rounds} channel rounds checked ({chan_bad} mismatches); {} preemptions ({} forced at a syscall boundary, ~{} timer-driven at arbitrary instructions); {s:?}",
         s.preemptions,
         forced,
         s.preemptions.saturating_sub(forced)
@@ -221,6 +308,8 @@ fn preemption_stress_zero_corruption() {
     assert!(rounds > 0);
     assert!(io_rounds > 0);
     assert_eq!(io_bad, 0, "I/O checksum mismatches");
+    assert!(chan_rounds > 0);
+    assert_eq!(chan_bad, 0, "channel checksum mismatches");
     assert!(s.preemptions > 100, "expected many preemptions: {s:?}");
     assert!(s.io_waits > 0, "the I/O threads parked: {s:?}");
 }

@@ -159,6 +159,8 @@ impl Experiment for Create {
     }
 
     fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
+        // Pool balance (bursts on two CPUs), measured before this thread is pinned to one.
+        crate::subjects::peers::balance::measure(ctx, out)?;
         let cpu = home_cpu();
         // Read before pinning: afterwards this thread's mask is the one CPU.
         let all = ctx.env.allowed_cpus.clone();

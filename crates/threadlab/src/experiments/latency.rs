@@ -195,17 +195,17 @@ fn with_condition<T: Send>(
         if cond.rescheduler() {
             helpers.push(
                 spawn_scoped(s, "the rescheduler thread", || -> Result<()> {
-                    let set = pin_current_thread(cpu).and_then(|_| {
-                        if rt_permitted {
-                            try_set_fifo(max_fifo_priority()).map_err(Error::Fail)
-                        } else {
-                            Ok(())
-                        }
-                    });
+                    let pinned = pin_current_thread(cpu);
+                    // Real-time only once every party has arrived: a real-time thread waiting
+                    // at the gate on the parties' one CPU would keep the fair-class parties
+                    // from ever arriving where real-time throttling does not step in.
                     if !ready.wait_unless(|| cancel.is_cancelled()) {
                         return Err(start_called_off());
                     }
-                    set?;
+                    pinned?;
+                    if rt_permitted {
+                        try_set_fifo(max_fifo_priority()).map_err(Error::Fail)?;
+                    }
                     // Sleeps almost all the time, so real-time priority here cannot starve anyone.
                     while !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(RESCHEDULER_SLEEP);
@@ -216,16 +216,18 @@ fn with_condition<T: Send>(
             );
         }
         let probe = spawn_scoped(s, "the probe thread", || -> Result<T> {
-            let set = pin_current_thread(cpu).and_then(|_| {
+            let pinned = pin_current_thread(cpu);
+            // As the rescheduler: real-time only after the gate.
+            if !ready.wait_unless(|| cancel.is_cancelled()) {
+                return Err(start_called_off());
+            }
+            let set = pinned.and_then(|_| {
                 if rt_probe {
                     try_set_fifo(RT_PROBE_PRIORITY).map_err(Error::Fail)
                 } else {
                     Ok(())
                 }
             });
-            if !ready.wait_unless(|| cancel.is_cancelled()) {
-                return Err(start_called_off());
-            }
             let r = set.map(|_| body());
             stop.store(true, Ordering::Relaxed);
             r

@@ -343,6 +343,21 @@ impl<'a> Interleaved<'a> {
         )
     }
 
+    /// A row with a fixed batch size (slow or stateful operations: a burst of thousands of
+    /// threads is one operation).
+    pub fn row_fixed(
+        &mut self,
+        id: &str,
+        unit: Unit,
+        placement: impl ToString,
+        note: impl Into<String>,
+        iters: u64,
+        batch: impl FnMut(u64) -> Result<Duration> + 'a,
+    ) -> &mut Self {
+        self.row(id, unit, placement, note, batch)
+            .fixed_batch(iters)
+    }
+
     /// A row whose subject (threads, locks, objects, placement) `make` creates fresh for every
     /// trial, returning its batch; dropping the batch ends the subject.
     pub fn row_fresh<B>(

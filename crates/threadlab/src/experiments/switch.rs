@@ -633,6 +633,8 @@ impl Experiment for Switch {
                 );
             }
         }
+        // Channel ping-pong (same CPU and across two), measured unpinned: it pins its own.
+        crate::subjects::peers::channels::measure(ctx, out)?;
         out.explain_modes(
             &ctx.idle_wakeup_modes(),
             "on one CPU nothing waits for an idle CPU, so two clusters here are two phases of the \

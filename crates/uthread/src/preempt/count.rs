@@ -62,9 +62,15 @@ pub(crate) fn enable() {
     }
 }
 
+/// Clears the flag; a load when it is clear already (the usual case), not a store: this runs on
+/// every switch, whose time follows its stores.
 #[inline(always)]
 pub(crate) fn clear_pending() {
-    PENDING.with(|p| p.store(false, Ordering::Relaxed));
+    PENDING.with(|p| {
+        if p.load(Ordering::Relaxed) {
+            p.store(false, Ordering::Relaxed);
+        }
+    });
 }
 
 /// Where a pending preemption is taken: the runtime's yield, which sits above this module.

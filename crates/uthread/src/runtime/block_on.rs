@@ -161,6 +161,15 @@ impl Runtime {
         self.carrier.stats_snapshot()
     }
 
+    /// Makes this (not yet running) runtime carrier `index` of a pool's group.
+    pub(crate) fn join_group(&self, group: Arc<super::carrier::Group>, index: usize) {
+        preempt::disable();
+        // SAFETY: not running (only `Pool` calls this, before the carrier's `block_on`), so
+        // nobody else touches `local`.
+        unsafe { super::steal::join_group(&mut *self.carrier.local(), group, index) };
+        preempt::enable();
+    }
+
     /// A handle other OS threads can use to run code on this runtime's owner context.
     pub fn handle(&self) -> Handle {
         Handle::new(&self.carrier)
@@ -343,6 +352,13 @@ impl Drop for Runtime {
                 // SAFETY: built for this carrier and never adopted; not running (above).
                 unsafe { owner::abandon_unadopted(&mut *self.carrier.local(), t) };
             }
+        }
+        let mut unstarted = Vec::new();
+        self.carrier.fresh.take(usize::MAX, |t| unstarted.push(t));
+        for t in unstarted {
+            // SAFETY: queued here and never adopted (nobody can take it any more: the
+            // carrier's pool stopped before its runtime is dropped); not running.
+            unsafe { owner::abandon_unadopted(&mut *self.carrier.local(), t) };
         }
         // SAFETY: as above.
         if unsafe { (*self.carrier.local()).abandoned_any } {

@@ -12,7 +12,7 @@ use crate::arch::FpEnv;
 use crate::io::poller::{Event, Poller, NO_EVENT};
 use crate::preempt::count as preempt;
 use crate::preempt::timer::Timer;
-use crate::sched::RunQueue;
+use crate::sched::{RunQueue, SharedQueue};
 use crate::stack::{self, Stack, StackPool};
 use crate::tcb::{CarrierAddr, Mode, RunState, Thread};
 use std::cell::{Cell, UnsafeCell};
@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 /// A runtime's settings, fixed when it is built.
@@ -101,6 +101,41 @@ pub(super) struct Local {
     pub(super) id_end: u64,
     /// Some thread was abandoned: the carrier must never be freed (see `Thread::carrier`).
     pub(super) abandoned_any: bool,
+    /// The pool this carrier belongs to and its index there (`runtime::steal`), set before
+    /// its first `block_on`.
+    pub(super) group: Option<(Arc<Group>, usize)>,
+}
+
+/// The carriers of one pool, as they see each other to balance work (`runtime::steal`): each
+/// one's queue of unstarted threads (`Carrier::fresh`), and the pool's injector, where threads
+/// spawned from outside the pool wait for the first carrier free to take them.
+pub(crate) struct Group {
+    /// Set once every carrier has started; weak, so that a carrier and its group do not keep
+    /// each other alive.
+    pub(super) carriers: OnceLock<Box<[Weak<Carrier>]>>,
+    pub(super) injector: SharedQueue,
+    /// Whether idle carriers take unstarted threads from their siblings.
+    pub(super) stealing: bool,
+    /// Carriers idle in their poller now: a thread queued where they could take it wakes one.
+    pub(super) idle: AtomicUsize,
+}
+
+impl Group {
+    pub(crate) fn new(stealing: bool) -> Group {
+        Group {
+            carriers: OnceLock::new(),
+            injector: SharedQueue::new(),
+            stealing,
+            idle: AtomicUsize::new(0),
+        }
+    }
+
+    /// Records the pool's carriers, once they have all started.
+    pub(crate) fn set_carriers(&self, carriers: &[&Arc<Carrier>]) {
+        let _ = self
+            .carriers
+            .set(carriers.iter().map(|c| Arc::downgrade(c)).collect());
+    }
 }
 
 /// One runtime's state: carrier-local scheduling state plus what other OS threads may touch
@@ -110,6 +145,9 @@ pub(crate) struct Carrier {
     pub(super) local: UnsafeCell<Local>,
     pub(super) inbox: Mutex<Vec<Remote>>,
     pub(super) inbox_flag: AtomicBool,
+    /// On a pool's carrier: threads spawned here that have not started, which idle siblings
+    /// may take (`runtime::steal`). Empty on any other runtime.
+    pub(super) fresh: SharedQueue,
     /// The carrier's epoll instance and eventfd, created by the first `block_on`.
     pub(super) poller: OnceLock<Arc<Poller>>,
     /// The scheduler context is about to block, or blocks, in `epoll_wait`: whoever hands it
@@ -203,9 +241,11 @@ impl Carrier {
                 id_next: 0,
                 id_end: 0,
                 abandoned_any: false,
+                group: None,
             }),
             inbox: Mutex::new(Vec::new()),
             inbox_flag: AtomicBool::new(false),
+            fresh: SharedQueue::new(),
             poller: OnceLock::new(),
             idle: AtomicBool::new(false),
             handles: AtomicUsize::new(0),
@@ -324,7 +364,7 @@ impl Carrier {
             if suspended {
                 (*t).state.set(RunState::Blocked);
             } else {
-                (*t).state.set(RunState::Runnable);
+                // A new thread is `Runnable` already.
                 l.runq.push(t);
             }
         }
@@ -410,16 +450,19 @@ impl Carrier {
     }
 }
 
-/// Takes back the stack of a freed thread: into `carrier`'s pool when called on that carrier
-/// (inside its `block_on`), else unmapped (any OS thread may drop the last handle).
-fn recycle_stack(carrier: *const Carrier, stack: Stack) {
-    if !std::ptr::eq(carrier_ptr(), carrier) {
+/// Takes back the stack of a freed thread: into the pool of the carrier the caller runs on
+/// (the thread's own, or another: a thread of a pool may have run on a carrier other than the
+/// one that joins it, and a stack carries nothing of its carrier), else unmapped (any OS thread
+/// may drop the last handle).
+fn recycle_stack(stack: Stack) {
+    let here = carrier_ptr();
+    if here.is_null() {
         drop(stack);
         return;
     }
     preempt::disable();
-    // SAFETY: CARRIER == carrier: we are its carrier thread, inside block_on, count raised.
-    unsafe { (*(*carrier).local()).pool.put(stack) };
+    // SAFETY: CARRIER is set: we are its carrier thread, inside block_on, count raised.
+    unsafe { (*(*here).local()).pool.put(stack) };
     preempt::enable_no_yield();
 }
 
@@ -432,8 +475,8 @@ fn recycle_stack(carrier: *const Carrier, stack: Stack) {
 /// thread's stack.
 pub(crate) unsafe fn free_thread(t: *mut Thread) {
     // SAFETY: forwarded contract.
-    let (stack, carrier) = unsafe { Thread::dismantle(t) };
-    recycle_stack(Carrier::at(carrier), stack);
+    let (stack, _carrier) = unsafe { Thread::dismantle(t) };
+    recycle_stack(stack);
 }
 
 /// What a `JoinHandle` does when dropped: gives up its reference and frees the thread if the

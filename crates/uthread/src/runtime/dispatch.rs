@@ -8,9 +8,12 @@
 //! switch (`switch_to` and its callers) take the carrier-local state as a raw pointer, because
 //! other contexts use it while this one is suspended.
 
-use super::carrier::{carrier_ptr, current_carrier_ref, free_thread, Carrier, Local, Remote};
+use super::carrier::{
+    carrier_ptr, current_carrier_ref, free_thread, Carrier, Group, Local, Remote,
+};
 use super::reactor::{make_runnable, poll, wake};
 use super::stats::bump;
+use super::steal::{self, shares};
 use crate::arch::{self, FpEnv};
 use crate::preempt::count as preempt;
 use crate::preempt::timer;
@@ -48,11 +51,16 @@ pub(super) unsafe fn next_for_block(c: &Carrier, l: &mut Local) -> *mut Thread {
     }
     // SAFETY: queued threads are live.
     let t = unsafe { l.runq.pop() };
-    if t.is_null() {
-        l.sched
-    } else {
-        t
+    if !t.is_null() {
+        return t;
     }
+    // SAFETY: forwarded contract. A pool carrier runs its own unstarted threads before it
+    // goes to the scheduler context to look further.
+    if unsafe { shares(l) && steal::take_own(c, l) > 0 } {
+        // SAFETY: just made runnable; queued threads are live.
+        return unsafe { l.runq.pop() };
+    }
+    l.sched
 }
 
 /// Switches from `cur` (the running context) to `next` and returns when `cur` is resumed.
@@ -69,13 +77,14 @@ pub(super) unsafe fn switch_to(
 ) {
     // SAFETY: forwarded contract; `l` stays valid (the carrier outlives every switch).
     unsafe {
-        let errno = (*l).errno;
-        let saved_errno = *errno;
-        let saved_count = preempt::count();
-        (*next).state.set(RunState::Running);
-        // Only the tick handler reads `start_tick`, and only for preemptive threads (`mode` is
-        // immutable), so cooperative threads skip the load and store.
-        if (*next).mode == Mode::Preemptive {
+        // What this context must find again when it is resumed: its errno and preempt count,
+        // packed in one word, so that keeping them across the switch costs one store.
+        let saved = (*(*l).errno as u32 as u64) << 32 | preempt::count() as u64;
+        // `start_tick` is only read by the tick handler, to spare a thread switched in by the
+        // handler at this very tick (a second, forced signal); one switched in anywhere else
+        // has an older value and is preempted at the next tick, as it would be with a fresh
+        // one. So only the handler's switch stores it.
+        if in_handler && (*next).mode == Mode::Preemptive {
             (*next).start_tick.set(c.ticks.load(Ordering::Relaxed));
         }
         (*l).current = next;
@@ -88,9 +97,22 @@ pub(super) unsafe fn switch_to(
         }
         arch::switch((*cur).sp.get(), *(*next).sp.get());
         // ---- resumed as `cur` ----
+        // The carrier and its state are found again through the thread-local (a started
+        // thread never changes carrier) rather than kept across the switch, where every value
+        // kept is a store and a load.
+        let l = (*carrier_ptr()).local();
         after_resume(l, in_handler);
-        preempt::set_count(saved_count);
-        *errno = saved_errno;
+        // Both are usually what the context that switched here left (the count raised once by
+        // the runtime call, errno untouched): stores only when they differ, because a yield's
+        // time on this machine follows its stores, not its instructions (see the README).
+        let (errno, count) = ((saved >> 32) as i32, saved as u32);
+        if preempt::count() != count {
+            preempt::set_count(count);
+        }
+        let e = (*l).errno;
+        if *e != errno {
+            *e = errno;
+        }
     }
 }
 
@@ -227,8 +249,8 @@ unsafe fn unlink_all(l: &mut Local, t: *mut Thread) {
         if !n.is_null() {
             (*n).all_prev.set(p);
         }
-        (*t).all_prev.set(null_mut());
-        (*t).all_next.set(null_mut());
+        // `t`'s own links are left as they are: it leaves the carrier for good (it is being
+        // finished), and nothing walks the list from it.
     }
 }
 
@@ -258,7 +280,7 @@ unsafe fn exit_current(c: &Carrier, t: *mut Thread) -> ! {
         let l = c.local();
         if (*t).life.load(Ordering::Acquire) & life::JOINER != 0 {
             let j = (*t).joiner.get();
-            if (*j).carrier == c.addr() {
+            if (*j).carrier.get() == c.addr() {
                 make_runnable(&mut *l, j);
                 (*l).zombie_joiner_woken = true;
             }
@@ -284,12 +306,7 @@ unsafe fn exit_current(c: &Carrier, t: *mut Thread) -> ! {
 /// # Safety
 /// Carrier thread, count raised, `cur` the running green thread.
 #[inline(always)]
-pub(super) unsafe fn resume_without_switch(c: &Carrier, cur: *mut Thread) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        (*cur).state.set(RunState::Running);
-        (*cur).start_tick.set(c.ticks.load(Ordering::Relaxed));
-    }
+pub(super) unsafe fn resume_without_switch(_c: &Carrier, _cur: *mut Thread) {
     preempt::clear_pending();
 }
 
@@ -322,12 +339,53 @@ where
     let suspended = opts.start_suspended;
     // SAFETY: a stack that is ours with `reserve` bytes on top, laid out for `Spawned<T, F>`.
     unsafe {
-        let t = build::<T, F>(carrier, stack, id, block, align, priority, opts, f);
+        let l = &mut *carrier.local();
+        let shared = !suspended && !opts.placed && shares(l);
+        let t = build::<T, F>(carrier, stack, id, block, align, priority, opts, f, shared);
         // `t` is a fully initialised thread of this carrier, in no queue; count raised.
-        carrier.adopt(t, suspended);
+        if shared {
+            steal::push_fresh(carrier, l, t);
+        } else {
+            carrier.adopt(t, suspended);
+        }
         preempt::enable();
         Ok(t)
     }
+}
+
+/// Spawns a thread into a pool's injector from an OS thread outside the pool (`Pool::spawn`):
+/// built here on a stack from the calling carrier's pool (or freshly mapped outside any
+/// runtime) with `home`'s settings, taken and registered by the first carrier of the pool free
+/// to run it (`runtime::steal`). Returns it with the handle's reference, like `spawn_current`.
+pub(crate) fn spawn_injected<F, T>(
+    group: &Group,
+    home: &Carrier,
+    opts: SpawnOptions,
+    f: F,
+) -> io::Result<*mut Thread>
+where
+    F: FnOnce() -> T + Send,
+{
+    if opts.start_suspended {
+        // A suspended thread is woken where it is registered: give it a carrier now.
+        return spawn_remote(home, opts, f);
+    }
+    let priority = opts.priority.validate()?;
+    let (block, align, reserve) = block_layout::<T, F>();
+    preempt::disable();
+    let taken = match current_carrier_ref() {
+        // SAFETY: on the calling carrier's thread, count raised.
+        Some(here) => unsafe { here.take_stack_as(&home.config, opts.stack_size, reserve) },
+        None => home.fresh_stack(opts.stack_size, reserve),
+    };
+    let r = taken.map(|(stack, id)| {
+        // SAFETY: as in `spawn_current`; the carrier that takes it rewrites its carrier.
+        let t = unsafe { build::<T, F>(home, stack, id, block, align, priority, opts, f, true) };
+        steal::inject(group, t);
+        t
+    });
+    preempt::enable();
+    r
 }
 
 /// Spawns a thread on `target`, a carrier other than the caller's (`Pool::spawn`): the thread
@@ -353,7 +411,7 @@ where
     let r = taken.map(|(stack, id)| {
         let suspended = opts.start_suspended;
         // SAFETY: as in `spawn_current`; the thread is `target`'s, which alone will run it.
-        let t = unsafe { build::<T, F>(target, stack, id, block, align, priority, opts, f) };
+        let t = unsafe { build::<T, F>(target, stack, id, block, align, priority, opts, f, false) };
         target.push_remote(Remote::Adopt(t, suspended));
         t
     });
@@ -385,6 +443,7 @@ unsafe fn build<T, F>(
     priority: crate::tcb::Priority,
     opts: SpawnOptions,
     f: F,
+    stealable: bool,
 ) -> *mut Thread
 where
     F: FnOnce() -> T,
@@ -413,6 +472,7 @@ where
                 name: opts.name,
                 stack,
                 life: initial,
+                stealable,
             },
             f,
         );

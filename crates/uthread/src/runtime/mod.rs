@@ -6,9 +6,9 @@
 //!
 //! The files form layers; each uses only those listed before it (`tests/layering.rs` checks):
 //! `stats` (counters), `timers` (sleeps and deadlines, by due time), `carrier` (the state and
-//! the `CARRIER` thread-local), `reactor` (wake-ups: the inbox, timers, the poller), `dispatch`
-//! (the switch and its bookkeeping), `tick` (the preemption signal handler), `ops` (yield,
-//! block, sleep, wait on a descriptor, join, synchronize, queue), `owner` (the scheduler
+//! the `CARRIER` thread-local), `steal` (a pool's carriers sharing unstarted threads),
+//! `reactor` (wake-ups: the inbox, timers, the poller), `dispatch` (the switch and its
+//! bookkeeping), `tick` (the preemption signal handler), `ops` (yield, block, sleep, wait on a descriptor, join, synchronize, queue), `owner` (the scheduler
 //! context's loop, its idle wait in the poller, and shutdown), `handle` (`Handle`), `block_on`
 //! (`Runtime`, `RuntimeBuilder`).
 
@@ -20,6 +20,7 @@ pub(crate) mod ops;
 pub(crate) mod owner;
 pub(crate) mod reactor;
 pub(crate) mod stats;
+pub(crate) mod steal;
 pub(crate) mod tick;
 pub(crate) mod timers;
 

@@ -6,7 +6,7 @@ use super::carrier::{carrier_ptr, context, Carrier, Context, Request, POLL_EVERY
 use super::dispatch::{next_for_block, resume_without_switch, switch_to};
 use super::reactor::{poll, wake};
 use super::stats::{bump, Stats};
-use super::timers::Waiter;
+use super::timers::{claim, Waiter};
 use crate::io::desc::{closed_error, PollDesc, READY};
 use crate::io::poller::{poll_blocking, Dir};
 use crate::preempt::count as preempt;
@@ -15,7 +15,7 @@ use crate::sys;
 use crate::tcb::{life, Mode, RunState, Thread};
 use std::io;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Blocks the running green thread until someone calls `wake` on it.
@@ -37,10 +37,44 @@ pub(crate) unsafe fn block_current() {
         (*cur).state.set(RunState::Blocked);
         let next = next_for_block(c, &mut *l);
         if next == cur {
-            (*cur).state.set(RunState::Running);
+            (*cur).state.set(RunState::Runnable);
             return;
         }
         switch_to(c, l, cur, next, false);
+    }
+}
+
+/// Parks the running green thread on channels until its claim word (`timers::claim`) is
+/// claimed and it is woken: by the channel that claimed it, or by its deadline's timer, which
+/// claims it as `TIMED_OUT`. `claimed_elsewhere` says the word was already claimed by another
+/// party while the caller registered, whose wake-up is then on its way: it is taken here, so
+/// that it cannot hit the thread later while it waits for something else.
+///
+/// # Safety
+/// Called from a green thread with the count raised; `word` lives until this returns, and every
+/// party that can claim it finds the thread (it is registered on the channels).
+pub(crate) unsafe fn park_claim(word: &AtomicU32, deadline: Option<Instant>) {
+    let c = carrier_ptr();
+    // SAFETY: green thread => CARRIER is set; count raised (caller).
+    unsafe {
+        let l = (*c).local();
+        let cur = (*l).current;
+        let key = match deadline {
+            Some(d) if word.load(Ordering::Acquire) == claim::WAITING => Some((*l).timers.insert(
+                d,
+                Waiter::Claim {
+                    thread: cur,
+                    word: word as *const AtomicU32,
+                },
+            )),
+            _ => None,
+        };
+        // Exactly one wake-up comes per claim, so one block takes it.
+        block_current();
+        debug_assert!(word.load(Ordering::Acquire) & claim::DONE != 0);
+        if let Some(k) = key {
+            (*(*c).local()).timers.remove(k);
+        }
     }
 }
 
@@ -70,8 +104,7 @@ pub fn yield_now() {
         if cur == (*l).sched || (*l).poll_countdown == 0 || std::thread::panicking() {
             yield_slow(c);
         } else {
-            debug_assert!(cur != (*l).sched);
-            (*cur).state.set(RunState::Runnable);
+            // A running thread is already `Runnable` (see `RunState`).
             let next = (*l).runq.rotate(cur);
             if next == cur {
                 resume_without_switch(c, cur);
@@ -113,7 +146,6 @@ unsafe fn yield_slow(c: &Carrier) {
         if poll_due {
             poll(c, &mut *l);
         }
-        (*cur).state.set(RunState::Runnable);
         let next = if (*l).requests.is_empty() {
             (*l).runq.rotate(cur)
         } else {
@@ -419,7 +451,7 @@ pub(crate) fn wait_done(t: *mut Thread) {
             preempt::disable();
             th.joiner.set(cur);
             // SAFETY: `cur` is the running green thread of this carrier (live).
-            let same_carrier = unsafe { (*cur).carrier == th.carrier };
+            let same_carrier = unsafe { !th.stealable && (*cur).carrier.get() == th.carrier.get() };
             let done = if same_carrier {
                 // `t` cannot run while we do (one carrier) and `join` owns the handle: no
                 // other writer exists, so no locked instruction is needed.
@@ -443,7 +475,7 @@ pub(crate) fn wait_done(t: *mut Thread) {
             if !done {
                 // SAFETY: `cur` runs on its carrier (this OS thread, inside block_on), whose
                 // local state only this thread touches, with the count raised.
-                let local = unsafe { (*Carrier::at((*cur).carrier)).local() };
+                let local = unsafe { (*Carrier::at((*cur).carrier.get())).local() };
                 if !same_carrier {
                     // SAFETY: as above.
                     unsafe { (*local).remote_joins += 1 };
@@ -489,7 +521,7 @@ pub(crate) fn with_remote_wake_expected<R>(f: impl FnOnce() -> R) -> R {
     };
     // SAFETY: `cur` runs on its carrier, this OS thread; its local state is touched with the
     // count raised, and the thread never migrates, so the same carrier is there afterwards.
-    let local = unsafe { (*Carrier::at((*cur).carrier)).local() };
+    let local = unsafe { (*Carrier::at((*cur).carrier.get())).local() };
     preempt::disable();
     // SAFETY: as above.
     unsafe { (*local).remote_joins += 1 };

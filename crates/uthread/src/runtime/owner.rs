@@ -8,6 +8,7 @@
 use super::carrier::{Carrier, Local};
 use super::dispatch::switch_to;
 use super::reactor::{make_runnable, netpoll, poll_without_io, wake};
+use super::steal;
 use crate::io::desc::PollDesc;
 use crate::sched::RunQueue;
 use crate::sys;
@@ -42,7 +43,10 @@ pub(super) unsafe fn run(c: &Carrier, main: &Thread) -> bool {
                 switch_to(c, l, (*l).sched, t, false);
                 continue;
             }
-            // Nothing runnable.
+            // Nothing runnable: a pool carrier looks for unstarted threads it may take.
+            if steal::shares(&*l) && steal::find_work(c, &mut *l) > 0 {
+                continue;
+            }
             if (*l).alive == 0 {
                 return false;
             }
@@ -63,21 +67,30 @@ pub(super) unsafe fn run(c: &Carrier, main: &Thread) -> bool {
                 return false;
             }
             let expected = expected || (!main_done && (*l).io_waiters > 0);
-            Carrier::disarm_timer(&mut *l);
             let timeout = (*l)
                 .timers
                 .next_deadline()
                 .map(|when| when.saturating_duration_since(Instant::now()));
+            if steal::shares(&*l) && steal::spin_for_work(c, &*l, timeout) {
+                continue;
+            }
+            Carrier::disarm_timer(&mut *l);
             // Announce the idle wait, then look once more at what could end it (see
             // `Carrier::notify`: whoever changes one of these after our look sees `idle`).
             c.idle.store(true, Ordering::SeqCst);
+            steal::set_idle(&*l, true);
             if timeout.is_none() && c.handles.load(Ordering::SeqCst) == 0 && !expected {
+                steal::set_idle(&*l, false);
                 c.idle.store(false, Ordering::Relaxed);
                 return true; // blocked forever: deadlock (main is not done here)
             }
-            if !c.inbox_flag.load(Ordering::SeqCst) && timeout != Some(Duration::ZERO) {
+            if !c.inbox_flag.load(Ordering::SeqCst)
+                && timeout != Some(Duration::ZERO)
+                && !steal::work_queued(c, &*l)
+            {
                 netpoll(c, &mut *l, timeout);
             }
+            steal::set_idle(&*l, false);
             c.idle.store(false, Ordering::Relaxed);
         }
     }
@@ -151,7 +164,7 @@ pub(super) unsafe fn abandon_all(l: &mut Local) {
             if old & life::JOINER != 0 {
                 // Read after the RMW that observed JOINER (see finish_zombie).
                 let joiner = th.joiner.get();
-                if (*joiner).carrier != th.carrier {
+                if (*joiner).carrier.get() != th.carrier.get() {
                     wake(joiner);
                 }
             }

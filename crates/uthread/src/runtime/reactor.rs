@@ -19,7 +19,8 @@
 
 use super::carrier::{carrier_ptr, Carrier, Local, Remote, Request, POLL_EVERY, POLL_INTERVAL};
 use super::stats::bump;
-use super::timers::Waiter;
+use super::steal::{self, shares};
+use super::timers::{claim, Waiter};
 use crate::io::desc::{PollDesc, READ_HUP, WRITE_HUP};
 use crate::io::poller::{Dir, HANGUP_BITS, NOTIFY_TOKEN, READ_BITS, WRITE_BITS};
 use crate::preempt::count as preempt;
@@ -45,17 +46,28 @@ pub(super) unsafe fn make_runnable(l: &mut Local, t: *mut Thread) {
 /// Makes a blocked (or suspended) thread runnable, wherever its carrier is.
 pub(crate) fn wake(t: *mut Thread) {
     preempt::disable();
+    // SAFETY: count raised; forwarded contract.
+    unsafe { wake_raised(t) };
+    preempt::enable();
+}
+
+/// `wake` for a caller that has raised the preempt count already (a channel handing over a
+/// value): the count's two stores are not repeated.
+///
+/// # Safety
+/// The caller's preempt count is raised; `t` is live and its wake-up is the caller's to give.
+#[inline]
+pub(crate) unsafe fn wake_raised(t: *mut Thread) {
     let here = carrier_ptr();
     // SAFETY: `t` is live (blocked threads are owned by their carrier; callers hold it).
     unsafe {
-        let tc = Carrier::at((*t).carrier);
+        let tc = Carrier::at((*t).carrier.get());
         if here == tc {
             make_runnable(&mut *(*here).local(), t);
         } else {
             (*tc).push_remote(Remote::Wake(t));
         }
     }
-    preempt::enable();
 }
 
 /// Wakes `t` from inside this carrier's runtime (count raised): directly if it is ours, else
@@ -66,7 +78,7 @@ pub(crate) fn wake(t: *mut Thread) {
 unsafe fn wake_from_here(c: &Carrier, l: &mut Local, t: *mut Thread) {
     // SAFETY: forwarded contract.
     unsafe {
-        let tc = Carrier::at((*t).carrier);
+        let tc = Carrier::at((*t).carrier.get());
         if std::ptr::eq(tc, c) {
             make_runnable(l, t);
         } else {
@@ -103,6 +115,11 @@ unsafe fn poll_with(c: &Carrier, l: &mut Local, io: bool) {
     if c.inbox_flag.load(Ordering::Acquire) {
         // SAFETY: forwarded contract.
         unsafe { drain_inbox(c, l) };
+    }
+    // SAFETY: forwarded contract.
+    if unsafe { shares(l) } {
+        // SAFETY: forwarded contract.
+        unsafe { steal::take_own(c, l) };
     }
     let mut now = None;
     if io && l.io_waiters > 0 {
@@ -191,8 +208,28 @@ unsafe fn fire_timers(l: &mut Local, now: Instant) {
                     unsafe { make_runnable(l, thread) };
                 }
             }
+            // SAFETY: the entry exists only while `thread` is parked on channels (it removes
+            // it when it resumes), so `thread` and its claim word are live. Winning the claim
+            // gives us its wake-up; losing means a channel claimed it and wakes it.
+            Waiter::Claim { thread, word } => unsafe {
+                if claim_timed_out(&*word) {
+                    make_runnable(l, thread);
+                }
+            },
         }
     }
+}
+
+/// Claims a channel party's word for its deadline. A claim in progress (`CLAIMED`) is final:
+/// the claimer completes it and sends the wake-up.
+fn claim_timed_out(word: &std::sync::atomic::AtomicU32) -> bool {
+    word.compare_exchange(
+        claim::WAITING,
+        claim::TIMED_OUT,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    )
+    .is_ok()
 }
 
 /// Looks at the poller, blocking at most `timeout` (`None`: until something arrives), and

@@ -144,7 +144,6 @@ unsafe fn preempt_from_handler(c: &Carrier) {
             (*l).sched
         };
         if next == cur {
-            (*cur).state.set(RunState::Running);
             (*cur).start_tick.set(c.ticks.load(Ordering::Relaxed));
             return;
         }

@@ -10,7 +10,24 @@ use crate::io::desc::PollDesc;
 use crate::io::poller::Dir;
 use crate::tcb::Thread;
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU32;
 use std::time::Instant;
+
+/// The claim word of a party waiting on channels (`chan::wait`): whoever moves it away from
+/// `WAITING` with a compare-and-swap owns the party's one wake-up. A deadline's timer claims it
+/// as `TIMED_OUT`; the channels claim it with the case they complete.
+pub(crate) mod claim {
+    /// Nobody has claimed the party yet.
+    pub(crate) const WAITING: u32 = 0;
+    /// Claimed for a case (in the low bits); the claimer is still moving the value.
+    pub(crate) const CLAIMED: u32 = 1 << 31;
+    /// The claimer is done: the case (low bits) completed, or the deadline passed.
+    pub(crate) const DONE: u32 = 1 << 30;
+    /// The case bits of a claimed word.
+    pub(crate) const CASE: u32 = DONE - 1;
+    /// What the deadline's timer stores: done, for no case.
+    pub(crate) const TIMED_OUT: u32 = DONE | CASE;
+}
 
 /// What is due when a timer fires.
 #[derive(Clone, Copy)]
@@ -22,6 +39,13 @@ pub(crate) enum Waiter {
         thread: *mut Thread,
         pd: &'static PollDesc,
         dir: Dir,
+    },
+    /// A thread parked on channels with a deadline: fires by claiming `word` (see [`claim`]);
+    /// the word lives on the parked thread's stack, which it leaves only after removing this
+    /// entry.
+    Claim {
+        thread: *mut Thread,
+        word: *const AtomicU32,
     },
 }
 

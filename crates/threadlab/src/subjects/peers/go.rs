@@ -18,6 +18,12 @@ const GO_PROGRAM: &str = include_str!("bench.go");
 pub enum GoBench {
     Spawn,
     Yield,
+    /// Ping-pong over unbuffered channels, per message.
+    Chan,
+    /// One burst of `n` goroutines with GOMAXPROCS=2 (`n` is the burst's size).
+    Burst,
+    /// One fan-out/fan-in tree of depth `n` with GOMAXPROCS=2.
+    Tree,
 }
 
 impl GoBench {
@@ -25,6 +31,9 @@ impl GoBench {
         match self {
             GoBench::Spawn => "spawn",
             GoBench::Yield => "yield",
+            GoBench::Chan => "chan",
+            GoBench::Burst => "burst",
+            GoBench::Tree => "tree",
         }
     }
 }
@@ -130,7 +139,10 @@ mod tests {
             Ok(mut peer) => {
                 let spawn = peer.batch(GoBench::Spawn, 100).unwrap();
                 let yields = peer.batch(GoBench::Yield, 100).unwrap();
-                assert!(spawn > Duration::ZERO && yields > Duration::ZERO);
+                let chans = peer.batch(GoBench::Chan, 100).unwrap();
+                assert!(
+                    spawn > Duration::ZERO && yields > Duration::ZERO && chans > Duration::ZERO
+                );
             }
             Err(Error::Skip(reason)) => assert!(!reason.is_empty()),
             Err(e) => panic!("{e}"),
