@@ -159,272 +159,10 @@ impl Experiment for Create {
     }
 
     fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
-        // Pool balance (bursts on two CPUs), measured before this thread is pinned to one.
-        crate::subjects::peers::balance::measure(ctx, out)?;
-        let cpu = home_cpu();
-        // Read before pinning: afterwards this thread's mask is the one CPU.
-        let all = ctx.env.allowed_cpus.clone();
-        // Everything runs on one CPU, as on the study's uniprocessor: the creator is pinned and
-        // new threads, children and the Go peer inherit the mask, so a create+join includes the
-        // switch to the new thread and back.
-        let _pin = PinGuard::pin(cpu)?;
-        let placement = Placement::SameCpu(cpu);
-        let state = format!(
-            "process state: {} thread(s), {:.0} MiB resident",
-            sys::thread_count(),
-            sys::rss_bytes() as f64 / (1 << 20) as f64
-        );
-
-        ctx.step("starting the Go peer")?;
-        let mut go = match GoPeer::start(ctx.cancel) {
-            Ok(peer) => Some(peer),
-            Err(Error::Skip(reason)) => {
-                out.skip("create.go", reason);
-                None
-            }
-            Err(e) => return Err(e),
-        };
-        let green_rt = uthread::Runtime::new();
-        let tokio_rt = tokio_rt::runtime()?;
-        let map = SharedMap::new(4096)?;
-        let program = trivial_program();
-        // The default placement: the creator allowed on every CPU this process may use, new
-        // threads and children inheriting that, as in a program that sets no affinity. The
-        // creator's own pin is lifted for each batch of these rows (outside the timed span).
-        let unpinned = (all.len() > 1).then_some(all.as_slice());
-        let default_placed = |run: &dyn Fn() -> Result<Duration>| -> Result<Duration> {
-            let _free = PinGuard::pin_set(unpinned.unwrap_or(&[cpu]))?;
-            run()
-        };
-
-        // Every row below is read against the others (thread vs process vs green thread vs
-        // task vs goroutine), so they are sampled interleaved, round by round.
-        let mut group = Interleaved::new();
-        group
-            .row(
-                "create.thread",
-                Unit::Us,
-                placement,
-                "pthread_create + pthread_join of a thread that returns at once, default attributes \
-                 (glibc reuses cached stacks), creator and thread on one CPU; nothing subtracted",
-                create_join_batch,
-            )
-            .row(
-                "create.thread.unpinned",
-                Unit::Us,
-                Placement::Unpinned,
-                "pthread_create + pthread_join of a thread that returns at once, default \
-                 attributes, neither creator nor thread pinned: the kernel places the new thread \
-                 (on a VM often on the other, idle vCPU, whose wake-up from its idle state the \
-                 join then waits for), as a program that sets no affinity gets it; nothing \
-                 subtracted",
-                move |n| default_placed(&|| create_join_batch(n)),
-            )
-            .row(
-                "create.thread.std",
-                Unit::Us,
-                placement,
-                "std::thread::spawn + join of an empty closure: the pthread pair plus Rust's own \
-                 set-up (an Arc'd packet, thread name and handle, stack-guard bookkeeping)",
-                |n| {
-                    let t = Instant::now();
-                    for _ in 0..n {
-                        spawn("a thread to create", || {})?
-                            .join()
-                            .map_err(|_| Error::Fail("a spawned thread panicked".into()))?;
-                    }
-                    Ok(t.elapsed())
-                },
-            )
-            .row(
-                "destroy.thread",
-                Unit::Us,
-                placement,
-                "from the thread's last clock read just before it returns (= pthread_exit) to the \
-                 return of pthread_join in the creator, as the study measured; one CPU, so this \
-                 includes the exiting thread's teardown and the switch back to the joiner",
-                destroy_thread_batch,
-            )
-            .row(
-                "create.process.fork",
-                Unit::Us,
-                placement,
-                format!(
-                    "fork + child _exit(0) at once + waitpid; fork copies page tables, so the cost \
-                     grows with the parent's size ({state}); parent and child on one CPU"
-                ),
-                fork_batch,
-            )
-            .row(
-                "create.process.fork.unpinned",
-                Unit::Us,
-                Placement::Unpinned,
-                format!(
-                    "fork + child _exit(0) at once + waitpid, neither parent nor child pinned: \
-                     the kernel places the child ({state})"
-                ),
-                move |n| default_placed(&|| fork_batch(n)),
-            )
-            .row(
-                "destroy.process",
-                Unit::Us,
-                placement,
-                format!(
-                    "from the child's clock read just before _exit to the return of waitpid in the \
-                     parent, as the study measured exit() to wait(); includes tearing down the \
-                     child's copy of the address space ({state})"
-                ),
-                |n| destroy_process_batch(&map, n),
-            );
-        match &program {
-            Some(prog) => {
-                group.row(
-                    "create.process.spawn",
-                    Unit::Us,
-                    placement,
-                    format!(
-                        "posix_spawn of {} (glibc uses clone(CLONE_VM|CLONE_VFORK), so no page \
-                         tables are copied) + waitpid; includes exec, the dynamic loader and the \
-                         program's own start-up and exit; `hyperfine -N {}` times the same \
-                         (its mean, not the median)",
-                        prog.to_string_lossy(),
-                        prog.to_string_lossy()
-                    ),
-                    |n| spawn_batch(prog, n),
-                );
-                group.row(
-                    "create.process.spawn.unpinned",
-                    Unit::Us,
-                    Placement::Unpinned,
-                    format!(
-                        "posix_spawn of {} + waitpid, nothing pinned: the kernel places the \
-                         child, as `hyperfine -N {}` runs it",
-                        prog.to_string_lossy(),
-                        prog.to_string_lossy()
-                    ),
-                    move |n| default_placed(&|| spawn_batch(prog, n)),
-                );
-            }
-            None => out.skip(
-                "create.process.spawn",
-                "no /bin/true or /usr/bin/true to spawn on this machine",
-            ),
-        }
-        group
-            .row(
-                "create.green",
-                Unit::Ns,
-                placement,
-                "uthread::spawn of a closure returning at once + join, one carrier (M:1), default \
-                 runtime: 256 KiB guarded stacks from the runtime's pool (reused after warm-up), the \
-                 thread's control block in a page on top of its stack, no heap allocation; timed \
-                 inside block_on, nothing subtracted",
-                |n| Ok(green::spawn_join_batch(&green_rt, n)),
-            )
-            .row(
-                "create.green.unpinned",
-                Unit::Ns,
-                Placement::Unpinned,
-                "uthread::spawn + join as create.green, with the carrier (the calling OS thread) \
-                 not pinned: all green threads still run on that one carrier, so only the \
-                 kernel moving the carrier between CPUs can change the figure",
-                |n| default_placed(&|| Ok(green::spawn_join_batch(&green_rt, n))),
-            )
-            .row(
-                "create.tokio",
-                Unit::Ns,
-                placement,
-                "tokio current_thread runtime: tokio::spawn of an empty async block, then .await on \
-                 its JoinHandle, one at a time; timed inside block_on, nothing subtracted",
-                |n| Ok(tokio_rt::spawn_join_batch(&tokio_rt, n)),
-            );
-        if let Some(go) = go.as_mut() {
-            group.row(
-                "create.go",
-                Unit::Ns,
-                placement,
-                "Go, GOMAXPROCS=1: `go` of a goroutine that calls wg.Done(), then wg.Wait(), one at \
-                 a time; the Go program (built at run time, inheriting the CPU) times each batch \
-                 and the lab's sampler asks for them, interleaved with the other rows; nothing \
-                 subtracted",
-                |n| go.batch(GoBench::Spawn, n),
-            );
-        }
-        group
-            .ratio(
-                "create.thread.unpinned.vs_pinned",
-                "create.thread.unpinned",
-                "create.thread",
-                "what a thread create+join costs where the kernel places the new thread, over \
-                 the same with creator and thread pinned to one CPU: what pinning saves",
-            )
-            .ratio(
-                "create.process.fork.vs_thread",
-                "create.process.fork",
-                "create.thread",
-                "how many kernel threads cost what one fork+exit+wait costs (the study: 171x)",
-            )
-            .ratio(
-                "create.green.vs_thread",
-                "create.thread",
-                "create.green",
-                "how many times cheaper a green thread is than a kernel thread",
-            )
-            .ratio(
-                "create.green.vs_tokio",
-                "create.tokio",
-                "create.green",
-                "how many times cheaper a green thread is than a Tokio task",
-            )
-            .ratio(
-                "create.green.vs_go",
-                "create.go",
-                "create.green",
-                "how many times cheaper a green thread is than a goroutine",
-            );
-        group.measure(ctx, out)?;
-        drop(go);
-
-        ctx.step("creation time vs number created")?;
-        let counts: &[u64] = ctx.mode.pick(
-            &[1, 10, 100],
-            &[1, 10, 100, 1_000, 10_000],
-            &[1, 10, 100, 1_000, 10_000, 100_000],
-        );
-        let reps = ctx.mode.pick(3, 5, 7);
-        let mut ys = Vec::new();
-        for &n in counts {
-            let mut per = Vec::new();
-            for _ in 0..reps {
-                ctx.cancel.check()?;
-                // One timed loop over n create+join pairs, as the study timed its loop.
-                let mut remaining = n;
-                let mut took = Duration::ZERO;
-                while remaining > 0 {
-                    let chunk = remaining.min(1_000);
-                    took += create_join_batch(chunk)?;
-                    remaining -= chunk;
-                    ctx.cancel.check()?;
-                }
-                per.push(took.as_nanos() as f64 / n as f64);
-            }
-            ys.push(Unit::Us.from_ns(stats::median(&per)));
-        }
-        out.series.push(Series {
-            id: "create.thread.vs_count".into(),
-            x_label: "threads created (create+join each)".into(),
-            x_unit: Unit::Count,
-            y_label: "mean time per create+join".into(),
-            y_unit: Unit::Us,
-            x: counts.iter().map(|&n| n as f64).collect(),
-            y: ys,
-            note: format!(
-                "median of {reps} timed loops per count; {}",
-                seeds::creation_curve_note()
-            ),
-            historical: None,
-        });
-
+        creation(ctx, out)?;
+        // Pool balance (bursts on two CPUs), in a process of its own: its pools, runtimes and
+        // their threads' malloc arenas stay mapped, and every later fork here would copy them.
+        crate::subjects::peers::balance::measure_in_child(ctx, out)?;
         let pinned = out.median("create.thread").unwrap_or(f64::NAN);
         // Advice rests on the default placement, what a program gets without pinning.
         let (thread, placed) = match out.median("create.thread.unpinned") {
@@ -487,4 +225,277 @@ impl Experiment for Create {
         ));
         Ok(())
     }
+}
+
+/// The creation rows (pinned beside default placement, interleaved) and Fig. 1's series.
+fn creation(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
+    let cpu = home_cpu();
+    // Read before pinning: afterwards this thread's mask is the one CPU.
+    let all = ctx.env.allowed_cpus.clone();
+    // Everything runs on one CPU, as on the study's uniprocessor: the creator is pinned and
+    // new threads, children and the Go peer inherit the mask, so a create+join includes the
+    // switch to the new thread and back.
+    let _pin = PinGuard::pin(cpu)?;
+    let placement = Placement::SameCpu(cpu);
+    let state = format!(
+        "process state: {} thread(s), {:.0} MiB resident",
+        sys::thread_count(),
+        sys::rss_bytes() as f64 / (1 << 20) as f64
+    );
+
+    ctx.step("starting the Go peer")?;
+    let mut go = match GoPeer::start(ctx.cancel) {
+        Ok(peer) => Some(peer),
+        Err(Error::Skip(reason)) => {
+            out.skip("create.go", reason);
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    let green_rt = uthread::Runtime::new();
+    let tokio_rt = tokio_rt::runtime()?;
+    let map = SharedMap::new(4096)?;
+    let program = trivial_program();
+    // The default placement: the creator allowed on every CPU this process may use, new
+    // threads and children inheriting that, as in a program that sets no affinity. The
+    // creator's own pin is lifted for each batch of these rows (outside the timed span).
+    let unpinned = (all.len() > 1).then_some(all.as_slice());
+    let default_placed = |run: &dyn Fn() -> Result<Duration>| -> Result<Duration> {
+        let _free = PinGuard::pin_set(unpinned.unwrap_or(&[cpu]))?;
+        run()
+    };
+    // The creator is this thread, as in a program whose main thread creates threads, not a
+    // fresh measuring thread woken for each batch (`Driver`): the kernel keeps a thread created
+    // by a thread another one has just woken on its creator's CPU (16.7 us here against 33.3 us
+    // from this thread; a C loop in main, scripts/agreement, takes 31 us).
+
+    // Every row below is read against the others (thread vs process vs green thread vs
+    // task vs goroutine), so they are sampled interleaved, round by round.
+    let mut group = Interleaved::new();
+    group
+        .row(
+            "create.thread",
+            Unit::Us,
+            placement,
+            "pthread_create + pthread_join of a thread that returns at once, default attributes \
+                 (glibc reuses cached stacks), creator and thread on one CPU; nothing subtracted",
+            create_join_batch,
+        )
+        .row(
+            "create.thread.unpinned",
+            Unit::Us,
+            Placement::Unpinned,
+            "pthread_create + pthread_join of a thread that returns at once, default \
+                 attributes, neither creator nor thread pinned: the kernel places the new thread \
+                 (on a VM often on the other, idle vCPU, whose wake-up from its idle state the \
+                 join then waits for), as a program that sets no affinity gets it; nothing \
+                 subtracted",
+            |n| default_placed(&|| create_join_batch(n)),
+        )
+        .row(
+            "create.thread.std",
+            Unit::Us,
+            placement,
+            "std::thread::spawn + join of an empty closure: the pthread pair plus Rust's own \
+                 set-up (an Arc'd packet, thread name and handle, stack-guard bookkeeping)",
+            |n| {
+                let t = Instant::now();
+                for _ in 0..n {
+                    spawn("a thread to create", || {})?
+                        .join()
+                        .map_err(|_| Error::Fail("a spawned thread panicked".into()))?;
+                }
+                Ok(t.elapsed())
+            },
+        )
+        .row(
+            "destroy.thread",
+            Unit::Us,
+            placement,
+            "from the thread's last clock read just before it returns (= pthread_exit) to the \
+                 return of pthread_join in the creator, as the study measured; one CPU, so this \
+                 includes the exiting thread's teardown and the switch back to the joiner",
+            destroy_thread_batch,
+        )
+        .row(
+            "create.process.fork",
+            Unit::Us,
+            placement,
+            format!(
+                "fork + child _exit(0) at once + waitpid; fork copies page tables, so the cost \
+                     grows with the parent's size ({state}); parent and child on one CPU"
+            ),
+            fork_batch,
+        )
+        .row(
+            "create.process.fork.unpinned",
+            Unit::Us,
+            Placement::Unpinned,
+            format!(
+                "fork + child _exit(0) at once + waitpid, neither parent nor child pinned: \
+                     the kernel places the child ({state})"
+            ),
+            |n| default_placed(&|| fork_batch(n)),
+        )
+        .row(
+            "destroy.process",
+            Unit::Us,
+            placement,
+            format!(
+                "from the child's clock read just before _exit to the return of waitpid in the \
+                     parent, as the study measured exit() to wait(); includes tearing down the \
+                     child's copy of the address space ({state})"
+            ),
+            |n| destroy_process_batch(&map, n),
+        );
+    match &program {
+        Some(prog) => {
+            group.row(
+                "create.process.spawn",
+                Unit::Us,
+                placement,
+                format!(
+                    "posix_spawn of {} (glibc uses clone(CLONE_VM|CLONE_VFORK), so no page \
+                         tables are copied) + waitpid; includes exec, the dynamic loader and the \
+                         program's own start-up and exit; `hyperfine -N {}` times the same \
+                         (its mean, not the median)",
+                    prog.to_string_lossy(),
+                    prog.to_string_lossy()
+                ),
+                |n| spawn_batch(prog, n),
+            );
+            group.row(
+                "create.process.spawn.unpinned",
+                Unit::Us,
+                Placement::Unpinned,
+                format!(
+                    "posix_spawn of {} + waitpid, nothing pinned: the kernel places the \
+                         child, as `hyperfine -N {}` runs it",
+                    prog.to_string_lossy(),
+                    prog.to_string_lossy()
+                ),
+                |n| default_placed(&|| spawn_batch(prog, n)),
+            );
+        }
+        None => out.skip(
+            "create.process.spawn",
+            "no /bin/true or /usr/bin/true to spawn on this machine",
+        ),
+    }
+    group
+            .row(
+                "create.green",
+                Unit::Ns,
+                placement,
+                "uthread::spawn of a closure returning at once + join, one carrier (M:1), default \
+                 runtime: 256 KiB guarded stacks from the runtime's pool (reused after warm-up), the \
+                 thread's control block in a page on top of its stack, no heap allocation; timed \
+                 inside block_on, nothing subtracted",
+                |n| Ok(green::spawn_join_batch(&green_rt, n)),
+            )
+            .row(
+                "create.green.unpinned",
+                Unit::Ns,
+                Placement::Unpinned,
+                "uthread::spawn + join as create.green, with the carrier (the calling OS thread) \
+                 not pinned: all green threads still run on that one carrier, so only the \
+                 kernel moving the carrier between CPUs can change the figure",
+                |n| default_placed(&|| Ok(green::spawn_join_batch(&green_rt, n))),
+            )
+            .row(
+                "create.tokio",
+                Unit::Ns,
+                placement,
+                "tokio current_thread runtime: tokio::spawn of an empty async block, then .await on \
+                 its JoinHandle, one at a time; timed inside block_on, nothing subtracted",
+                |n| Ok(tokio_rt::spawn_join_batch(&tokio_rt, n)),
+            );
+    if let Some(go) = go.as_mut() {
+        group.row(
+            "create.go",
+            Unit::Ns,
+            placement,
+            "Go, GOMAXPROCS=1: `go` of a goroutine that calls wg.Done(), then wg.Wait(), one at \
+                 a time; the Go program (built at run time, inheriting the CPU) times each batch \
+                 and the lab's sampler asks for them, interleaved with the other rows; nothing \
+                 subtracted",
+            |n| go.batch(GoBench::Spawn, n),
+        );
+    }
+    group
+        .ratio(
+            "create.thread.unpinned.vs_pinned",
+            "create.thread.unpinned",
+            "create.thread",
+            "what a thread create+join costs where the kernel places the new thread, over \
+                 the same with creator and thread pinned to one CPU: what pinning saves",
+        )
+        .ratio(
+            "create.process.fork.vs_thread",
+            "create.process.fork",
+            "create.thread",
+            "how many kernel threads cost what one fork+exit+wait costs (the study: 171x)",
+        )
+        .ratio(
+            "create.green.vs_thread",
+            "create.thread",
+            "create.green",
+            "how many times cheaper a green thread is than a kernel thread",
+        )
+        .ratio(
+            "create.green.vs_tokio",
+            "create.tokio",
+            "create.green",
+            "how many times cheaper a green thread is than a Tokio task",
+        )
+        .ratio(
+            "create.green.vs_go",
+            "create.go",
+            "create.green",
+            "how many times cheaper a green thread is than a goroutine",
+        );
+    group.measure(ctx, out)?;
+    drop(go);
+
+    ctx.step("creation time vs number created")?;
+    let counts: &[u64] = ctx.mode.pick(
+        &[1, 10, 100],
+        &[1, 10, 100, 1_000, 10_000],
+        &[1, 10, 100, 1_000, 10_000, 100_000],
+    );
+    let reps = ctx.mode.pick(3, 5, 7);
+    let mut ys = Vec::new();
+    for &n in counts {
+        let mut per = Vec::new();
+        for _ in 0..reps {
+            ctx.cancel.check()?;
+            // One timed loop over n create+join pairs, as the study timed its loop.
+            let mut remaining = n;
+            let mut took = Duration::ZERO;
+            while remaining > 0 {
+                let chunk = remaining.min(1_000);
+                took += create_join_batch(chunk)?;
+                remaining -= chunk;
+                ctx.cancel.check()?;
+            }
+            per.push(took.as_nanos() as f64 / n as f64);
+        }
+        ys.push(Unit::Us.from_ns(stats::median(&per)));
+    }
+    out.series.push(Series {
+        id: "create.thread.vs_count".into(),
+        x_label: "threads created (create+join each)".into(),
+        x_unit: Unit::Count,
+        y_label: "mean time per create+join".into(),
+        y_unit: Unit::Us,
+        x: counts.iter().map(|&n| n as f64).collect(),
+        y: ys,
+        note: format!(
+            "median of {reps} timed loops per count; {}",
+            seeds::creation_curve_note()
+        ),
+        historical: None,
+    });
+
+    Ok(())
 }

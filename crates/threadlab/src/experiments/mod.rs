@@ -408,6 +408,15 @@ impl<'a> Interleaved<'a> {
         self
     }
 
+    /// The last row added can tell, after each batch, whether its parties ended on one CPU
+    /// (rows the kernel places: see `TrialLog::colocated`).
+    pub fn colocation(&mut self, probe: impl Fn() -> Option<bool> + 'a) -> &mut Self {
+        if let Some((_, row)) = self.rows.last_mut() {
+            row.colocation = Some(Box::new(probe));
+        }
+        self
+    }
+
     /// The last row added runs this many operations per batch instead of a calibrated number
     /// (slow or stateful operations).
     pub fn fixed_batch(&mut self, iters: u64) -> &mut Self {
@@ -653,7 +662,10 @@ pub struct Probe {
 }
 
 /// Every out-of-process probe; `cli.rs` dispatches `__probe` through this table.
-pub const PROBES: &[Probe] = &[sync::MUTEX_SINGLE_PROBE];
+pub const PROBES: &[Probe] = &[
+    sync::MUTEX_SINGLE_PROBE,
+    crate::subjects::peers::balance::BALANCE_PROBE,
+];
 
 pub fn find_probe(name: &str) -> Option<&'static Probe> {
     PROBES.iter().find(|p| p.name == name)

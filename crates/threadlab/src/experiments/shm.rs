@@ -1,7 +1,9 @@
 //! `shm`: how long one thread (or process) takes to read data another has just written
 //! (PThreads 1999, Fig. 2), for 1 KiB .. 64 MiB.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::sys::{futex_wait_for, futex_wake};
 use std::time::Instant;
 
 use crate::error::{Error, Result};
@@ -34,15 +36,28 @@ struct Control {
     value: AtomicU64,
     done: AtomicU64,
     stop: AtomicU64,
+    /// Rung (incremented, then FUTEX_WAKE) after every new round and at the stop: an idle
+    /// writer sleeps on it, so it takes no CPU from what else runs on its CPU between samples
+    /// (the sampler's reading of the two CPUs' distance runs there).
+    bell: AtomicU32,
+}
+
+impl Control {
+    fn ring(&self) {
+        self.bell.fetch_add(1, Ordering::Release);
+        // Shared: the writer may be another process, sleeping on the same MAP_SHARED page.
+        futex_wake(&self.bell, 1, true);
+    }
 }
 
 /// The writer's loop: for each new round, fill `copies` buffers of `size` bytes with `value`.
-/// Async-signal-safe: atomics, plain stores and sched_yield only (a forked child runs it).
+/// Async-signal-safe: atomics, plain stores and raw futex calls only (a forked child runs it).
 fn writer_loop(ctl: &Control, base: *mut u64) {
     let mut seen = 0u64;
     loop {
         let mut spins = 0u32;
         let round = loop {
+            let bell = ctl.bell.load(Ordering::Acquire);
             let r = ctl.round.load(Ordering::Acquire);
             if ctl.stop.load(Ordering::Acquire) != 0 {
                 return;
@@ -52,8 +67,9 @@ fn writer_loop(ctl: &Control, base: *mut u64) {
             }
             spins += 1;
             if spins > 200 {
-                // SAFETY: no preconditions.
-                unsafe { libc::sched_yield() };
+                // Returns at once if the bell rang since it was read above (no lost wake-up),
+                // and at the latest after 100 ms.
+                futex_wait_for(&ctl.bell, bell, true, 100);
             } else {
                 std::hint::spin_loop();
             }
@@ -94,6 +110,7 @@ impl Reader<'_> {
         self.ctl.copies.store(copies as u64, Ordering::Release);
         self.ctl.value.store(value, Ordering::Release);
         self.ctl.round.store(self.round, Ordering::Release);
+        self.ctl.ring();
         let round = self.round;
         wait_until(
             || self.ctl.done.load(Ordering::Acquire) == round,
@@ -138,9 +155,17 @@ fn size_name(size: usize) -> String {
     }
 }
 
-/// Reads at every size, returning a summary (ns per read) per size.
-fn sweep(ctx: &Ctx, reader: &mut Reader, label: &str) -> Result<Vec<(usize, Summary)>> {
-    let sampler = ctx.sampler();
+/// Reads at every size, returning a summary (ns per read) per size. `cpus`: the reader's and
+/// the writer's, whose distance every trial records (the host may run the two vCPUs close or
+/// far apart, and every read of the other's writes follows).
+fn sweep(
+    ctx: &Ctx,
+    reader: &mut Reader,
+    label: &str,
+    cpus: (usize, usize),
+) -> Result<Vec<(usize, Summary)>> {
+    let placement = Placement::CrossCpu(cpus.0, cpus.1).to_string();
+    let sampler = ctx.sampler_on(&[&placement]);
     let mut out = Vec::new();
     for size in sizes(ctx.mode) {
         ctx.step(&format!("shm.{label} {}", size_name(size)))?;
@@ -166,8 +191,9 @@ fn thread_sweep(ctx: &Ctx, cpus: (usize, usize)) -> Result<Vec<(usize, Summary)>
             base: base as *const u64,
             round: 0,
         };
-        let result = sweep(ctx, &mut reader, "thread");
+        let result = sweep(ctx, &mut reader, "thread", cpus);
         ctl.stop.store(1, Ordering::Release);
+        ctl.ring();
         writer
             .join()
             .map_err(|_| Error::Fail("the writer thread panicked".into()))??;
@@ -193,8 +219,9 @@ fn process_sweep(ctx: &Ctx, cpus: (usize, usize)) -> Result<Vec<(usize, Summary)
         base,
         round: 0,
     };
-    let result = sweep(ctx, &mut reader, "process");
+    let result = sweep(ctx, &mut reader, "process", cpus);
     ctl.stop.store(1, Ordering::Release);
+    ctl.ring();
     child.wait()?;
     result
 }

@@ -1,13 +1,14 @@
 //! `switch`: the cost of one context switch between two kernel threads or two processes
 //! (PThreads 1999, section 4.2), by sched_yield, by futex hand-off and through pipes.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use std::cell::Cell;
 
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Interleaved, Outcome};
+use crate::measure::driver::Driver;
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::{fork_child, mono_ns, wait_until, SharedMap};
 use crate::measure::spawn::{fd_refused, spawn_scoped};
@@ -84,21 +85,30 @@ enum Party {
     Process,
 }
 
-/// Time for `n` hand-offs between this thread (wherever its mask puts it) and a partner pinned
-/// to `partner_cpu` (None: the partner inherits this thread's mask, and the kernel places
-/// both), and the total number of waits both sides made.
-fn handoff_batch(
-    party: Party,
-    wait: Wait,
-    partner_cpu: Option<usize>,
-    n: u64,
-) -> Result<(Duration, u64)> {
+/// What a batch of hand-offs gave: its time, the waits both sides made, and whether the two
+/// sides ended it on one CPU (the regime of a pair the kernel places).
+struct Handoffs {
+    took: Duration,
+    waits: u64,
+    same_cpu: bool,
+}
+
+/// The CPU the calling thread runs on now.
+fn current_cpu() -> i32 {
+    // SAFETY: no preconditions; -1 where the kernel cannot say.
+    unsafe { libc::sched_getcpu() }
+}
+
+/// `n` hand-offs between this thread (wherever its mask puts it) and a partner pinned to
+/// `partner_cpu` (None: the partner inherits this thread's mask, and the kernel places both).
+fn handoff_batch(party: Party, wait: Wait, partner_cpu: Option<usize>, n: u64) -> Result<Handoffs> {
     let end = u32::try_from(n).map_err(|_| Error::Fail("batch too large".into()))?;
     match party {
         Party::Thread => {
             let turn = AtomicU32::new(0);
             let ready = AtomicU32::new(0);
             let partner_waits = AtomicU64::new(0);
+            let partner_at = AtomicI32::new(-1);
             std::thread::scope(|s| {
                 let partner = spawn_scoped(s, "the partner thread", || -> Result<()> {
                     if let Some(cpu) = partner_cpu {
@@ -107,15 +117,16 @@ fn handoff_batch(
                     ready.store(1, Ordering::Release);
                     let w = play(1, &turn, end, wait)
                         .ok_or_else(|| Error::Fail("the measuring thread stopped".into()))?;
+                    partner_at.store(current_cpu(), Ordering::Release);
                     partner_waits.store(w, Ordering::Release);
                     Ok(())
                 })?;
-                let ran = (|| -> Result<(Duration, u64)> {
+                let ran = (|| -> Result<(Duration, u64, i32)> {
                     wait_until(|| ready.load(Ordering::Acquire) == 1, PARTNER_TIMEOUT_NS)?;
                     let t = Instant::now();
                     let w = play(0, &turn, end, wait)
                         .ok_or_else(|| Error::Fail("the partner thread stopped".into()))?;
-                    Ok((t.elapsed(), w))
+                    Ok((t.elapsed(), w, current_cpu()))
                 })();
                 if ran.is_err() {
                     // Let the partner finish its game so it can be joined.
@@ -125,18 +136,25 @@ fn handoff_batch(
                 partner
                     .join()
                     .map_err(|_| Error::Fail("the partner thread panicked".into()))??;
-                let (took, w) = ran?;
-                Ok((took, w + partner_waits.load(Ordering::Acquire)))
+                let (took, w, here) = ran?;
+                Ok(Handoffs {
+                    took,
+                    waits: w + partner_waits.load(Ordering::Acquire),
+                    same_cpu: here == partner_at.load(Ordering::Acquire),
+                })
             })
         }
         Party::Process => {
             let map = SharedMap::new(4096)?;
             let (turn, ready, partner_waits) = (map.word32(0), map.word32(1), map.word(2));
-            // SAFETY: the child runs `play` (atomics, sched_yield, futex) and atomic stores only.
+            let partner_at = map.word32(6);
+            // SAFETY: the child runs `play` (atomics, sched_yield, futex), sched_getcpu (a vDSO
+            // or system call, async-signal-safe) and atomic stores only.
             let child = unsafe {
                 fork_child(partner_cpu, || {
                     ready.store(1, Ordering::Release);
                     if let Some(w) = play(1, turn, end, wait) {
+                        partner_at.store(current_cpu() as u32, Ordering::Release);
                         partner_waits.store(w, Ordering::Release);
                     }
                 })
@@ -146,8 +164,13 @@ fn handoff_batch(
             let w = play(0, turn, end, wait)
                 .ok_or_else(|| Error::Fail("the partner process stopped".into()))?;
             let took = t.elapsed();
+            let here = current_cpu() as u32;
             child.wait()?;
-            Ok((took, w + partner_waits.load(Ordering::Acquire)))
+            Ok(Handoffs {
+                took,
+                waits: w + partner_waits.load(Ordering::Acquire),
+                same_cpu: here == partner_at.load(Ordering::Acquire),
+            })
         }
     }
 }
@@ -392,6 +415,8 @@ fn trial_note(m: &crate::results::Metric) -> String {
 struct WaitCount {
     waits: Cell<u64>,
     handoffs: Cell<u64>,
+    /// Whether the last batch's two sides ended on one CPU.
+    last_same_cpu: Cell<Option<bool>>,
 }
 
 impl WaitCount {
@@ -449,10 +474,10 @@ impl Experiment for Switch {
                     // A game needs at least two hand-offs; scale back to the n the sampler
                     // divides by.
                     let run = n.max(2);
-                    let (took, w) = handoff_batch(row.party, row.wait, Some(cpus.1), run)?;
-                    count.waits.set(count.waits.get() + w);
+                    let h = handoff_batch(row.party, row.wait, Some(cpus.1), run)?;
+                    count.waits.set(count.waits.get() + h.waits);
                     count.handoffs.set(count.handoffs.get() + run);
-                    Ok(took.mul_f64(n as f64 / run as f64))
+                    Ok(h.took.mul_f64(n as f64 / run as f64))
                 });
             }
             group
@@ -495,20 +520,28 @@ impl Experiment for Switch {
                     }
                     let id = format!("{}.unpinned", row.id);
                     let all = &unpinned;
-                    group.row(
+                    // A fresh measuring thread per trial: the kernel's placement follows a
+                    // thread's history, which a long-lived one would carry across trials.
+                    group.row_fresh(
                         &id,
                         Unit::Ns,
                         Placement::Unpinned,
                         String::new(),
-                        move |n| {
-                            let _free = PinGuard::pin_set(all)?;
-                            let run = n.max(2);
-                            let (took, w) = handoff_batch(row.party, row.wait, None, run)?;
-                            count.waits.set(count.waits.get() + w);
-                            count.handoffs.set(count.handoffs.get() + run);
-                            Ok(took.mul_f64(n as f64 / run as f64))
+                        move || {
+                            let driver = Driver::start(all)?;
+                            Ok(move |n: u64| {
+                                let run = n.max(2);
+                                let (party, wait) = (row.party, row.wait);
+                                let h =
+                                    driver.run(move || handoff_batch(party, wait, None, run))??;
+                                count.waits.set(count.waits.get() + h.waits);
+                                count.handoffs.set(count.handoffs.get() + run);
+                                count.last_same_cpu.set(Some(h.same_cpu));
+                                Ok(h.took.mul_f64(n as f64 / run as f64))
+                            })
                         },
                     );
+                    group.colocation(move || count.last_same_cpu.get());
                 }
                 group.ratio(
                     "switch.thread.futex.unpinned.vs_pinned",

@@ -3,6 +3,7 @@
 
 pub mod child_output;
 pub mod drift;
+pub mod driver;
 pub mod env;
 pub mod host;
 pub mod pair;

@@ -72,6 +72,12 @@ pub struct TrialLog {
     /// not), which decides cross-CPU figures.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pair_ns: Vec<f64>,
+    /// For metrics whose threads the kernel places: per kept trial, the share of its batches
+    /// whose parties ended on one CPU (0 = always apart, 1 = always together): the regime such
+    /// a figure is in (a hand-off between two threads on one CPU is a switch, on two a
+    /// cross-CPU wake-up).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub colocated: Vec<f64>,
 }
 
 impl TrialLog {
@@ -120,6 +126,11 @@ impl TrialLog {
             (_, None) => {}
         }
         s
+    }
+
+    /// The median share of batches whose parties shared a CPU, over the kept trials.
+    pub fn colocated_median(&self) -> Option<f64> {
+        (!self.colocated.is_empty()).then(|| median(&self.colocated))
     }
 
     /// The median cache-line round trip between the two CPUs over the kept trials, ns.

@@ -5,14 +5,16 @@
 //! divided by the pairs both threads completed, so it includes whatever contention costs with
 //! that lock: cache-line transfers, futex sleeps and wake-ups, spinning, hand-off waits.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Interleaved, Outcome};
-use crate::measure::placement::{cpu_pair, home_cpu, place_current_thread, PinGuard, Placement};
+use crate::measure::driver::Driver;
+use crate::measure::placement::{cpu_pair, home_cpu, place_current_thread, Placement};
 use crate::measure::process::wait_until;
 use crate::measure::spawn::spawn;
 use crate::measure::units::Unit;
@@ -37,6 +39,8 @@ struct Shared<L> {
     failed: AtomicBool,
     /// Incremented under the lock: checks mutual exclusion.
     counter: AtomicU64,
+    /// The CPU the partner ended its last batch on.
+    partner_at: AtomicI32,
 }
 
 /// `n` lock+increment+unlock pairs. A batch under a convoy can last seconds, so `stop` is read
@@ -73,6 +77,8 @@ pub struct Seats {
 struct ContendedPair<L: BenchLock + 'static> {
     sh: Arc<Shared<L>>,
     partner: Option<std::thread::JoinHandle<()>>,
+    /// The measuring thread: fresh per trial, placed on `seats.main`.
+    main: Driver,
     seats: Seats,
     batch_no: u32,
     per_thread: u64,
@@ -90,44 +96,40 @@ impl<L: BenchLock + 'static> ContendedPair<L> {
             stop: AtomicBool::new(false),
             failed: AtomicBool::new(false),
             counter: AtomicU64::new(0),
+            partner_at: AtomicI32::new(-1),
         });
         let psh = Arc::clone(&sh);
         let cpus = seats.partner.clone();
+        let main = Driver::start(&seats.main)?;
         let partner = spawn("the partner thread", move || partner_loop(&psh, &cpus))?;
         Ok(ContendedPair {
             sh,
             partner: Some(partner),
+            main,
             seats,
             batch_no: 0,
             per_thread: 0,
         })
     }
 
-    /// Wall time of a batch of `n` pairs on each thread, divided by 2 (per pair).
-    fn batch(&mut self, n: u64, cancel: &Cancel) -> Result<Duration> {
-        let _pin = PinGuard::pin_set(&self.seats.main)?;
-        let sh = &*self.sh;
+    /// Wall time of a batch of `n` pairs on each thread, divided by 2 (per pair), and whether
+    /// the two threads ended it on one CPU. The measuring side runs on the pair's own fresh
+    /// thread; an interruption stops both sides through the pair's stop flag.
+    fn batch(&mut self, n: u64, cancel: &Cancel) -> Result<(Duration, bool)> {
         self.batch_no += 1;
-        let b = self.batch_no;
         self.per_thread += n;
-        sh.iters.store(n, Ordering::Relaxed);
-        sh.go.store(b, Ordering::Release);
-        futex_wake(&sh.go, 1, false);
-        let failed = || sh.failed.load(Ordering::Acquire);
-        wait_until(
-            || sh.ready.load(Ordering::Acquire) == b || failed(),
-            5_000_000_000,
-        )?;
-        let t = Instant::now();
-        sh.start.store(b, Ordering::Release);
-        pairs(&sh.lock, &sh.counter, n, || cancel.is_cancelled());
-        wait_until(
-            || sh.done.load(Ordering::Acquire) == b || failed() || cancel.is_cancelled(),
-            30_000_000_000,
-        )?;
-        let took = t.elapsed();
+        let (sh, b) = (Arc::clone(&self.sh), self.batch_no);
+        let (took, main_at) = self.main.run_watching(
+            move || main_side(&sh, b, n),
+            || {
+                if cancel.is_cancelled() {
+                    self.sh.stop.store(true, Ordering::Release);
+                }
+            },
+        )??;
         cancel.check()?;
-        if failed() {
+        let sh = &*self.sh;
+        if sh.failed.load(Ordering::Acquire) {
             return Err(Error::Skip(format!(
                 "the partner thread could not be placed on CPUs {:?}",
                 self.seats.partner
@@ -142,8 +144,37 @@ impl<L: BenchLock + 'static> ContendedPair<L> {
             )));
         }
         // Both threads did n pairs: per pair is half the batch's time per n.
-        Ok(took / 2)
+        Ok((took / 2, main_at == sh.partner_at.load(Ordering::Acquire)))
     }
+}
+
+/// The measuring side of batch `b`: wake the partner, start it together with this thread, do
+/// `n` pairs, wait for the partner's; the wall time from the start, and the CPU it ended on.
+fn main_side<L: BenchLock>(sh: &Shared<L>, b: u32, n: u64) -> Result<(Duration, i32)> {
+    sh.iters.store(n, Ordering::Relaxed);
+    sh.go.store(b, Ordering::Release);
+    futex_wake(&sh.go, 1, false);
+    let failed = || sh.failed.load(Ordering::Acquire);
+    let stop = || sh.stop.load(Ordering::Acquire);
+    wait_until(
+        || sh.ready.load(Ordering::Acquire) == b || failed() || stop(),
+        5_000_000_000,
+    )?;
+    let t = Instant::now();
+    sh.start.store(b, Ordering::Release);
+    pairs(&sh.lock, &sh.counter, n, stop);
+    let at = current_cpu();
+    wait_until(
+        || sh.done.load(Ordering::Acquire) == b || failed() || stop(),
+        30_000_000_000,
+    )?;
+    Ok((t.elapsed(), at))
+}
+
+/// The CPU the calling thread runs on now (-1 where the kernel cannot say).
+fn current_cpu() -> i32 {
+    // SAFETY: no preconditions.
+    unsafe { libc::sched_getcpu() }
 }
 
 impl<L: BenchLock + 'static> Drop for ContendedPair<L> {
@@ -193,6 +224,7 @@ fn partner_loop<L: BenchLock>(sh: &Shared<L>, cpus: &[usize]) {
             sh.iters.load(Ordering::Relaxed),
             stop,
         );
+        sh.partner_at.store(current_cpu(), Ordering::Release);
         sh.done.store(seen, Ordering::Release);
     }
 }
@@ -219,12 +251,21 @@ fn lock_group<'a, L: BenchLock + 'static>(
     group: &mut Interleaved<'a>,
     cancel: &'a Cancel,
     rows: Vec<(String, String, String, Seats)>,
+    together: &'a [Cell<Option<bool>>],
 ) {
-    for (id, placement, note, seats) in rows {
+    for ((id, placement, note, seats), together) in rows.into_iter().zip(together) {
+        let placed_by_kernel = placement == Placement::Unpinned.to_string();
         group.row_fresh(&id, Unit::Ns, placement, note, move || {
             let mut pair = ContendedPair::<L>::start(seats.clone())?;
-            Ok(move |n: u64| pair.batch(n, cancel))
+            Ok(move |n: u64| {
+                let (took, same) = pair.batch(n, cancel)?;
+                together.set(Some(same));
+                Ok(took)
+            })
         });
+        if placed_by_kernel {
+            group.colocation(move || together.get());
+        }
     }
 }
 
@@ -295,12 +336,15 @@ pub fn contended_metrics(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         if rows.is_empty() {
             continue;
         }
+        // Whether each row's two threads ended a batch on one CPU (rows the kernel places).
+        let together: [Cell<Option<bool>>; 3] = Default::default();
+        let t = &together[..];
         let mut group = Interleaved::new();
         match *lock {
-            "pthread" => lock_group::<PthreadMutex>(&mut group, ctx.cancel, rows),
-            "std" => lock_group::<StdMutex>(&mut group, ctx.cancel, rows),
-            "parking_lot" => lock_group::<ParkingLotMutex>(&mut group, ctx.cancel, rows),
-            "ticket" => lock_group::<TicketLock<()>>(&mut group, ctx.cancel, rows),
+            "pthread" => lock_group::<PthreadMutex>(&mut group, ctx.cancel, rows, t),
+            "std" => lock_group::<StdMutex>(&mut group, ctx.cancel, rows, t),
+            "parking_lot" => lock_group::<ParkingLotMutex>(&mut group, ctx.cancel, rows, t),
+            "ticket" => lock_group::<TicketLock<()>>(&mut group, ctx.cancel, rows, t),
             other => return Err(Error::Fail(format!("unknown lock {other}"))),
         }
         group.measure(ctx, out)?;
@@ -320,7 +364,7 @@ fn measure(
     fn row<'a, L: BenchLock + 'static>(seats: Seats, cancel: &'a Cancel) -> InterleavedRow<'a> {
         InterleavedRow::fresh(move || {
             let mut pair = ContendedPair::<L>::start(seats.clone())?;
-            Ok(move |n: u64| pair.batch(n, cancel))
+            Ok(move |n: u64| pair.batch(n, cancel).map(|(took, _)| took))
         })
     }
     let r = match lock {

@@ -3,7 +3,7 @@
 
 mod contended;
 
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Interleaved, Outcome, Probe};
+use crate::measure::driver::Driver;
 use crate::measure::placement::{
     cpu_pair, home_cpu, pin_current_thread, place_current_thread, PinGuard, Placement,
 };
@@ -142,6 +143,8 @@ struct WakeShared {
     stop: AtomicBool,
     /// The waiter could not be placed where asked.
     failed: AtomicBool,
+    /// The CPU the waiter ran on when it woke last (read after its timestamp).
+    woke_on: AtomicI32,
     /// Tests only: a pause between the waiter's check of `stop` and its FUTEX_WAIT, which
     /// widens the window a lost wake-up would need (0: none).
     pause_before_wait_ms: AtomicU64,
@@ -157,8 +160,9 @@ struct WakeShared {
 struct Waiter {
     sh: Arc<WakeShared>,
     handle: Option<std::thread::JoinHandle<()>>,
-    /// Where the waking (measuring) thread runs during a batch.
-    waker_cpus: Vec<usize>,
+    /// The waking (measuring) thread: fresh with the waiter, placed on the waker's CPUs, so
+    /// that no scheduler history (where it last woke whom) carries over from another trial.
+    waker: Driver,
 }
 
 impl Waiter {
@@ -200,6 +204,9 @@ impl Waiter {
                     woke.saturating_sub(wsh.stamp.load(Ordering::Acquire)),
                     Ordering::AcqRel,
                 );
+                // SAFETY: no preconditions; -1 where the kernel cannot say.
+                wsh.woke_on
+                    .store(unsafe { libc::sched_getcpu() }, Ordering::Release);
                 wsh.go.store(0, Ordering::Release);
                 wsh.back.store(1, Ordering::Release);
                 futex_wake(&wsh.back, 1, false);
@@ -208,7 +215,7 @@ impl Waiter {
         let w = Waiter {
             sh,
             handle: Some(handle),
-            waker_cpus,
+            waker: Driver::start(&waker_cpus)?,
         };
         wait_until(
             || w.sh.waiter_tid.load(Ordering::Acquire) != 0 || w.sh.failed.load(Ordering::Acquire),
@@ -220,32 +227,45 @@ impl Waiter {
         Ok(w)
     }
 
-    /// Sum of `n` wake-up latencies.
-    fn batch(&self, n: u64) -> Result<Duration> {
-        let _pin = PinGuard::pin_set(&self.waker_cpus)?;
-        let sh = &*self.sh;
-        let tid = sh.waiter_tid.load(Ordering::Acquire);
-        sh.total_ns.store(0, Ordering::Release);
-        for _ in 0..n {
-            // Until the waiter is asleep in the kernel, let it run.
-            let mut tries = 0u32;
-            while task_state(tid) != Some('S') {
-                crate::sys::sched_yield();
-                tries += 1;
-                if tries > 100_000 {
-                    return Err(Error::Fail("the waiting thread never blocked".into()));
-                }
-            }
-            sh.back.store(0, Ordering::Release);
-            sh.stamp.store(mono_ns(), Ordering::Release);
-            sh.go.store(1, Ordering::Release);
-            futex_wake(&sh.go, 1, false);
-            while sh.back.load(Ordering::Acquire) == 0 {
-                futex_wait(&sh.back, 0, false);
+    /// Sum of `n` wake-up latencies, woken from the waker thread, and whether most of them
+    /// woke the waiter on the waker's own CPU.
+    fn batch(&self, n: u64) -> Result<(Duration, bool)> {
+        let sh = Arc::clone(&self.sh);
+        self.waker.run(move || wake_batch(&sh, n))?
+    }
+}
+
+/// `n` wake-ups of the waiting thread: the sum of their latencies, and whether most woke it
+/// on the waker's CPU.
+fn wake_batch(sh: &WakeShared, n: u64) -> Result<(Duration, bool)> {
+    let mut same = 0u64;
+    let tid = sh.waiter_tid.load(Ordering::Acquire);
+    sh.total_ns.store(0, Ordering::Release);
+    for _ in 0..n {
+        // Until the waiter is asleep in the kernel, let it run.
+        let mut tries = 0u32;
+        while task_state(tid) != Some('S') {
+            crate::sys::sched_yield();
+            tries += 1;
+            if tries > 100_000 {
+                return Err(Error::Fail("the waiting thread never blocked".into()));
             }
         }
-        Ok(Duration::from_nanos(sh.total_ns.load(Ordering::Acquire)))
+        sh.back.store(0, Ordering::Release);
+        // SAFETY: no preconditions.
+        let here = unsafe { libc::sched_getcpu() };
+        sh.stamp.store(mono_ns(), Ordering::Release);
+        sh.go.store(1, Ordering::Release);
+        futex_wake(&sh.go, 1, false);
+        while sh.back.load(Ordering::Acquire) == 0 {
+            futex_wait(&sh.back, 0, false);
+        }
+        same += u64::from(sh.woke_on.load(Ordering::Acquire) == here);
     }
+    Ok((
+        Duration::from_nanos(sh.total_ns.load(Ordering::Acquire)),
+        2 * same > n,
+    ))
 }
 
 impl Drop for Waiter {
@@ -268,15 +288,27 @@ fn wake_group(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     let wakes = ctx.mode.pick(20, 200, 200);
     let home = home_cpu();
     let all = ctx.env.allowed_cpus.clone();
+    // Where the kernel woke each row's waiter (on the waker's CPU or not), per batch.
+    let woke_together: [Cell<Option<bool>>; 3] = Default::default();
+    let mut slots = woke_together.iter();
     let mut group = Interleaved::new();
     let mut add =
         |id: &str, placement: Placement, waker: Vec<usize>, waiter: Vec<usize>, note: &str| {
+            let together = slots.next().expect("a slot per row");
+            let placed_by_kernel = placement == Placement::Unpinned;
             group
                 .row_fresh(id, Unit::Us, placement, note.to_string(), move || {
                     let w = Waiter::start(waker.clone(), waiter.clone())?;
-                    Ok(move |n: u64| w.batch(n))
+                    Ok(move |n: u64| {
+                        let (took, same) = w.batch(n)?;
+                        together.set(Some(same));
+                        Ok(took)
+                    })
                 })
                 .fixed_batch(wakes);
+            if placed_by_kernel {
+                group.colocation(move || together.get());
+            }
         };
     add(
         "sync.wake.same_cpu",
@@ -476,7 +508,7 @@ mod tests {
     fn a_waiter_reports_positive_latencies() {
         let cpu = home_cpu();
         let w = Waiter::start(vec![cpu], vec![cpu]).unwrap();
-        let d = w.batch(5).unwrap();
+        let (d, _) = w.batch(5).unwrap();
         assert!(d > Duration::ZERO);
     }
 }

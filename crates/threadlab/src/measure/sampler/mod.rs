@@ -113,7 +113,14 @@ pub struct InterleavedRow<'a> {
     /// Slow or stateful operations run a fixed number per batch instead of a calibrated one.
     pub fixed_iters: Option<u64>,
     pub precision: Precision,
+    /// For rows the kernel places: asked after every kept batch whether the parties ended it
+    /// on one CPU (None: not known for that batch). Where the kernel put them is the regime
+    /// such a figure depends on; each trial records the share of its batches that were.
+    pub colocation: Option<Colocation<'a>>,
 }
+
+/// Says, after a batch, whether the parties of a row the kernel places shared one CPU.
+pub type Colocation<'a> = Box<dyn Fn() -> Option<bool> + 'a>;
 
 impl<'a> InterleavedRow<'a> {
     /// A row whose batch closure serves every trial.
@@ -151,6 +158,7 @@ impl<'a> InterleavedRow<'a> {
             source,
             fixed_iters: None,
             precision: Precision::Kernel,
+            colocation: None,
         }
     }
 

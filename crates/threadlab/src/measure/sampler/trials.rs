@@ -45,9 +45,11 @@ impl Reading {
     }
 }
 
-/// One trial: every row's batch figures (per-op ns), and the CPU pair's distance.
+/// One trial: every row's batch figures (per-op ns), the share of each row's batches whose
+/// parties shared a CPU (rows that can tell), and the CPU pair's distance.
 struct Trial {
     batches: Vec<Vec<f64>>,
+    colocated: Vec<Option<f64>>,
     pair_ns: Option<f64>,
 }
 
@@ -210,10 +212,11 @@ pub(super) fn run(
             },
             _ => None,
         };
-        let trial = run_trial(s, rows, &mut state, trials.len(), rounds)?;
+        let (batches, colocated) = run_trial(s, rows, &mut state, trials.len(), rounds)?;
         readings.push(Reading::now(s.cfg.phase_filter));
         trials.push(Trial {
-            batches: trial,
+            batches,
+            colocated,
             pair_ns,
         });
         let sel = select(&readings, trials.len(), &s.span.cpus);
@@ -284,6 +287,11 @@ pub(super) fn run(
                 target_pct: row.precision.target_pct(),
                 ci_pct: median_ci_pct(&values),
                 pair_ns: pair_ns.clone(),
+                colocated: sel
+                    .kept
+                    .iter()
+                    .filter_map(|&k| trials[k].colocated[i])
+                    .collect(),
             };
             Summary::from_trials(batches, iters, Some(log))
                 .ok_or_else(|| "the samples were not finite numbers".to_string())
@@ -301,15 +309,18 @@ fn values_of(trials: &[Trial], kept: &[usize], row: usize) -> Option<Vec<f64>> {
         .collect()
 }
 
-/// One trial of every live row: fresh subjects, warm-up, `rounds` rounds. Returns each row's
-/// batch figures (empty for a skipped row).
+/// What one trial gave: each row's batch figures (empty for a skipped row) and, for rows that
+/// can tell, the share of its batches whose parties shared a CPU.
+type TrialFigures = (Vec<Vec<f64>>, Vec<Option<f64>>);
+
+/// One trial of every live row: fresh subjects, warm-up, `rounds` rounds.
 fn run_trial(
     s: &Sampler,
     rows: &mut [InterleavedRow<'_>],
     state: &mut [RowState],
     index: usize,
     rounds: usize,
-) -> Result<Vec<Vec<f64>>> {
+) -> Result<TrialFigures> {
     let mut subjects: Vec<Option<BatchFn<'_>>> = Vec::with_capacity(rows.len());
     for (row, st) in rows.iter_mut().zip(state.iter_mut()) {
         let subject = match (&mut row.source, &*st) {
@@ -328,6 +339,7 @@ fn run_trial(
     let delays_before = s.host.map(|_| run_delays());
     let t0 = Instant::now();
     let mut batches: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); rows.len()];
+    let mut together: Vec<(u32, u32)> = vec![(0, 0); rows.len()];
     // Round 0 warms up what is new: a fresh subject, or, in the first trial, every row (each
     // cooled while the others calibrated). Rounds 1..=rounds are kept.
     for round in 0..=rounds {
@@ -351,6 +363,10 @@ fn run_trial(
             };
             if round > 0 {
                 batches[i].push(per_op);
+                if let Some(same) = row.colocation.as_ref().and_then(|probe| probe()) {
+                    together[i].0 += u32::from(same);
+                    together[i].1 += 1;
+                }
             }
             // An operation whose cost jumped after calibration (a lock convoy, a cache that
             // stopped fitting) would make every later batch far too long: re-size the batch to
@@ -374,5 +390,9 @@ fn run_trial(
         );
     }
     drop(subjects);
-    Ok(batches)
+    let shares = together
+        .iter()
+        .map(|&(same, of)| (of > 0).then(|| f64::from(same) / f64::from(of)))
+        .collect();
+    Ok((batches, shares))
 }

@@ -76,6 +76,10 @@ pub(super) fn side(m: &Metric, values: &[f64]) -> Side {
 /// runs: the host placed the vCPUs differently, and every cross-CPU figure may follow.
 pub const PAIR_REGIME_RATIO: f64 = 1.3;
 
+/// The share of batches whose threads shared a CPU moved more than this between the runs: the
+/// kernel placed them differently (a hand-off on one CPU is a switch, on two a wake-up).
+pub const COLOCATION_REGIME_SHIFT: f64 = 0.5;
+
 /// Why a metric's regime differs between A and B, when it does: the CPUs it ran on were at a
 /// different distance (its trials' cache-line round trips), or its trials fall in two clusters
 /// in either run (the figure is decided by a race whose outcome lasts a set of threads).
@@ -86,6 +90,17 @@ pub fn regime_change(ma: &Metric, mb: &Metric) -> Option<String> {
             return Some(format!(
                 "the two CPUs were {pa:.0} ns apart in A and {pb:.0} ns in B (a cache line's \
                  round trip): the host ran the vCPUs elsewhere; run both again"
+            ));
+        }
+    }
+    let together = |m: &Metric| m.trials.as_ref().and_then(|t| t.colocated_median());
+    if let (Some(ta), Some(tb)) = (together(ma), together(mb)) {
+        if (ta - tb).abs() > COLOCATION_REGIME_SHIFT {
+            return Some(format!(
+                "the kernel put the two threads on one CPU in {:.0}% of A's batches and {:.0}% of \
+                 B's: where it places them decides this figure; run both again",
+                ta * 100.0,
+                tb * 100.0
             ));
         }
     }

@@ -286,8 +286,35 @@ fn trial_metric(id: &str, values: &[f64], pair_ns: f64) -> Metric {
         target_pct: 5.0,
         ci_pct: None,
         pair_ns: vec![pair_ns; values.len()],
+        colocated: vec![],
     });
     m
+}
+
+#[test]
+fn a_hand_off_whose_threads_the_kernel_placed_apart_in_one_run_only_is_unstable() {
+    let o = Options {
+        fail_if_slower_pct: Some(10.0),
+        ..Options::default()
+    };
+    // A: the two threads of an unpinned hand-off ended on one CPU in 90% of the batches (a
+    // switch, 2 us); B: in 10% (a cross-CPU wake-up, 17 us). Same code, same CPU distance.
+    let placed = |base: f64, together: f64| {
+        let mut m = trial_metric("x.handoff.unpinned", &steady(base), 45.0);
+        m.trials.as_mut().unwrap().colocated = vec![together; 12];
+        m
+    };
+    let a = with_metrics(run("a", &[]), vec![placed(2.0, 0.9)]);
+    let b = with_metrics(run("b", &[]), vec![placed(17.0, 0.1)]);
+    let c = compare_pair(&a, &b, &o).unwrap();
+    assert_eq!(c.rows[0].verdict, Verdict::Unstable, "{c:#?}");
+    assert_eq!(c.exit_status(), 0);
+    assert!(render_pair_text(&c).contains("on one CPU in 90% of A's batches and 10% of B's"));
+    // Placed alike (both 90%) and 8.5x slower: that is a real change, and the gate fails.
+    let b = with_metrics(run("b", &[]), vec![placed(17.0, 0.9)]);
+    let c = compare_pair(&a, &b, &o).unwrap();
+    assert_eq!(c.rows[0].verdict, Verdict::Slower);
+    assert_eq!(c.exit_status(), 1);
 }
 
 fn with_metrics(mut r: Run, metrics: Vec<Metric>) -> Run {

@@ -116,12 +116,16 @@ fn pool_size(r: &RunResults) -> Answer {
     if let Some(pool) = median(e, "throttle.recommended_pool") {
         let _ = write!(
             text,
-            "Size a pool of CPU-bound workers to {pool:.0} threads (the physical cores this \
-             process may use, capped by any cgroup quota)."
+            "Size a pool of CPU-bound workers to {pool:.0} threads where the kernel places them \
+             (a program's default: where the time stopped falling, by the throttle's plateau \
+             rule)."
         );
     }
     if let Some(best) = median(e, "throttle.best_concurrency") {
-        let _ = write!(text, " The fastest N admitted at once was {best:.0}");
+        let _ = write!(
+            text,
+            " The plateau of N admitted at once started at {best:.0}"
+        );
         if let Some(p) = median(e, "throttle.penalty_pct") {
             let _ = write!(
                 text,
@@ -131,7 +135,10 @@ fn pool_size(r: &RunResults) -> Answer {
         text.push_str(" (the study: best at its 2 physical cores, +21.8% unthrottled).");
     }
     if let Some(g) = median(e, "throttle.uthread.best_concurrency") {
-        let _ = write!(text, " With uthread's throttle the fastest N was {g:.0}.");
+        let _ = write!(
+            text,
+            " Pinned one per CPU (uthread's carriers) it started at {g:.0}."
+        );
     }
     if text.is_empty() {
         return not_measured(topic, "throttle");
@@ -249,9 +256,12 @@ fn server_design(r: &RunResults) -> Answer {
     let Some(c) = experiment(r, "create") else {
         return not_measured(topic, "server");
     };
+    // What a program gets: the kernel places the new thread or child, unless the file
+    // predates the default-placement rows.
     let (Some(thread), Some(fork)) = (
-        with_unit(c, "create.thread"),
-        with_unit(c, "create.process.fork"),
+        with_unit(c, "create.thread.unpinned").or_else(|| with_unit(c, "create.thread")),
+        with_unit(c, "create.process.fork.unpinned")
+            .or_else(|| with_unit(c, "create.process.fork")),
     ) else {
         return not_measured(topic, "server");
     };

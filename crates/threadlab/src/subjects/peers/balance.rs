@@ -326,6 +326,56 @@ fn ratio_rows(group: &mut Interleaved<'_>) {
 
 /// The burst and tree rows, interleaved, into `out`. Called before the experiment pins its
 /// thread to one CPU: the runtimes here need two.
+/// What the balance probe prints: its metrics and the ones it could not take.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Measured {
+    metrics: Vec<crate::results::Metric>,
+    skipped: Vec<crate::results::SkippedMetric>,
+}
+
+/// `threadlab __probe balance`: the balance rows in a process of their own. Their pools, Tokio
+/// workers and the malloc arenas those threads make stay mapped after the rows end (VmSize
+/// 290 -> 490 MB, page tables 92 -> 140 KiB), and every fork measured afterwards in the same
+/// process copies them: a create experiment measured again after this one read fork +35%.
+pub const BALANCE_PROBE: crate::experiments::Probe = crate::experiments::Probe {
+    name: "balance",
+    run: |mode, _cpu| {
+        let cancel = crate::cancel::Cancel::never();
+        let env = crate::measure::env::capture();
+        let host = crate::measure::host::HostLog::default();
+        let ctx = Ctx {
+            mode,
+            cancel: &cancel,
+            progress: &|_| {},
+            env: &env,
+            host: &host,
+        };
+        let mut out = Outcome::default();
+        measure(&ctx, &mut out)?;
+        serde_json::to_string(&Measured {
+            metrics: out.metrics,
+            skipped: out.skipped,
+        })
+        .map_err(|e| Error::Fail(e.to_string()))
+    },
+};
+
+/// The balance rows, measured in a fresh process (`BALANCE_PROBE`) and recorded in `out`.
+pub fn measure_in_child(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
+    ctx.step("pool balance: bursts and trees (in a process of their own)")?;
+    let text = crate::measure::probe::run_probe(
+        BALANCE_PROBE.name,
+        ctx.mode,
+        crate::measure::placement::home_cpu(),
+        ctx.cancel,
+    )?;
+    let m: Measured = serde_json::from_str(text.trim())
+        .map_err(|e| Error::Fail(format!("the balance probe printed no results: {e}")))?;
+    out.metrics.extend(m.metrics);
+    out.skipped.extend(m.skipped);
+    Ok(())
+}
+
 pub fn measure(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     let ids = [
         "create.green.burst",
@@ -360,10 +410,12 @@ pub fn measure(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         tokio: tokio_multi_thread(a, b)?,
         go: RefCell::new(go),
         placement: format!("cpus({a},{b}), one worker pinned per CPU"),
-        // 100,000 threads per burst and a depth-15 tree (65,535 threads); fewer in the tiny
-        // runs that check structure.
-        size: ctx.mode.pick(10_000, 100_000, 100_000),
-        depth: ctx.mode.pick(10, 15, 15),
+        // 100,000 threads per burst and a depth-15 tree (65,535 threads) in the full suite;
+        // a fifth of that in the quick one (each trial runs every row four times, so 100,000
+        // would cost the quick suite some 12 s), fewer still in the tiny runs that check
+        // structure.
+        size: ctx.mode.pick(10_000, 20_000, 100_000),
+        depth: ctx.mode.pick(10, 13, 15),
     };
     let mut group = Interleaved::new();
     burst_rows(&mut group, &s);
