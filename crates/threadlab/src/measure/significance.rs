@@ -7,6 +7,8 @@
 //! - A percentile bootstrap interval for the ratio of two medians (criterion's approach for the
 //!   change of a statistic), with a fixed seed so the same files give the same interval.
 //! - Holm's step-down correction, for testing many metrics at once.
+//! - A distribution-free interval for a median (the sign test's order statistics), for figures
+//!   taken as paired rounds whose per-round ratio is the quantity of interest (doctor's A/B).
 
 use crate::measure::stats::median;
 
@@ -146,6 +148,55 @@ pub fn holm_adjust(p: &[f64]) -> Vec<f64> {
     adjusted
 }
 
+/// A confidence interval for the median of `values` that assumes nothing about their
+/// distribution: the order statistics x(k) and x(n + 1 - k), with k the largest for which
+/// P(Binomial(n, 1/2) < k) stays within (1 - level) / 2 (the sign test's interval). Unlike a
+/// bootstrap it is exact for any n, which matters for the 6-12 paired rounds an A/B takes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MedianInterval {
+    pub lo: f64,
+    pub hi: f64,
+    /// The interval's actual coverage (at least `level`): order statistics move in steps.
+    pub coverage: f64,
+}
+
+/// The interval above at `level` (e.g. 0.95); None when there are too few values for that
+/// level (fewer than 6 at 95%: even [min, max] covers only 1 - 2 / 2^n) or one is not finite.
+pub fn median_interval(values: &[f64], level: f64) -> Option<MedianInterval> {
+    let n = values.len();
+    if n == 0 || n > 1000 || values.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    // P(B = i) for B ~ Binomial(n, 1/2), summed from the bottom: tail[k] = P(B < k).
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let half_n = 0.5f64.powi(n as i32);
+    let mut choose = 1.0f64; // C(n, i)
+    let mut below = 0.0f64; // P(B < k) for the k under consideration
+    let mut best: Option<usize> = None;
+    for k in 1..=n / 2 {
+        below += choose * half_n; // now P(B <= k - 1) = P(B < k)
+        if below > (1.0 - level) / 2.0 {
+            break;
+        }
+        best = Some(k);
+        choose = choose * (n - (k - 1)) as f64 / k as f64;
+    }
+    let k = best?;
+    // P(B < k) on each side, recomputed for the chosen k.
+    let mut tail = 0.0f64;
+    let mut c = 1.0f64;
+    for i in 0..k {
+        tail += c * half_n;
+        c = c * (n - i) as f64 / (i + 1) as f64;
+    }
+    Some(MedianInterval {
+        lo: sorted[k - 1],
+        hi: sorted[n - k],
+        coverage: 1.0 - 2.0 * tail,
+    })
+}
+
 /// A small, fast, seedable generator (Steele, Lea & Flood's SplitMix64).
 pub struct SplitMix64(pub u64);
 
@@ -222,6 +273,29 @@ mod tests {
         assert!((adj[1] - 0.09).abs() < 1e-12); // max(2 x 0.04, 0.09)
         assert!((adj[3] - 0.5).abs() < 1e-12);
         assert!(holm_adjust(&[]).is_empty());
+    }
+
+    #[test]
+    fn median_interval_uses_the_sign_tests_order_statistics() {
+        let v: Vec<f64> = (1..=10).map(f64::from).collect();
+        // n = 10: P(B <= 1) = 11/1024 <= 0.025 < P(B <= 2) = 56/1024, so x(2)..x(9).
+        let i = median_interval(&v, 0.95).unwrap();
+        assert_eq!((i.lo, i.hi), (2.0, 9.0));
+        assert!((i.coverage - (1.0 - 2.0 * 11.0 / 1024.0)).abs() < 1e-12);
+        // n = 6: only [min, max] reaches 95% (96.9%); the order given does not matter.
+        let i = median_interval(&[6.0, 1.0, 5.0, 2.0, 4.0, 3.0], 0.95).unwrap();
+        assert_eq!((i.lo, i.hi), (1.0, 6.0));
+        assert!((i.coverage - 0.968_75).abs() < 1e-12);
+        // n = 5: even [min, max] covers 93.75%, below 95%.
+        assert!(median_interval(&[1.0, 2.0, 3.0, 4.0, 5.0], 0.95).is_none());
+        assert!(median_interval(&[1.0, 2.0, 3.0, 4.0, 5.0], 0.90).is_some());
+        assert!(median_interval(&[1.0, f64::NAN, 3.0, 4.0, 5.0, 6.0], 0.95).is_none());
+        assert!(median_interval(&[], 0.95).is_none());
+        // The interval always contains the median and narrows (in ranks) as n grows.
+        let v: Vec<f64> = (1..=40).map(f64::from).collect();
+        let i = median_interval(&v, 0.95).unwrap();
+        assert!(i.lo <= 20.5 && 20.5 <= i.hi && i.coverage >= 0.95);
+        assert_eq!((i.lo, i.hi), (14.0, 27.0));
     }
 
     #[test]
