@@ -226,6 +226,11 @@ pub struct Metric {
     /// For a ratio row: the two metrics it divides, computed per round of interleaved sampling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ratio_of: Option<[String; 2]>,
+    /// A 95% confidence interval for the median, [low, high] in the metric's unit, where the
+    /// metric states one: doctor's effects carry the distribution-free interval of their
+    /// per-round ratios (measure::significance::median_interval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<[f64; 2]>,
     /// What the sampler's phase filter did: samples taken, quiet, kept (see the note).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<PhaseFilter>,
@@ -335,6 +340,7 @@ impl Metric {
             values: s.values.clone(),
             modes,
             ratio_of: None,
+            interval: None,
             phase: s.phase,
             flags: Vec::new(),
             histograms: Vec::new(),
@@ -369,6 +375,7 @@ impl Metric {
             values: vec![value],
             modes: None,
             ratio_of: None,
+            interval: None,
             phase: None,
             flags: Vec::new(),
             histograms: Vec::new(),

@@ -416,6 +416,8 @@ fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: 
         modes,
         // The medians of the runs are not samples the sampler filtered.
         phase,
+        // Recomputed below from the runs' medians, where the runs stated one.
+        interval: _,
         // Kept from the metric as the runs reported it.
         historical: _,
         direction: _,
@@ -423,6 +425,10 @@ fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: 
         flags: _,
         histograms: _,
     } = fresh;
+    let interval = m
+        .interval
+        .and(crate::measure::significance::median_interval(&values, 0.95))
+        .map(|i| [i.lo, i.hi]);
     Metric {
         id,
         unit,
@@ -444,6 +450,7 @@ fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: 
         historical: m.historical.clone(),
         direction: m.direction,
         ratio_of: m.ratio_of.clone(),
+        interval,
         flags,
         histograms: m.histograms.clone(),
     }
