@@ -135,7 +135,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
             unsafe {
                 let fd = libc::open(
                     slot.path.as_ptr() as *const libc::c_char,
-                    libc::O_WRONLY | libc::O_CLOEXEC,
+                    libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC,
                 );
                 if fd >= 0 {
                     libc::write(fd, slot.value.as_ptr() as *const libc::c_void, slot.len);

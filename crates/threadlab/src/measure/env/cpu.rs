@@ -158,6 +158,18 @@ pub fn llc_groups(cpus: &[usize]) -> Option<Vec<Vec<usize>>> {
     (!groups.is_empty()).then_some(groups)
 }
 
+/// The CPUs of each online NUMA node, in node order; None when sysfs does not list them.
+pub fn numa_nodes() -> Option<Vec<Vec<usize>>> {
+    let online = read_trim("/sys/devices/system/node/online").and_then(|s| parse_cpu_list(&s))?;
+    online
+        .iter()
+        .map(|n| {
+            read_trim(format!("/sys/devices/system/node/node{n}/cpulist"))
+                .and_then(|s| parse_cpu_list(&s))
+        })
+        .collect()
+}
+
 /// Turbo state: intel_pstate/no_turbo ("1" = turbo off) wins over cpufreq/boost ("1" = on).
 pub(super) fn turbo_state(no_turbo: Option<&str>, boost: Option<&str>) -> Option<bool> {
     match (no_turbo.map(str::trim), boost.map(str::trim)) {

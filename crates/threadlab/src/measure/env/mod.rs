@@ -88,7 +88,7 @@ mod load;
 mod net;
 mod virt;
 
-pub use cpu::{last_level_cache, llc_groups, LastLevelCache};
+pub use cpu::{last_level_cache, llc_groups, numa_nodes, LastLevelCache};
 pub use idle::{
     cpu_dma_latency_us, describe_states, idle_residency, idle_states, idle_states_at,
     resume_latency_summary, IdleResidency, IdleState,
