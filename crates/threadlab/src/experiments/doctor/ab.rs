@@ -124,7 +124,7 @@ pub fn run_knob(
         })
         .collect();
     let (mut cpu_off, mut cpu_on) = (Vec::new(), Vec::new());
-    let mut source = Source::None;
+    let mut source = Source::ProcessOnly;
     let (mut huge_off, mut huge_on) = (Vec::new(), Vec::new());
     let mut ops: Vec<(Measure, u64)> = Vec::new();
     // Round 0 warms up (first faults, fresh code paths) and is not kept.

@@ -33,6 +33,7 @@ use crate::measure::placement::{allowed_cpus, cpu_pair};
 use crate::seeds::Study;
 
 use ab::{run_knob, AbPlan};
+use figures::Measure;
 use knobs::{catalogue, Here, Planned};
 use machine::Machine;
 
@@ -53,9 +54,14 @@ const INFO: Info = Info {
     rough_secs: [3.0, 6.0, 100.0],
 };
 
-/// The knobs the quick suite measures: those that move the figures most on common machines,
-/// within the quick suite's few seconds.
-const QUICK: &[&str] = &["idle_latency", "spin_then_park", "timer_slack", "same_cpu"];
+/// The knobs the quick suite measures, each on the figure it moves most, within the quick
+/// suite's few seconds.
+const QUICK: &[(&str, &[Measure])] = &[
+    ("idle_latency", &[Measure::Wake, Measure::Handoff]),
+    ("spin_then_park", &[Measure::Handoff]),
+    ("timer_slack", &[Measure::Timer]),
+    ("same_cpu", &[Measure::Handoff]),
+];
 
 /// The doctor experiment. The suite's instance never changes machine-wide settings;
 /// `threadlab doctor --allow-machine-changes` makes one that may.
@@ -106,13 +112,27 @@ impl Doctor {
     fn selected(&self, mode: Mode, p: &Planned) -> Option<String> {
         match (mode, p) {
             (Mode::Full, _) | (_, Planned::NotHere(_)) => None,
-            (_, Planned::Try(k)) if QUICK.contains(&k.id) => None,
+            (Mode::Tiny, _) => None,
+            (_, Planned::Try(k)) if QUICK.iter().any(|(id, _)| *id == k.id) => None,
             _ => Some(
                 "not in the quick suite, which keeps the settings that matter most: \
                  `threadlab doctor` (or `threadlab run doctor --full`) measures it"
                     .into(),
             ),
         }
+    }
+}
+
+impl Doctor {
+    /// The knob as this mode measures it: the quick suite keeps only its main figures.
+    fn narrowed(&self, mode: Mode, k: &knobs::Knob) -> knobs::Knob {
+        let mut k = k.clone();
+        if mode == Mode::Quick {
+            if let Some((_, keep)) = QUICK.iter().find(|(id, _)| *id == k.id) {
+                k.measures.retain(|m| keep.contains(m));
+            }
+        }
+        k
     }
 }
 
@@ -158,6 +178,7 @@ impl Experiment for Doctor {
                 Planned::Try(k) => k,
             };
             ctx.step(&format!("doctor.{}", k.id))?;
+            let k = &self.narrowed(ctx.mode, k);
             let run = run_knob(
                 k,
                 &plan,
