@@ -22,6 +22,9 @@ pub struct AbPlan {
     pub rounds: usize,
     /// Length of one phase of one figure.
     pub phase: Duration,
+    /// Whether a knob's own longer phase applies (the full mode): shorter modes check
+    /// structure or give a first look, not the throttle's once-a-second behaviour.
+    pub knob_phases: bool,
 }
 
 /// One figure's values, one per round, in the figure's unit.
@@ -108,7 +111,10 @@ pub fn run_knob(
     cancel: &Cancel,
     progress: &dyn Fn(&str),
 ) -> Result<KnobRun> {
-    let length = knob.phase.unwrap_or(plan.phase);
+    let length = knob
+        .phase
+        .filter(|_| plan.knob_phases)
+        .unwrap_or(plan.phase);
     let settle = touches_idle(knob);
     let mut figures: Vec<FigureRun> = knob
         .measures
@@ -228,6 +234,7 @@ mod tests {
         let plan = AbPlan {
             rounds: 3,
             phase: Duration::from_millis(5),
+            knob_phases: false,
         };
         let seen = std::sync::Mutex::new(Vec::new());
         let r = run_knob(&knob, &plan, &cpus, None, &Cancel::never(), &|s| {

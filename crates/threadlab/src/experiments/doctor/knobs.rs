@@ -92,11 +92,6 @@ pub fn catalogue(here: &Here) -> Vec<Planned> {
     let base = Setup::base(here.a, here.b);
     let cross = [Measure::Wake, Measure::Handoff, Measure::Echo];
     let contended = [Measure::TimerContended, Measure::Probe];
-    let with = |f: &dyn Fn(&mut Setup)| {
-        let mut s = base.clone();
-        f(&mut s);
-        s
-    };
     vec![
         idle_latency(&base),
         haltpoll_window(here, &base),
@@ -107,82 +102,10 @@ pub fn catalogue(here: &Here) -> Vec<Planned> {
         placement_knob(here, &base, "other_llc", other_llc(here), &cross),
         placement_knob(here, &base, "other_node", other_node(here), &cross),
         sched_fifo(here, &base, &contended),
-        Planned::Try(Knob {
-            id: "nice_background",
-            title: "The CPU-bound competitor at nice 19",
-            off_label: "competitor at nice 0".into(),
-            on_label: "competitor at nice 19".into(),
-            program: "setpriority(PRIO_PROCESS, tid, 19) on background threads (Linux keeps nice \
-                      per thread), or nice -n 19 for a background program"
-                .into(),
-            machine: "systemd CPUWeight= / Nice= for background services; kernel.sched_autogroup \
-                      decides whether nice acts across terminal sessions"
-                .into(),
-            scope: "the competitor thread, which ends with the phase",
-            measures: contended.to_vec(),
-            off: base.clone(),
-            on: with(&|s| s.competitor = Competitor::Fair { nice: 19 }),
-            hold: Hold::Nothing,
-            phase: None,
-        }),
-        Planned::Try(Knob {
-            id: "sched_idle_background",
-            title: "The CPU-bound competitor in SCHED_IDLE",
-            off_label: "competitor SCHED_OTHER nice 0".into(),
-            on_label: "competitor SCHED_IDLE".into(),
-            program: "sched_setscheduler(tid, SCHED_IDLE, 0) (pthread_setschedparam) on \
-                      background threads: no privilege needed to lower a thread's class"
-                .into(),
-            machine: "chrt --idle 0 PROGRAM, or systemd CPUSchedulingPolicy=idle for a \
-                      background service"
-                .into(),
-            scope: "the competitor thread, which ends with the phase",
-            measures: contended.to_vec(),
-            off: base.clone(),
-            on: with(&|s| s.competitor = Competitor::Idle),
-            hold: Hold::Nothing,
-            phase: None,
-        }),
-        Planned::Try(Knob {
-            id: "timer_slack",
-            title: "Timer slack of the sleeping thread at 1 ns",
-            off_label: format!(
-                "default slack ({} ns)",
-                here.env
-                    .timer_slack_ns
-                    .map_or("unknown".to_string(), |n| n.to_string())
-            ),
-            on_label: "slack 1 ns".into(),
-            program: "prctl(PR_SET_TIMERSLACK, 1) in the thread that sleeps (0 would restore \
-                      the default); real-time threads have no slack"
-                .into(),
-            machine: "per process: /proc/PID/timerslack_ns (root, or the process's owner with \
-                      CAP_SYS_NICE); systemd TimerSlackNSec="
-                .into(),
-            scope: "the measuring thread, which ends with the phase",
-            measures: vec![Measure::Timer],
-            off: base.clone(),
-            on: with(&|s| s.timer_slack_ns = Some(1)),
-            hold: Hold::Nothing,
-            phase: None,
-        }),
-        Planned::Try(Knob {
-            id: "spin_then_park",
-            title: "Spin 50 µs before parking in FUTEX_WAIT",
-            off_label: "park at once".into(),
-            on_label: "spin up to 50 µs, then park".into(),
-            program: "wait for the hand-off word in a loop (with a pause instruction) for up to \
-                      50 µs before FUTEX_WAIT; the waker calls FUTEX_WAKE only if the waiter \
-                      announced it parked (parking_lot and glibc's adaptive mutex spin likewise)"
-                .into(),
-            machine: "none: a program's own choice".into(),
-            scope: "the threads of the phase",
-            measures: vec![Measure::Wake, Measure::Handoff],
-            off: base.clone(),
-            on: with(&|s| s.spin_before_park = SPIN),
-            hold: Hold::Nothing,
-            phase: None,
-        }),
+        nice_background(&base, &contended),
+        sched_idle_background(&base, &contended),
+        timer_slack(here, &base),
+        spin_then_park(&base),
         busy_poll(&base),
         thp(here, &base),
         rt_throttling(here, &base),
@@ -232,6 +155,110 @@ pub fn catalogue(here: &Here) -> Vec<Planned> {
             ),
         }),
     ]
+}
+
+fn nice_background(base: &Setup, contended: &[Measure]) -> Planned {
+    Planned::Try(Knob {
+        id: "nice_background",
+        title: "The CPU-bound competitor at nice 19",
+        off_label: "competitor at nice 0".into(),
+        on_label: "competitor at nice 19".into(),
+        program: "setpriority(PRIO_PROCESS, tid, 19) on background threads (Linux keeps nice \
+                  per thread), or nice -n 19 for a background program"
+            .into(),
+        machine: "systemd CPUWeight= / Nice= for background services; kernel.sched_autogroup \
+                  decides whether nice acts across terminal sessions"
+            .into(),
+        scope: "the competitor thread, which ends with the phase",
+        measures: contended.to_vec(),
+        off: base.clone(),
+        on: {
+            let mut s = base.clone();
+            s.competitor = Competitor::Fair { nice: 19 };
+            s
+        },
+        hold: Hold::Nothing,
+        phase: None,
+    })
+}
+
+fn sched_idle_background(base: &Setup, contended: &[Measure]) -> Planned {
+    Planned::Try(Knob {
+        id: "sched_idle_background",
+        title: "The CPU-bound competitor in SCHED_IDLE",
+        off_label: "competitor SCHED_OTHER nice 0".into(),
+        on_label: "competitor SCHED_IDLE".into(),
+        program: "sched_setscheduler(tid, SCHED_IDLE, 0) (pthread_setschedparam) on \
+                  background threads: no privilege needed to lower a thread's class"
+            .into(),
+        machine: "chrt --idle 0 PROGRAM, or systemd CPUSchedulingPolicy=idle for a \
+                  background service"
+            .into(),
+        scope: "the competitor thread, which ends with the phase",
+        measures: contended.to_vec(),
+        off: base.clone(),
+        on: {
+            let mut s = base.clone();
+            s.competitor = Competitor::Idle;
+            s
+        },
+        hold: Hold::Nothing,
+        phase: None,
+    })
+}
+
+fn timer_slack(here: &Here, base: &Setup) -> Planned {
+    Planned::Try(Knob {
+        id: "timer_slack",
+        title: "Timer slack of the sleeping thread at 1 ns",
+        off_label: format!(
+            "default slack ({} ns)",
+            here.env
+                .timer_slack_ns
+                .map_or("unknown".to_string(), |n| n.to_string())
+        ),
+        on_label: "slack 1 ns".into(),
+        program: "prctl(PR_SET_TIMERSLACK, 1) in the thread that sleeps (0 would restore \
+                  the default); real-time threads have no slack"
+            .into(),
+        machine: "per process: /proc/PID/timerslack_ns (root, or the process's owner with \
+                  CAP_SYS_NICE); systemd TimerSlackNSec="
+            .into(),
+        scope: "the measuring thread, which ends with the phase",
+        measures: vec![Measure::Timer],
+        off: base.clone(),
+        on: {
+            let mut s = base.clone();
+            s.timer_slack_ns = Some(1);
+            s
+        },
+        hold: Hold::Nothing,
+        phase: None,
+    })
+}
+
+fn spin_then_park(base: &Setup) -> Planned {
+    Planned::Try(Knob {
+        id: "spin_then_park",
+        title: "Spin 50 µs before parking in FUTEX_WAIT",
+        off_label: "park at once".into(),
+        on_label: "spin up to 50 µs, then park".into(),
+        program: "wait for the hand-off word in a loop (with a pause instruction) for up to \
+                  50 µs before FUTEX_WAIT; the waker calls FUTEX_WAKE only if the waiter \
+                  announced it parked (parking_lot and glibc's adaptive mutex spin likewise)"
+            .into(),
+        machine: "none: a program's own choice".into(),
+        scope: "the threads of the phase",
+        measures: vec![Measure::Wake, Measure::Handoff],
+        off: base.clone(),
+        on: {
+            let mut s = base.clone();
+            s.spin_before_park = SPIN;
+            s
+        },
+        hold: Hold::Nothing,
+        phase: None,
+    })
 }
 
 fn boot_only(id: &'static str, title: &'static str, reason: String, machine: &str) -> Planned {

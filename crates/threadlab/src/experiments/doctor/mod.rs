@@ -81,14 +81,17 @@ fn plan(mode: Mode) -> AbPlan {
         Mode::Tiny => AbPlan {
             rounds: 2,
             phase: Duration::from_millis(4),
+            knob_phases: false,
         },
         Mode::Quick => AbPlan {
             rounds: 6,
             phase: Duration::from_millis(40),
+            knob_phases: false,
         },
         Mode::Full => AbPlan {
             rounds: 10,
             phase: Duration::from_millis(120),
+            knob_phases: true,
         },
     }
 }
