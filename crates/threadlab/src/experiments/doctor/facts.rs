@@ -405,12 +405,14 @@ mod tests {
 
     #[test]
     fn no_halt_polling_is_explained_as_a_vm_exit_per_wake_up() {
-        let mut env = Environment::default();
-        env.haltpoll_parameters = Some(
-            [("guest_halt_poll_ns".to_string(), "0".to_string())]
-                .into_iter()
-                .collect(),
-        );
+        let env = Environment {
+            haltpoll_parameters: Some(
+                [("guest_halt_poll_ns".to_string(), "0".to_string())]
+                    .into_iter()
+                    .collect(),
+            ),
+            ..Environment::default()
+        };
         let f = haltpoll(&env);
         assert_eq!(f.value, "guest_halt_poll_ns = 0");
         assert!(f.meaning.contains("VM exit"));

@@ -54,7 +54,7 @@ pub struct NotHere {
 
 #[derive(Debug, Clone)]
 pub enum Planned {
-    Try(Knob),
+    Try(Box<Knob>),
     NotHere(NotHere),
 }
 
@@ -158,7 +158,7 @@ pub fn catalogue(here: &Here) -> Vec<Planned> {
 }
 
 fn nice_background(base: &Setup, contended: &[Measure]) -> Planned {
-    Planned::Try(Knob {
+    Planned::Try(Box::new(Knob {
         id: "nice_background",
         title: "The CPU-bound competitor at nice 19",
         off_label: "competitor at nice 0".into(),
@@ -179,11 +179,11 @@ fn nice_background(base: &Setup, contended: &[Measure]) -> Planned {
         },
         hold: Hold::Nothing,
         phase: None,
-    })
+    }))
 }
 
 fn sched_idle_background(base: &Setup, contended: &[Measure]) -> Planned {
-    Planned::Try(Knob {
+    Planned::Try(Box::new(Knob {
         id: "sched_idle_background",
         title: "The CPU-bound competitor in SCHED_IDLE",
         off_label: "competitor SCHED_OTHER nice 0".into(),
@@ -204,11 +204,11 @@ fn sched_idle_background(base: &Setup, contended: &[Measure]) -> Planned {
         },
         hold: Hold::Nothing,
         phase: None,
-    })
+    }))
 }
 
 fn timer_slack(here: &Here, base: &Setup) -> Planned {
-    Planned::Try(Knob {
+    Planned::Try(Box::new(Knob {
         id: "timer_slack",
         title: "Timer slack of the sleeping thread at 1 ns",
         off_label: format!(
@@ -234,11 +234,11 @@ fn timer_slack(here: &Here, base: &Setup) -> Planned {
         },
         hold: Hold::Nothing,
         phase: None,
-    })
+    }))
 }
 
 fn spin_then_park(base: &Setup) -> Planned {
-    Planned::Try(Knob {
+    Planned::Try(Box::new(Knob {
         id: "spin_then_park",
         title: "Spin 50 µs before parking in FUTEX_WAIT",
         off_label: "park at once".into(),
@@ -258,7 +258,7 @@ fn spin_then_park(base: &Setup) -> Planned {
         },
         hold: Hold::Nothing,
         phase: None,
-    })
+    }))
 }
 
 fn boot_only(id: &'static str, title: &'static str, reason: String, machine: &str) -> Planned {
@@ -303,7 +303,7 @@ fn idle_latency(base: &Setup) -> Planned {
                  systems; a program that needs it runs as root or is given the device)"
             ),
         }),
-        Ok(_) => Planned::Try(Knob {
+        Ok(_) => Planned::Try(Box::new(Knob {
             id: "idle_latency",
             title: "Idle-state latency limit held at 0 (PM QoS)",
             off_label: "no limit held".into(),
@@ -322,7 +322,7 @@ fn idle_latency(base: &Setup) -> Planned {
             on: base.clone(),
             hold: Hold::PmQosZero,
             phase: None,
-        }),
+        })),
     }
 }
 
@@ -369,7 +369,7 @@ fn haltpoll_window(here: &Here, base: &Setup) -> Planned {
              they halt"
         ));
     }
-    Planned::Try(Knob {
+    Planned::Try(Box::new(Knob {
         id: "haltpoll_window",
         title,
         off_label: "guest_halt_poll_ns = 0".into(),
@@ -382,7 +382,7 @@ fn haltpoll_window(here: &Here, base: &Setup) -> Planned {
         on: base.clone(),
         hold: Hold::Files(vec![(HALTPOLL_NS.into(), HALTPOLL_DEFAULT_NS.into())]),
         phase: None,
-    })
+    }))
 }
 
 fn cpu_resume_latency(here: &Here, base: &Setup) -> Planned {
@@ -409,7 +409,7 @@ fn cpu_resume_latency(here: &Here, base: &Setup) -> Planned {
             reason,
         });
     }
-    Planned::Try(Knob {
+    Planned::Try(Box::new(Knob {
         id: "cpu_resume_latency",
         title,
         off_label: "no limit".into(),
@@ -422,7 +422,7 @@ fn cpu_resume_latency(here: &Here, base: &Setup) -> Planned {
         on: base.clone(),
         hold: Hold::Files(vec![(path.clone(), "n/a".into())]),
         phase: None,
-    })
+    }))
 }
 
 /// A CPU on another core than `a` that shares its last-level cache.
@@ -500,7 +500,7 @@ fn placement_knob(
     off.placement = Placement::Unpinned;
     let mut pinned = base.clone();
     pinned.placement = on;
-    Planned::Try(Knob {
+    Planned::Try(Box::new(Knob {
         id,
         title,
         off_label: "unpinned (where the kernel puts them)".into(),
@@ -513,7 +513,7 @@ fn placement_knob(
         on: pinned,
         hold: Hold::Nothing,
         phase: None,
-    })
+    }))
 }
 
 /// A CPU on another NUMA node than `a`.
@@ -555,7 +555,7 @@ fn sched_fifo(here: &Here, base: &Setup, contended: &[Measure]) -> Planned {
     }
     let mut on = base.clone();
     on.fifo = true;
-    Planned::Try(Knob {
+    Planned::Try(Box::new(Knob {
         id: "sched_fifo",
         title: "The measured thread at SCHED_FIFO",
         off_label: "SCHED_OTHER, competitor at nice 0".into(),
@@ -568,7 +568,7 @@ fn sched_fifo(here: &Here, base: &Setup, contended: &[Measure]) -> Planned {
         on,
         hold: Hold::Nothing,
         phase: None,
-    })
+    }))
 }
 
 fn busy_poll(base: &Setup) -> Planned {
@@ -589,7 +589,7 @@ fn busy_poll(base: &Setup) -> Planned {
     }
     let mut on = base.clone();
     on.busy_poll_us = Some(BUSY_POLL_US);
-    Planned::Try(Knob {
+    Planned::Try(Box::new(Knob {
         id: "busy_poll",
         title: "Socket busy polling (SO_BUSY_POLL)",
         off_label: "blocking reads sleep at once".into(),
@@ -602,7 +602,7 @@ fn busy_poll(base: &Setup) -> Planned {
         on,
         hold: Hold::Nothing,
         phase: None,
-    })
+    }))
 }
 
 fn thp(here: &Here, base: &Setup) -> Planned {
@@ -631,7 +631,7 @@ fn thp(here: &Here, base: &Setup) -> Planned {
     }
     let mut on = base.clone();
     on.huge_pages = true;
-    Planned::Try(Knob {
+    Planned::Try(Box::new(Knob {
         id: "thp",
         title: "Transparent huge pages for a 64 MiB buffer",
         off_label: "MADV_NOHUGEPAGE (4 KiB pages)".into(),
@@ -644,7 +644,7 @@ fn thp(here: &Here, base: &Setup) -> Planned {
         on,
         hold: Hold::Nothing,
         phase: None,
-    })
+    }))
 }
 
 fn rt_throttling(here: &Here, base: &Setup) -> Planned {
@@ -681,7 +681,7 @@ fn rt_throttling(here: &Here, base: &Setup) -> Planned {
     }
     let mut s = base.clone();
     s.fifo = true;
-    Planned::Try(Knob {
+    Planned::Try(Box::new(Knob {
         id: "rt_throttling",
         title,
         off_label: format!(
@@ -698,7 +698,7 @@ fn rt_throttling(here: &Here, base: &Setup) -> Planned {
         hold: Hold::Files(vec![(RT_RUNTIME.into(), "-1".into())]),
         // The throttle acts once per period (1 s): a phase must be longer than a period.
         phase: Some(Duration::from_millis(1100)),
-    })
+    }))
 }
 
 fn cpufreq(here: &Here) -> Planned {

@@ -14,11 +14,14 @@ use crate::experiments::{Ctx, Outcome};
 use crate::measure::units::fmt_value;
 use crate::results::Table;
 
+/// A measured knob's id and the CPU it burned, off and on (% of one CPU).
+type KnobCost = (&'static str, Option<(f64, f64)>);
+
 /// What the run found so far.
 pub struct Report {
     pub effects: Vec<Effect>,
-    /// Per knob measured: (id, title, CPU off %, CPU on %).
-    costs: Vec<(&'static str, &'static str, Option<(f64, f64)>)>,
+    /// Per knob measured: its id and CPU burned (off %, on %).
+    costs: Vec<KnobCost>,
     knob_rows: Vec<Vec<String>>,
     apply_rows: Vec<Vec<String>>,
     replayed: Vec<String>,
@@ -46,7 +49,6 @@ impl Report {
         let med = crate::measure::stats::median;
         self.costs.push((
             k.id,
-            k.title,
             (!run.cpu_off.is_empty()).then(|| (med(&run.cpu_off), med(&run.cpu_on))),
         ));
         let mut tried = format!(
@@ -158,7 +160,7 @@ impl Report {
                         .costs
                         .iter()
                         .find(|c| c.0 == e.knob)
-                        .and_then(|c| c.2)
+                        .and_then(|c| c.1)
                         .map_or(String::new(), |(off, on)| {
                             format!(", CPU burned {off:.0}% → {on:.0}%")
                         });
