@@ -134,6 +134,9 @@ pub struct RunArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct DoctorArgs {
+    /// Measure only these settings (e.g. idle_latency timer_slack); default: all.
+    #[arg(value_name = "KNOB")]
+    pub knobs: Vec<String>,
     /// Also try the settings that are machine-wide (haltpoll's poll window, a CPU's idle
     /// limit, real-time throttling): each value is recorded before, written back after every
     /// phase and checked. Needs root.
@@ -566,6 +569,13 @@ fn doctor(args: DoctorArgs) -> Result<i32> {
             )));
         }
     }
+    let known = experiments::doctor::KNOBS;
+    if let Some(k) = args.knobs.iter().find(|k| !known.contains(&k.as_str())) {
+        return Err(Error::Usage(format!(
+            "unknown setting '{k}'; choose from {}",
+            known.join(", ")
+        )));
+    }
     let mode = if args.tiny {
         Mode::Tiny
     } else if args.quick {
@@ -585,6 +595,7 @@ fn doctor(args: DoctorArgs) -> Result<i32> {
     let exp: &'static dyn Experiment = Box::leak(Box::new(experiments::doctor::Doctor {
         allow_machine_changes: args.allow_machine_changes,
         machine_root: args.machine_root.clone(),
+        only: args.knobs.clone(),
     }));
     let cancel = Cancel::install()?;
     let progress = make_progress();

@@ -302,3 +302,19 @@ fn an_unprivileged_user_gets_root_only_knobs_skipped_with_the_reason() {
     assert!(out.contains("idle_latency"), "{out}");
     assert!(!out.contains("FAILED") && !out.contains("panicked"));
 }
+
+#[test]
+fn an_unknown_setting_or_a_missing_root_is_one_line_and_status_2() {
+    let o = run(&["doctor", "no_such_knob", "--allow-debug", "--no-save"]);
+    assert_one_line_usage_error(&o, "idle_latency");
+    let o = run(&[
+        "doctor",
+        "--allow-debug",
+        "--no-save",
+        "--machine-root",
+        "/nonexistent-folder",
+    ]);
+    assert_one_line_usage_error(&o, "not a folder");
+    let o = run(&["doctor", "--tiny", "--quick", "--allow-debug", "--no-save"]);
+    assert_one_line_usage_error(&o, "--quick");
+}

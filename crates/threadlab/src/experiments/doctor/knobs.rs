@@ -725,3 +725,32 @@ fn cpufreq(here: &Here) -> Planned {
         reason,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_catalogue_lists_every_knob_once_in_the_documented_order() {
+        let env = crate::measure::env::capture();
+        let cpus = crate::measure::placement::allowed_cpus();
+        let b = *cpus.last().unwrap();
+        let planned = catalogue(&Here {
+            env: &env,
+            cpus: &cpus,
+            a: cpus[0],
+            b,
+            machine: Err("not in this test".into()),
+        });
+        let ids: Vec<&str> = planned.iter().map(Planned::id).collect();
+        assert_eq!(ids, crate::experiments::doctor::KNOBS);
+        // Without machine access, every machine-wide knob says why it is not tried.
+        for id in ["haltpoll_window", "cpu_resume_latency", "rt_throttling"] {
+            let p = planned.iter().find(|p| p.id() == id).unwrap();
+            assert!(
+                matches!(p, Planned::NotHere(n) if !n.reason.is_empty()),
+                "{id}"
+            );
+        }
+    }
+}

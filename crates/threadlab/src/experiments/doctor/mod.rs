@@ -69,12 +69,39 @@ pub struct Doctor {
     pub allow_machine_changes: bool,
     /// Where machine-wide settings live ("/" unless a test points it at a stand-in folder).
     pub machine_root: Option<PathBuf>,
+    /// Measure only these knobs (every one when empty).
+    pub only: Vec<String>,
 }
 
 pub static SUITE: Doctor = Doctor {
     allow_machine_changes: false,
     machine_root: None,
+    only: Vec::new(),
 };
+
+/// Every knob's id, in the order they are measured.
+pub const KNOBS: &[&str] = &[
+    "idle_latency",
+    "haltpoll_window",
+    "cpu_resume_latency",
+    "same_cpu",
+    "other_core",
+    "smt_sibling",
+    "other_llc",
+    "other_node",
+    "sched_fifo",
+    "nice_background",
+    "sched_idle_background",
+    "timer_slack",
+    "spin_then_park",
+    "busy_poll",
+    "thp",
+    "rt_throttling",
+    "cpufreq_performance",
+    "nohz_full",
+    "mitigations",
+    "autogroup",
+];
 
 fn plan(mode: Mode) -> AbPlan {
     match mode {
@@ -111,8 +138,14 @@ impl Doctor {
         Machine::open(&root)
     }
 
-    /// Which planned knobs this mode measures; the others are listed with the reason.
+    /// Which planned knobs this run measures; the others are listed with the reason.
     fn selected(&self, mode: Mode, p: &Planned) -> Option<String> {
+        if !self.only.is_empty() && !self.only.iter().any(|o| o == p.id()) {
+            return Some(format!(
+                "not asked for this time (threadlab doctor {})",
+                self.only.join(" ")
+            ));
+        }
         match (mode, p) {
             (Mode::Full, _) | (_, Planned::NotHere(_)) => None,
             (Mode::Tiny, _) => None,
