@@ -548,3 +548,63 @@ fn inferred(effects: &[Effect], why: &str) -> Split {
         summary,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tracefs_mounts() -> usize {
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(" tracefs "))
+            .count()
+    }
+
+    #[test]
+    fn where_permitted_the_wake_ups_are_matched_and_no_mount_is_left_behind() {
+        let env = crate::measure::env::capture();
+        let cancel = crate::cancel::Cancel::never();
+        let ctx = Ctx {
+            mode: crate::experiments::Mode::Tiny,
+            cancel: &cancel,
+            progress: &|_| {},
+            env: &env,
+        };
+        let Some((a, b)) = crate::measure::placement::cpu_pair() else {
+            return;
+        };
+        let mounts = tracefs_mounts();
+        let split = wakeup_split(&ctx, a, b, &[], &[]);
+        assert_eq!(
+            tracefs_mounts(),
+            mounts,
+            "the machine's mounts are as they were"
+        );
+        if split.tracing.starts_with("refused") {
+            // Not permitted here: the inferred table says what needs the permission.
+            let t = &split.tables[0];
+            assert!(t
+                .rows
+                .iter()
+                .any(|r| r[2].contains("needs the tracepoints")));
+            return;
+        }
+        let t = split
+            .tables
+            .iter()
+            .find(|t| t.id == "doctor.wakeup_split")
+            .unwrap();
+        let matched = t
+            .rows
+            .iter()
+            .find(|r| r[0] == "operations matched")
+            .unwrap();
+        let n: usize = matched[1].split(' ').next().unwrap().parse().unwrap();
+        assert!(n > 0, "{t:?}");
+        assert!(t
+            .rows
+            .iter()
+            .any(|r| r[0].starts_with("wake call → sched_waking")));
+    }
+}
