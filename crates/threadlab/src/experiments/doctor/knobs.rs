@@ -653,7 +653,9 @@ fn rt_throttling(here: &Here, base: &Setup) -> Planned {
                    sleeps or yields instead)";
     let machine = format!(
         "sysctl kernel.sched_rt_runtime_us=-1 (now {}): lets real-time threads starve \
-         everything else on their CPUs",
+         everything else on their CPUs; on recent kernels the fair server gives ordinary tasks \
+         their 50 ms a second whatever this says (its budget is in debugfs: \
+         /sys/kernel/debug/sched/fair_server/cpuN/runtime)",
         here.env
             .sched_rt_runtime_us
             .map_or("unknown".into(), |v| v.to_string())

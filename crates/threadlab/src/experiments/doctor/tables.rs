@@ -146,32 +146,46 @@ impl Report {
 
     fn conclusion(&self, checks: &[Check]) -> String {
         let mut s = String::new();
-        let mut helps: Vec<&Effect> = self.effects.iter().filter(|e| e.verdict() < 0).collect();
-        helps.sort_by(|a, b| a.ratio.total_cmp(&b.ratio));
-        if helps.is_empty() {
+        // Per knob, its clear gains, strongest first; knobs ordered by their strongest gain.
+        let mut by_knob: Vec<(&str, Vec<&Effect>)> = Vec::new();
+        for e in self.effects.iter().filter(|e| e.verdict() < 0) {
+            match by_knob.iter_mut().find(|(k, _)| *k == e.knob) {
+                Some((_, v)) => v.push(e),
+                None => by_knob.push((e.knob, vec![e])),
+            }
+        }
+        for (_, v) in by_knob.iter_mut() {
+            v.sort_by(|a, b| a.ratio.total_cmp(&b.ratio));
+        }
+        by_knob.sort_by(|a, b| a.1[0].ratio.total_cmp(&b.1[0].ratio));
+        if by_knob.is_empty() {
             s.push_str("No setting tried here lowered a figure clearly (every interval holds 1). ");
         } else {
             s.push_str("What to change on this machine, strongest first: ");
-            let parts: Vec<String> = helps
+            let parts: Vec<String> = by_knob
                 .iter()
-                .take(6)
-                .map(|e| {
+                .map(|(knob, effects)| {
                     let cost = self
                         .costs
                         .iter()
-                        .find(|c| c.0 == e.knob)
+                        .find(|c| c.0 == *knob)
                         .and_then(|c| c.1)
                         .map_or(String::new(), |(off, on)| {
-                            format!(", CPU burned {off:.0}% → {on:.0}%")
+                            format!(" for CPU burned {off:.0}% → {on:.0}%")
                         });
-                    format!(
-                        "{} takes {} from {} to {} (×{}{cost})",
-                        e.knob,
-                        e.figure,
-                        crate::report::fmt_with_unit(e.off, e.unit),
-                        crate::report::fmt_with_unit(e.on, e.unit),
-                        fmt_value(e.ratio)
-                    )
+                    let figures: Vec<String> = effects
+                        .iter()
+                        .map(|e| {
+                            format!(
+                                "{} {} → {} (×{})",
+                                e.figure,
+                                crate::report::fmt_with_unit(e.off, e.unit),
+                                crate::report::fmt_with_unit(e.on, e.unit),
+                                fmt_value(e.ratio)
+                            )
+                        })
+                        .collect();
+                    format!("{knob}: {}{cost}", figures.join(", "))
                 })
                 .collect();
             s.push_str(&parts.join("; "));

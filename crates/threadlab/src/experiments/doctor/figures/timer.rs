@@ -57,7 +57,8 @@ fn sleep_to_deadlines(length: Duration, cancel: &Cancel) -> Result<PhaseValues> 
     let start = mono_ns();
     let mut next = start + PERIOD_NS;
     let (mut total_ns, mut counted, mut seen) = (0u64, 0u64, 0u64);
-    while elapsed_since(start) < length {
+    // At least one counted deadline, however short the phase.
+    while elapsed_since(start) < length || seen <= WARMUP {
         cancel.check()?;
         let ts = libc::timespec {
             tv_sec: (next / 1_000_000_000) as libc::time_t,

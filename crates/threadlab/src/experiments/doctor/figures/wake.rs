@@ -190,7 +190,8 @@ fn wake_loop(
         let mut wakes = 0u64;
         loop {
             match until {
-                Until::Elapsed(d) if elapsed_since(start) >= d => break,
+                // At least one counted wake-up, however slow the machine.
+                Until::Elapsed(d) if elapsed_since(start) >= d && wakes > WARMUP_OPS => break,
                 Until::Wakes(n) if wakes >= n + WARMUP_OPS => break,
                 _ => {}
             }
