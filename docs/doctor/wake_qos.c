@@ -9,7 +9,7 @@
  * the woken thread sleeps before each wake-up.
  *
  *   gcc -O2 -pthread -o /tmp/wake_qos docs/doctor/wake_qos.c
- *   /tmp/wake_qos [rounds] [wakes per phase] [gap_us]
+ *   /tmp/wake_qos [rounds] [wakes per phase] [gap_us] [park|spin]
  *
  * Needs root (/dev/cpu_dma_latency is mode 0600 on most systems) and two CPUs.
  */
@@ -28,6 +28,9 @@
 #include <unistd.h>
 
 static long gap_us = 1000;
+/* How the waker waits for the woken thread's reply (not timed): parked in FUTEX_WAIT, as
+ * doctor's waker does, or spinning, which keeps the waker's vCPU busy. */
+static int reply_spins = 0;
 
 static _Atomic uint32_t go, done, stop;
 static _Atomic uint64_t stamp, total_ns, not_asleep;
@@ -64,6 +67,7 @@ static void *waiter(void *arg) {
         atomic_fetch_add(&total_ns, t - atomic_load(&stamp));
         atomic_store(&go, 0);
         atomic_store(&done, 1);
+        if (!reply_spins) futex(&done, FUTEX_WAKE, 1);
     }
 }
 
@@ -79,7 +83,9 @@ static double phase(int wakes) {
         atomic_store(&stamp, now_ns());
         atomic_store(&go, 1);
         futex(&go, FUTEX_WAKE, 1);
-        while (atomic_load(&done) == 0) { }
+        while (atomic_load(&done) == 0) {
+            if (!reply_spins) futex(&done, FUTEX_WAIT, 0);
+        }
     }
     return (double)atomic_load(&total_ns) / wakes;
 }
@@ -115,8 +121,10 @@ int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 10;
     int wakes = argc > 2 ? atoi(argv[2]) : 400;
     if (argc > 3) gap_us = atol(argv[3]);
+    if (argc > 4) reply_spins = argv[4][0] == 's';
     if (rounds < 1 || rounds > 1000 || wakes < 1) {
-        fprintf(stderr, "usage: %s [rounds 1..1000] [wakes per phase]\n", argv[0]);
+        fprintf(stderr, "usage: %s [rounds 1..1000] [wakes per phase] [gap_us] [park|spin]\n",
+                argv[0]);
         return 2;
     }
     pin(0);

@@ -101,8 +101,13 @@ impl Machine {
             .truncate(false)
             .open(&path)
             .map_err(|e| {
+                let root_only = if e.kind() == std::io::ErrorKind::PermissionDenied {
+                    "machine-wide settings are root's: "
+                } else {
+                    ""
+                };
                 format!(
-                    "cannot keep the journal of changed settings {}: {e}",
+                    "{root_only}cannot keep the journal of changed settings {}: {e}",
                     path.display()
                 )
             })?;

@@ -341,15 +341,16 @@ fn echo_steps(a: u32, b: u32, client: u32, server: u32, f: &Fields) -> Vec<Step>
 }
 
 /// Why the woken CPU's points are missing, when every operation lacks the switch into the
-/// woken thread: the kernel records no tracepoint while a CPU runs its idle task on some
-/// machines (this KVM guest among them: neither perf nor ftrace sees a switch out of idle).
+/// woken thread: on some machines no tracepoint is recorded while a CPU runs its idle task (on
+/// this KVM guest, neither perf nor ftrace saw a switch out of idle on CPU 1, while CPU 0's
+/// were recorded).
 fn blind_note(p: &Parts, switched_in: &str) -> Option<String> {
     let seen = p.names.iter().any(|n| n.contains(switched_in));
     (p.matched > 0 && !seen).then(|| {
-        "no tracepoint fired while the woken CPU ran its idle task (no switch out of idle, no \
-         interrupt taken while idle was recorded on this kernel), so the interrupt's delivery, \
-         the idle exit and the switch are one part here, ending where the woken thread's \
-         system call returns; the idle-latency A/B separates the idle exit"
+        "no tracepoint was recorded while the woken CPU ran its idle task (no switch out of \
+         idle, no interrupt taken while idle), so the interrupt's delivery, the idle exit and \
+         the switch are one part here, ending where the woken thread's system call returns; \
+         the idle-latency A/B separates the idle exit"
             .to_string()
     })
 }
