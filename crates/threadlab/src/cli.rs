@@ -9,23 +9,27 @@ use clap::{Parser, Subcommand};
 
 /// Output that never panics: a closed stdout or stderr (`| head -1`, `| true`) is not an error
 /// of the run. What cannot be shown is dropped; the experiments, the results file and the exit
-/// status are as they would have been (see README, "Exit status").
+/// status are as they would have been (see README, "Exit status"). Everything printed passes
+/// `report::terminal::clean`: text from a results file never acts on the terminal.
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = write!(std::io::stdout(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = write!(std::io::stdout(), "{}", crate::report::terminal::clean(&text));
     }};
 }
 macro_rules! say_line {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = writeln!(std::io::stdout(), "{}", crate::report::terminal::clean(&text));
     }};
 }
 macro_rules! say_err {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", crate::report::terminal::clean(&text));
     }};
 }
 
@@ -167,13 +171,14 @@ pub struct DoctorArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
-    /// The design: thread_per_client, thread_per_request, fork_per_client, prefork, pool,
-    /// epoll, epoll_per_core, io_uring, tokio or go.
-    #[arg(long)]
+    /// The server design (the list is the lab's own: every design the server experiment
+    /// measures).
+    #[arg(long, value_parser = design_names())]
     pub design: String,
-    /// Where to listen.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
-    pub listen: std::net::SocketAddr,
+    /// Where to listen: HOST:PORT, a host name or an address (`[::]:7878` for every IPv6 and
+    /// IPv4 address).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:7878")]
+    pub listen: String,
     /// Answer STATS (CPU, memory, threads) to peers that are not on loopback.
     #[arg(long)]
     pub allow_remote_stats: bool,
@@ -294,6 +299,14 @@ fn one_line_clap_error(e: &clap::Error) -> String {
             msg = format!("{} {}", msg, more.join(", "));
         }
     }
+    // An invalid value of a closed list: say what the list is.
+    if let Some(values) = text.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix("[possible values: ")
+            .and_then(|v| v.strip_suffix(']'))
+    }) {
+        msg = format!("{msg}; choose from {values}");
+    }
     format!("threadlab: {msg}; see 'threadlab --help'")
 }
 
@@ -346,7 +359,10 @@ fn read_results(path: &Path) -> Result<RunResults> {
     }
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::Usage(format!("cannot read {what}: {e}; {fix}")))?;
-    results::parse_results(&text, &what)
+    // Everything read from a file is text to show, never a command to a terminal.
+    Ok(report::terminal::cleaned(&results::parse_results(
+        &text, &what,
+    )?))
 }
 
 /// Where a report goes by default: beside `results`, the same name ending in .html.
@@ -533,7 +549,13 @@ fn run(args: RunArgs) -> Result<i32> {
             && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty()),
         width: terminal_width(),
     };
-    say!("{}", table::render(&results, &style));
+    // Printed as is, not through `say!`: the table's colour codes are its own, and its text
+    // comes from a cleaned copy of the results.
+    {
+        use std::io::Write as _;
+        let text = table::render(&report::terminal::cleaned(&results), &style);
+        let _ = write!(std::io::stdout(), "{text}");
+    }
     saving.save(&results)?;
     say_err!("done in {:.1} s", started.elapsed().as_secs_f64());
 
@@ -714,16 +736,7 @@ fn with_remote_server(
     named: &[String],
     target: &str,
 ) -> Result<Vec<&'static dyn Experiment>> {
-    use std::net::ToSocketAddrs;
-    let addr = target
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| {
-            Error::Usage(format!(
-                "--target '{target}' is not an address; give HOST:PORT, e.g. 192.0.2.7:7878"
-            ))
-        })?;
+    let addr = resolve("--target", target, "192.0.2.7:7878")?;
     if !named.is_empty() && !chosen.iter().any(|e| e.info().name == "server") {
         return Err(Error::Usage(
             "--target applies to the server experiment: threadlab run server --target HOST:PORT"
@@ -743,6 +756,32 @@ fn with_remote_server(
         .collect())
 }
 
+/// The `--design` values, from the design registry (so the help and the errors cannot leave
+/// one out).
+fn design_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        crate::subjects::server::DESIGNS
+            .iter()
+            .map(|d| clap::builder::PossibleValue::new(d.name).help(d.summary)),
+    )
+}
+
+/// HOST:PORT (a name or an address) to the first address it resolves to, for `--listen` and
+/// `--target` alike.
+fn resolve(option: &str, value: &str, example: &str) -> Result<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs;
+    value
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "{option} '{value}' is not an address this machine can resolve; give HOST:PORT, \
+                 e.g. {example}"
+            ))
+        })
+}
+
 /// `threadlab serve`: one design on ADDR until SIGINT/SIGTERM, then its counters.
 fn serve(args: ServeArgs) -> Result<i32> {
     use crate::subjects::server;
@@ -754,9 +793,10 @@ fn serve(args: ServeArgs) -> Result<i32> {
             names.join(", ")
         ))
     })?;
+    let listen = resolve("--listen", &args.listen, "127.0.0.1:7878 or localhost:7878")?;
     let _nofile = experiments::server::NofileRaised::raise();
     let mut cfg = server::ServerConfig::loopback();
-    cfg.listen = args.listen;
+    cfg.listen = listen;
     cfg.allow_remote_stats = args.allow_remote_stats;
     cfg.stats_snapshots = true;
     let cancel = Cancel::install()?;
@@ -770,7 +810,7 @@ fn serve(args: ServeArgs) -> Result<i32> {
         }
         Err(e) => return Err(e),
     };
-    eprintln!(
+    say_err!(
         "threadlab serve: {} listening on {} ({}); Ctrl-C stops it",
         design.name,
         s.local_addr(),
@@ -781,10 +821,15 @@ fn serve(args: ServeArgs) -> Result<i32> {
     }
     let c = s.counts();
     drop(s);
-    eprintln!(
+    say_err!(
         "threadlab serve: stopped; {} requests served, {} refused busy, {} bad or late frames, \
          {} resets, {} accepted, {} times out of descriptors",
-        c.served, c.rejected, c.errors, c.resets, c.accepted, c.fd_exhausted
+        c.served,
+        c.rejected,
+        c.errors,
+        c.resets,
+        c.accepted,
+        c.fd_exhausted
     );
     Ok(0)
 }

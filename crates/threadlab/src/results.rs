@@ -7,13 +7,20 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::measure::env::Environment;
-use crate::measure::stats::{two_modes, ModeCluster, PhaseFilter, Summary, NOISY_IQR_FRACTION};
+use crate::measure::host::HostActivity;
+use crate::measure::stats::{two_modes, ModeCluster, Summary, TrialLog, NOISY_IQR_FRACTION};
 use crate::measure::units::{Direction, Unit};
 
 /// Bumped whenever a field is renamed or its meaning changes; adding a field does not bump it.
 /// 2: every metric keeps its samples (`values`), `cv` is computed from them, `direction`,
 /// `modes`, `ratio_of`, structured `tables`, re-measuring `attempts`, `repeat`.
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: `values` are trials (each the median of its batches, kept in `batches`), `trials` says
+/// what the sampler did (replacing `phase`), experiments record `host` (steal, run delay).
+pub const SCHEMA_VERSION: u32 = 3;
+
+/// The oldest schema this version still reads: a version-2 file's `values` are samples of one
+/// set of threads rather than trials, which `compare` takes into account.
+pub const OLDEST_READABLE_SCHEMA: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RunResults {
@@ -99,6 +106,10 @@ pub struct ExperimentResult {
     /// re-measuring budget was spent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift_note: Option<String>,
+    /// What the host took during the kept attempt: steal per CPU, the lab's run delay, trials
+    /// set aside. Absent from files written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostActivity>,
 }
 
 impl ExperimentResult {
@@ -231,9 +242,14 @@ pub struct Metric {
     /// per-round ratios (measure::significance::median_interval).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<[f64; 2]>,
-    /// What the sampler's phase filter did: samples taken, quiet, kept (see the note).
+    /// Each trial's batch figures in this metric's unit, in the order taken; `values[i]` is the
+    /// median of `batches[i]`. Empty for metrics that are not made of trials.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batches: Vec<Vec<f64>>,
+    /// What the sampler's trials did: taken, kept, set aside and why, why sampling stopped, the
+    /// precision reached, the CPU pair's distance per trial (see the note).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<PhaseFilter>,
+    pub trials: Option<TrialLog>,
     /// Why this figure should not be taken at face value, as stable snake_case names (the
     /// server experiment: `client_bound`, `listen_overflow`, `little_law_mismatch`,
     /// `saturated`, `errors`); empty when there is nothing to say.
@@ -330,8 +346,8 @@ impl Metric {
             placement: placement.to_string(),
             note: {
                 let mut n: String = note.into();
-                if let Some(f) = &s.phase {
-                    n.push_str(&f.note());
+                if let Some(t) = &s.trials {
+                    n.push_str(&t.note());
                 }
                 n
             },
@@ -341,7 +357,8 @@ impl Metric {
             modes,
             ratio_of: None,
             interval: None,
-            phase: s.phase,
+            batches: s.batches.clone(),
+            trials: s.trials.clone(),
             flags: Vec::new(),
             histograms: Vec::new(),
         }
@@ -376,7 +393,8 @@ impl Metric {
             modes: None,
             ratio_of: None,
             interval: None,
-            phase: None,
+            batches: Vec::new(),
+            trials: None,
             flags: Vec::new(),
             histograms: Vec::new(),
         }
@@ -423,26 +441,70 @@ pub fn parse_results(text: &str, what: &str) -> Result<RunResults> {
         ))
     })?;
     match value.get("schema_version").and_then(|v| v.as_u64()) {
-        Some(v) if v == u64::from(SCHEMA_VERSION) => {}
+        Some(v) if (u64::from(OLDEST_READABLE_SCHEMA)..=u64::from(SCHEMA_VERSION)).contains(&v) => {
+        }
         Some(v) => {
             return Err(Error::Usage(format!(
-                "{what} has results schema version {v}, this threadlab reads version \
-                 {SCHEMA_VERSION}; run the suite again with this version to compare or report \
-                 it (see docs/results-schema.md for what changed)"
+                "{what} has results schema version {v}, this threadlab reads versions \
+                 {OLDEST_READABLE_SCHEMA} to {SCHEMA_VERSION}; run the suite again with this \
+                 version to compare or report it (see docs/results-schema.md for what changed)"
             )))
         }
         None => {
+            let found = match value.get("schema_version") {
+                None => "no schema_version".to_string(),
+                Some(v) => format!("its schema_version is {}, not a whole number", kind_of(v)),
+            };
             return Err(Error::Usage(format!(
-                "{what} is not a threadlab results file (no schema_version); give the JSON that \
+                "{what} is not a threadlab results file ({found}); give the JSON that \
                  'threadlab run' wrote"
-            )))
+            )));
         }
     }
-    serde_json::from_value(value).map_err(|e| {
+    let results: RunResults = serde_json::from_value(value).map_err(|e| {
         Error::Usage(format!(
             "{what} is not a complete threadlab results file ({e}); was it edited or cut short?"
         ))
-    })
+    })?;
+    refuse_duplicates(&results, what)?;
+    Ok(results)
+}
+
+/// A JSON value's kind in words, for messages (never the value itself: it may be huge).
+fn kind_of(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// A run never writes an experiment twice, nor a metric id twice within one: a file that does
+/// was merged or edited by hand, and every reader would have to pick one of the two silently.
+fn refuse_duplicates(r: &RunResults, what: &str) -> Result<()> {
+    let fix = "keep one of them (a file that 'threadlab run' wrote never repeats one)";
+    let mut experiments = std::collections::HashSet::new();
+    for e in &r.experiments {
+        if !experiments.insert(e.name.as_str()) {
+            return Err(Error::Usage(format!(
+                "{what} holds experiment '{}' twice; {fix}",
+                e.name
+            )));
+        }
+        let mut ids = std::collections::HashSet::new();
+        for m in &e.metrics {
+            if !ids.insert(m.id.as_str()) {
+                return Err(Error::Usage(format!(
+                    "{what} holds metric '{}' twice in experiment '{}'; {fix}",
+                    m.id, e.name
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -483,6 +545,19 @@ mod tests {
         assert!((m.cv - crate::measure::stats::cv(&m.values)).abs() < 1e-12);
         assert_eq!(m.direction, Direction::LowerIsBetter);
         assert!(Metric::from_values("a", Unit::Us, &[], 1, "x", "n").is_none());
+    }
+
+    #[test]
+    fn a_schema_version_of_the_wrong_type_is_named_so() {
+        let e = parse_results(r#"{"schema_version": "two"}"#, "f.json");
+        match e {
+            Err(Error::Usage(m)) => assert!(m.contains("a string, not a whole number"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        match parse_results(r#"{"experiments": []}"#, "f.json") {
+            Err(Error::Usage(m)) => assert!(m.contains("no schema_version"), "{m}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::measure::drift::{
     clock_cost_ns, reference_loop_ns, reference_syscall_ns, reference_wide_ns,
 };
 use crate::measure::env::{self, Environment};
+use crate::measure::host::{steal_ms, steal_ticks, HostLog};
 use crate::report::warnings::env_warnings;
 use crate::results::{
     Attempt, ExperimentResult, Metric, RunResults, Status, Warning, SCHEMA_VERSION,
@@ -89,6 +90,7 @@ fn drift_pct(before: Reading, after: Reading) -> f64 {
 /// Runs the plan. Never panics: an experiment that panics is marked failed.
 pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults {
     let started_at = rfc3339_now();
+    let run_started = Instant::now();
     let mut environment: Environment = env::capture();
     environment.clock_read_cost_ns = Some(clock_cost_ns());
     environment.reference_loop_ns_start = Some(reference_loop_ns());
@@ -129,6 +131,7 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
     let experiments = runs.into_iter().map(merge_repeats).collect();
 
     environment.record_end();
+    environment.run_wall_s = Some(run_started.elapsed().as_secs_f64());
     if !cancel.is_cancelled() {
         environment.reference_loop_ns_end = Some(reference_loop_ns());
         environment.reference_wide_ns_end = Some(reference_wide_ns());
@@ -241,17 +244,21 @@ fn run_once(
     progress: &dyn Progress,
 ) -> ExperimentResult {
     let step = |what: &str| progress.step(what);
+    let host = HostLog::default();
     let ctx = Ctx {
         mode,
         cancel,
         progress: &step,
         env: environment,
+        host: &host,
     };
+    let steal_before = steal_ticks();
     let t = Instant::now();
     let mut out = Outcome::default();
     let outcome = catch_unwind(AssertUnwindSafe(|| exp.run(&ctx, &mut out)));
     let mut r = empty_result(exp);
     r.wall_s = t.elapsed().as_secs_f64();
+    r.host = Some(host.activity(steal_ms(&steal_before, &steal_ticks())));
     // What the experiment recorded before it ended is kept, whatever ended it.
     r.metrics = std::mem::take(&mut out.metrics);
     r.series = std::mem::take(&mut out.series);
@@ -303,6 +310,7 @@ fn empty_result(exp: &dyn Experiment) -> ExperimentResult {
         conclusion: None,
         attempts: Vec::new(),
         drift_note: None,
+        host: None,
     }
 }
 
@@ -414,8 +422,10 @@ fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: 
         note,
         values,
         modes,
-        // The medians of the runs are not samples the sampler filtered.
-        phase,
+        // Each run is one replication of the merged metric: its trial figures stand in for a
+        // trial's batches, so `values[i]` (run i's median) is the median of `batches[i]`.
+        batches: _,
+        trials,
         // Recomputed below from the runs' medians, where the runs stated one.
         interval: _,
         // Kept from the metric as the runs reported it.
@@ -427,7 +437,7 @@ fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: 
     } = fresh;
     let interval = m
         .interval
-        .and(crate::measure::significance::median_interval(&values, 0.95))
+        .and(crate::measure::significance::median_interval(&values))
         .map(|i| [i.lo, i.hi]);
     Metric {
         id,
@@ -446,7 +456,8 @@ fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: 
         note,
         values,
         modes,
-        phase,
+        batches: of_runs.iter().map(|x| x.values.clone()).collect(),
+        trials,
         historical: m.historical.clone(),
         direction: m.direction,
         ratio_of: m.ratio_of.clone(),
@@ -545,6 +556,7 @@ mod tests {
             conclusion: Some("c".into()),
             attempts: vec![],
             drift_note: None,
+            host: None,
         }
     }
 

@@ -88,6 +88,7 @@ fn fixture() -> RunResults {
             },
         ],
         drift_note: None,
+        host: None,
     };
     let skipped = ExperimentResult {
         name: "ordering".into(),
@@ -103,6 +104,7 @@ fn fixture() -> RunResults {
         conclusion: None,
         attempts: vec![],
         drift_note: None,
+        host: None,
     };
     RunResults {
         schema_version: SCHEMA_VERSION,

@@ -160,6 +160,8 @@ impl Experiment for Create {
 
     fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let cpu = home_cpu();
+        // Read before pinning: afterwards this thread's mask is the one CPU.
+        let all = ctx.env.allowed_cpus.clone();
         // Everything runs on one CPU, as on the study's uniprocessor: the creator is pinned and
         // new threads, children and the Go peer inherit the mask, so a create+join includes the
         // switch to the new thread and back.
@@ -184,6 +186,14 @@ impl Experiment for Create {
         let tokio_rt = tokio_rt::runtime()?;
         let map = SharedMap::new(4096)?;
         let program = trivial_program();
+        // The default placement: the creator allowed on every CPU this process may use, new
+        // threads and children inheriting that, as in a program that sets no affinity. The
+        // creator's own pin is lifted for each batch of these rows (outside the timed span).
+        let unpinned = (all.len() > 1).then_some(all.as_slice());
+        let default_placed = |run: &dyn Fn() -> Result<Duration>| -> Result<Duration> {
+            let _free = PinGuard::pin_set(unpinned.unwrap_or(&[cpu]))?;
+            run()
+        };
 
         // Every row below is read against the others (thread vs process vs green thread vs
         // task vs goroutine), so they are sampled interleaved, round by round.
@@ -196,6 +206,17 @@ impl Experiment for Create {
                 "pthread_create + pthread_join of a thread that returns at once, default attributes \
                  (glibc reuses cached stacks), creator and thread on one CPU; nothing subtracted",
                 create_join_batch,
+            )
+            .row(
+                "create.thread.unpinned",
+                Unit::Us,
+                Placement::Unpinned,
+                "pthread_create + pthread_join of a thread that returns at once, default \
+                 attributes, neither creator nor thread pinned: the kernel places the new thread \
+                 (on a VM often on the other, idle vCPU, whose wake-up from its idle state the \
+                 join then waits for), as a program that sets no affinity gets it; nothing \
+                 subtracted",
+                move |n| default_placed(&|| create_join_batch(n)),
             )
             .row(
                 "create.thread.std",
@@ -233,6 +254,16 @@ impl Experiment for Create {
                 fork_batch,
             )
             .row(
+                "create.process.fork.unpinned",
+                Unit::Us,
+                Placement::Unpinned,
+                format!(
+                    "fork + child _exit(0) at once + waitpid, neither parent nor child pinned: \
+                     the kernel places the child ({state})"
+                ),
+                move |n| default_placed(&|| fork_batch(n)),
+            )
+            .row(
                 "destroy.process",
                 Unit::Us,
                 placement,
@@ -259,6 +290,18 @@ impl Experiment for Create {
                     ),
                     |n| spawn_batch(prog, n),
                 );
+                group.row(
+                    "create.process.spawn.unpinned",
+                    Unit::Us,
+                    Placement::Unpinned,
+                    format!(
+                        "posix_spawn of {} + waitpid, nothing pinned: the kernel places the \
+                         child, as `hyperfine -N {}` runs it",
+                        prog.to_string_lossy(),
+                        prog.to_string_lossy()
+                    ),
+                    move |n| default_placed(&|| spawn_batch(prog, n)),
+                );
             }
             None => out.skip(
                 "create.process.spawn",
@@ -275,6 +318,15 @@ impl Experiment for Create {
                  thread's control block in a page on top of its stack, no heap allocation; timed \
                  inside block_on, nothing subtracted",
                 |n| Ok(green::spawn_join_batch(&green_rt, n)),
+            )
+            .row(
+                "create.green.unpinned",
+                Unit::Ns,
+                Placement::Unpinned,
+                "uthread::spawn + join as create.green, with the carrier (the calling OS thread) \
+                 not pinned: all green threads still run on that one carrier, so only the \
+                 kernel moving the carrier between CPUs can change the figure",
+                |n| default_placed(&|| Ok(green::spawn_join_batch(&green_rt, n))),
             )
             .row(
                 "create.tokio",
@@ -297,6 +349,13 @@ impl Experiment for Create {
             );
         }
         group
+            .ratio(
+                "create.thread.unpinned.vs_pinned",
+                "create.thread.unpinned",
+                "create.thread",
+                "what a thread create+join costs where the kernel places the new thread, over \
+                 the same with creator and thread pinned to one CPU: what pinning saves",
+            )
             .ratio(
                 "create.process.fork.vs_thread",
                 "create.process.fork",
@@ -364,7 +423,31 @@ impl Experiment for Create {
             historical: None,
         });
 
-        let thread = out.median("create.thread").unwrap_or(f64::NAN);
+        let pinned = out.median("create.thread").unwrap_or(f64::NAN);
+        // Advice rests on the default placement, what a program gets without pinning.
+        let (thread, placed) = match out.median("create.thread.unpinned") {
+            Some(u) => {
+                let r = out
+                    .median("create.thread.unpinned.vs_pinned")
+                    .unwrap_or(u / pinned);
+                let pin = if r > 1.1 {
+                    format!(
+                        "pinning the creator and its threads to one CPU would take it to \
+                         {pinned:.1} us ({r:.1}x less): the new thread starts on another CPU and \
+                         the join waits for wake-ups across CPUs"
+                    )
+                } else if r < 0.9 {
+                    format!(
+                        "pinning the creator and its threads to one CPU would make it dearer \
+                         ({pinned:.1} us)"
+                    )
+                } else {
+                    format!("pinned to one CPU it is about the same ({pinned:.1} us)")
+                };
+                (u, format!(" where the kernel places the new thread; {pin}"))
+            }
+            None => (pinned, " (creator and thread on one CPU)".to_string()),
+        };
         let fork = out.median("create.process.fork").unwrap_or(f64::NAN);
         let fork_ratio = out
             .median("create.process.fork.vs_thread")
@@ -376,7 +459,7 @@ impl Experiment for Create {
         ) {
             green = format!(
                 " A green thread (uthread, pooled stack) costs {g:.0} ns, {r:.0}x less than a \
-                 kernel thread"
+                 kernel thread on one CPU"
             );
             let peers: Vec<String> = [
                 ("create.green.vs_tokio", "a Tokio task"),
@@ -394,10 +477,10 @@ impl Experiment for Create {
             );
         }
         out.conclusion = Some(format!(
-            "A kernel thread costs {thread:.1} us to create and join here, a fork+exit+wait \
-             {fork:.0} us ({fork_ratio:.0}x a thread; the study saw ~171x). A thread per task is \
-             affordable when the task runs for well over {:.0} us; below that, reuse threads from a \
-             pool.{green}",
+            "A kernel thread costs {thread:.1} us to create and join here{placed}, a \
+             fork+exit+wait {fork:.0} us on one CPU ({fork_ratio:.0}x a thread there; the study \
+             saw ~171x). A thread per task is affordable when the task runs for well over {:.0} \
+             us; below that, reuse threads from a pool.{green}",
             thread * 10.0
         ));
         Ok(())

@@ -12,7 +12,9 @@ use std::time::Duration;
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::measure::env::Environment;
-use crate::measure::sampler::{InterleavedRow, Sampler, SamplerConfig};
+use crate::measure::host::HostLog;
+use crate::measure::placement::{cpus_of, is_unpinned};
+use crate::measure::sampler::{InterleavedRow, Precision, Sampler, SamplerConfig, Span};
 use crate::measure::stats::Summary;
 use crate::measure::units::Unit;
 use crate::results::{Metric, Series, SkippedMetric, Table};
@@ -57,23 +59,31 @@ impl Mode {
         match self {
             Mode::Tiny => SamplerConfig {
                 warmup: Duration::from_micros(200),
-                samples: 7,
                 min_batch: Duration::from_micros(100),
+                // Nine: the fewest whose complete separation (p = 4e-5) survives Holm's
+                // correction over a tiny run's metrics, which the compare tests rely on.
+                min_trials: 9,
+                max_trials: 9,
+                rounds: 1,
                 budget: Duration::from_millis(20),
                 // Tiny runs check structure; the filter would only lengthen them.
                 phase_filter: false,
             },
             Mode::Quick => SamplerConfig {
                 warmup: Duration::from_millis(20),
-                samples: 11,
                 min_batch: Duration::from_millis(2),
+                min_trials: 8,
+                max_trials: 12,
+                rounds: 3,
                 budget: Duration::from_millis(400),
                 phase_filter: true,
             },
             Mode::Full => SamplerConfig {
                 warmup: Duration::from_millis(100),
-                samples: 31,
                 min_batch: Duration::from_millis(5),
+                min_trials: 12,
+                max_trials: 40,
+                rounds: 5,
                 budget: Duration::from_secs(4),
                 phase_filter: true,
             },
@@ -99,6 +109,8 @@ pub struct Ctx<'a> {
     /// The machine as the runner captured it at the start of the run; experiments read it
     /// here rather than capturing again (which would re-probe and re-read /sys mid-run).
     pub env: &'a Environment,
+    /// What the sampler's trials saw of the host during this experiment.
+    pub host: &'a HostLog,
 }
 
 impl<'a> Ctx<'a> {
@@ -113,8 +125,18 @@ impl<'a> Ctx<'a> {
         )
     }
 
-    pub fn sampler(&self) -> Sampler<'a> {
+    /// A sampler for rows on `placement` (as metrics name it): the CPUs whose steal sets a trial
+    /// aside, and, for rows on two CPUs or placed by the kernel, the pair whose distance every
+    /// trial reads.
+    pub fn sampler_on(&self, placements: &[&str]) -> Sampler<'a> {
         Sampler::new(self.mode.sampler_config(), self.cancel)
+            .with_host_log(self.host)
+            .on(span_of(placements, &self.env.allowed_cpus))
+    }
+
+    /// A sampler for rows on every allowed CPU.
+    pub fn sampler(&self) -> Sampler<'a> {
+        self.sampler_on(&[])
     }
 
     pub fn step(&self, what: &str) -> Result<()> {
@@ -122,6 +144,29 @@ impl<'a> Ctx<'a> {
         (self.progress)(what);
         Ok(())
     }
+}
+
+/// The CPUs rows on these placements use, and the pair whose distance their trials read when
+/// any of them spans two CPUs or is placed by the kernel. No placement: every allowed CPU.
+/// `allowed` is the process's CPUs as the run found them (the calling thread may be pinned).
+pub fn span_of(placements: &[&str], allowed: &[usize]) -> Span {
+    if placements.is_empty() {
+        return Span {
+            cpus: allowed.to_vec(),
+            pair: None,
+        };
+    }
+    let mut cpus: Vec<usize> = placements
+        .iter()
+        .flat_map(|p| cpus_of(p, allowed))
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    let spans_two = placements
+        .iter()
+        .any(|p| is_unpinned(p) || cpus_of(p, allowed).len() > 1);
+    let pair = (spans_two && cpus.len() >= 2).then(|| (cpus[0], cpus[1]));
+    Span { cpus, pair }
 }
 
 /// What an experiment is, as data: `threadlab list` and the results file read it.
@@ -242,8 +287,9 @@ impl Outcome {
     }
 }
 
-/// Rows that are read against each other, measured interleaved (see `Sampler::interleaved`),
-/// and rows derived from them round by round (ratios, overhead subtracted).
+/// Rows that are read against each other, measured in the same trials, round by round (see
+/// `Sampler::interleaved`), and rows derived from them round by round (ratios, overhead
+/// subtracted).
 #[derive(Default)]
 pub struct Interleaved<'a> {
     rows: Vec<(RowSpec, InterleavedRow<'a>)>,
@@ -278,7 +324,8 @@ impl<'a> Interleaved<'a> {
         Interleaved::default()
     }
 
-    /// A row sampled with calibrated batches.
+    /// A row sampled with calibrated batches of `batch`, which serves every trial (it makes
+    /// whatever it measures itself, or measures something that lives outside the group).
     pub fn row(
         &mut self,
         id: &str,
@@ -297,23 +344,26 @@ impl<'a> Interleaved<'a> {
         )
     }
 
-    /// A row with a fixed batch size (slow or stateful operations).
-    pub fn row_fixed(
+    /// A row whose subject (threads, locks, objects, placement) `make` creates fresh for every
+    /// trial, returning its batch; dropping the batch ends the subject.
+    pub fn row_fresh<B>(
         &mut self,
         id: &str,
         unit: Unit,
         placement: impl ToString,
         note: impl Into<String>,
-        iters: u64,
-        batch: impl FnMut(u64) -> Result<Duration> + 'a,
-    ) -> &mut Self {
+        make: impl FnMut() -> Result<B> + 'a,
+    ) -> &mut Self
+    where
+        B: FnMut(u64) -> Result<Duration> + 'a,
+    {
         self.push(
             id,
             unit,
             placement.to_string(),
             note.into(),
             false,
-            InterleavedRow::fixed(iters, batch),
+            InterleavedRow::fresh(make),
         )
     }
 
@@ -334,6 +384,25 @@ impl<'a> Interleaved<'a> {
         )
     }
 
+    /// The precision the last row added must reach before sampling may stop (default
+    /// `Precision::Kernel`; rows on two CPUs or placed by the kernel default to
+    /// `Precision::Race`).
+    pub fn precision(&mut self, p: Precision) -> &mut Self {
+        if let Some((_, row)) = self.rows.last_mut() {
+            row.precision = p;
+        }
+        self
+    }
+
+    /// The last row added runs this many operations per batch instead of a calibrated number
+    /// (slow or stateful operations).
+    pub fn fixed_batch(&mut self, iters: u64) -> &mut Self {
+        if let Some((_, row)) = self.rows.last_mut() {
+            row.fixed_iters = Some(iters.max(1));
+        }
+        self
+    }
+
     fn push(
         &mut self,
         id: &str,
@@ -341,8 +410,14 @@ impl<'a> Interleaved<'a> {
         placement: String,
         note: String,
         hidden: bool,
-        row: InterleavedRow<'a>,
+        mut row: InterleavedRow<'a>,
     ) -> &mut Self {
+        let spans_two = placement
+            .split_once('(')
+            .is_some_and(|(_, list)| list.contains(',') || list.contains('-'));
+        if is_unpinned(&placement) || spans_two {
+            row.precision = Precision::Race;
+        }
         self.rows.push((
             RowSpec {
                 id: id.to_string(),
@@ -381,7 +456,8 @@ impl<'a> Interleaved<'a> {
     }
 
     /// A ratio row: `numerator` / `denominator` (both time rows of this group), one value per
-    /// round, so each value compares two batches taken seconds apart at most.
+    /// round, so each value compares two batches taken seconds apart at most; a trial's value
+    /// is the median of its rounds' ratios.
     pub fn ratio(
         &mut self,
         id: &str,
@@ -415,22 +491,25 @@ impl<'a> Interleaved<'a> {
             .map(|r| r.0.id.as_str())
             .collect();
         ctx.step(&format!("{} (interleaved)", names.join(", ")))?;
+        let placements: Vec<String> = self
+            .rows
+            .iter()
+            .map(|r| r.0.placement.clone())
+            .chain(self.derived.iter().filter_map(|d| d.placement.clone()))
+            .filter(|p| !p.is_empty())
+            .collect();
         let (specs, mut rows): (Vec<RowSpec>, Vec<InterleavedRow<'a>>) =
             self.rows.into_iter().unzip();
-        let sampler = ctx.sampler();
+        let refs: Vec<&str> = placements.iter().map(|p| p.as_str()).collect();
+        let sampler = ctx.sampler_on(&refs);
         let results = sampler.interleaved(&mut rows)?;
         drop(rows);
-        let rounds_note = results
-            .iter()
-            .find_map(|r| r.as_ref().ok().and_then(|s| s.phase))
-            .map(|f| f.note())
-            .unwrap_or_default();
         let mut measured: Vec<(String, Summary)> = Vec::new();
         for (spec, r) in specs.into_iter().zip(results) {
             match r {
                 Ok(s) => {
                     if !spec.hidden {
-                        // The phase filter's note comes with the summary.
+                        // The trial log's note comes with the summary.
                         out.add_ns(&spec.id, spec.unit, &s, spec.placement, spec.note)?;
                     }
                     measured.push((spec.id, s));
@@ -439,31 +518,43 @@ impl<'a> Interleaved<'a> {
             }
         }
         for d in self.derived {
-            let inputs: Option<Vec<&Summary>> = d
-                .inputs
-                .iter()
-                .map(|id| measured.iter().find(|(i, _)| i == id).map(|(_, s)| s))
-                .collect();
-            let Some(inputs) = inputs else {
-                let missing: Vec<&str> = d
-                    .inputs
-                    .iter()
-                    .filter(|id| !measured.iter().any(|(i, _)| i == *id))
-                    .map(|s| s.as_str())
-                    .collect();
-                out.skip(
-                    &d.id,
-                    format!(
-                        "{} was not measured here (see its reason)",
-                        missing.join(" and ")
-                    ),
-                );
-                continue;
-            };
-            let rounds = inputs.iter().map(|s| s.values.len()).min().unwrap_or(0);
-            let per_round: Vec<f64> = (0..rounds)
-                .map(|i| {
-                    let v: Vec<f64> = inputs.iter().map(|s| s.values[i]).collect();
+            derive(d, &measured, out)?;
+        }
+        Ok(Measured(measured))
+    }
+}
+
+/// Records one derived row: per trial and round, `d.f` over the inputs' figures of that round;
+/// a trial's figure is the median of its rounds.
+fn derive(d: DerivedSpec, measured: &[(String, Summary)], out: &mut Outcome) -> Result<()> {
+    let inputs: Option<Vec<&Summary>> = d
+        .inputs
+        .iter()
+        .map(|id| measured.iter().find(|(i, _)| i == id).map(|(_, s)| s))
+        .collect();
+    let Some(inputs) = inputs else {
+        let missing: Vec<&str> = d
+            .inputs
+            .iter()
+            .filter(|id| !measured.iter().any(|(i, _)| i == *id))
+            .map(|s| s.as_str())
+            .collect();
+        out.skip(
+            &d.id,
+            format!(
+                "{} was not measured here (see its reason)",
+                missing.join(" and ")
+            ),
+        );
+        return Ok(());
+    };
+    let trials = inputs.iter().map(|s| s.batches.len()).min().unwrap_or(0);
+    let per_trial: Vec<Vec<f64>> = (0..trials)
+        .map(|t| {
+            let rounds = inputs.iter().map(|s| s.batches[t].len()).min().unwrap_or(0);
+            (0..rounds)
+                .map(|r| {
+                    let v: Vec<f64> = inputs.iter().map(|s| s.batches[t][r]).collect();
                     let x = (d.f)(&v);
                     if d.unit.is_time() {
                         d.unit.from_ns(x)
@@ -471,30 +562,31 @@ impl<'a> Interleaved<'a> {
                         x
                     }
                 })
-                .collect();
-            let placement = d.placement.unwrap_or_else(|| {
-                out.metric(&d.inputs[0])
-                    .map(|m| m.placement.clone())
-                    .unwrap_or_default()
-            });
-            let batch = inputs[0].batch;
-            let m = Metric::from_values(
-                &d.id,
-                d.unit,
-                &per_round,
-                batch,
-                placement,
-                format!("{}{rounds_note}", d.note),
-            )
-            .ok_or_else(|| Error::Fail(format!("{}: no finite values", d.id)))?;
-            let m = out.add(m);
-            if d.ratio {
-                m.ratio_of = Some([d.inputs[0].clone(), d.inputs[1].clone()]);
-                m.batch = 1;
-            }
-        }
-        Ok(Measured(measured))
+                .collect()
+        })
+        .collect();
+    let placement = d.placement.unwrap_or_else(|| {
+        out.metric(&d.inputs[0])
+            .map(|m| m.placement.clone())
+            .unwrap_or_default()
+    });
+    let mut log = inputs[0].trials.clone();
+    if let Some(l) = log.as_mut() {
+        // The derived row's own precision, over its own trial figures.
+        let values: Vec<f64> = per_trial
+            .iter()
+            .map(|b| crate::measure::stats::median(b))
+            .collect();
+        l.ci_pct = crate::measure::stats::median_ci_pct(&values);
     }
+    let s = Summary::from_trials(per_trial, inputs[0].batch, log)
+        .ok_or_else(|| Error::Fail(format!("{}: no finite values", d.id)))?;
+    let m = out.add(Metric::from_summary(&d.id, d.unit, &s, placement, d.note));
+    if d.ratio {
+        m.ratio_of = Some([d.inputs[0].clone(), d.inputs[1].clone()]);
+        m.batch = 1;
+    }
+    Ok(())
 }
 
 /// Every row an interleaved group measured (inputs included), per-op ns, by id.

@@ -84,12 +84,13 @@ enum Party {
     Process,
 }
 
-/// Time for `n` hand-offs between this thread (on `cpus.0`) and a partner (on `cpus.1`), and
-/// the total number of waits both sides made.
+/// Time for `n` hand-offs between this thread (wherever its mask puts it) and a partner pinned
+/// to `partner_cpu` (None: the partner inherits this thread's mask, and the kernel places
+/// both), and the total number of waits both sides made.
 fn handoff_batch(
     party: Party,
     wait: Wait,
-    cpus: (usize, usize),
+    partner_cpu: Option<usize>,
     n: u64,
 ) -> Result<(Duration, u64)> {
     let end = u32::try_from(n).map_err(|_| Error::Fail("batch too large".into()))?;
@@ -100,7 +101,9 @@ fn handoff_batch(
             let partner_waits = AtomicU64::new(0);
             std::thread::scope(|s| {
                 let partner = spawn_scoped(s, "the partner thread", || -> Result<()> {
-                    pin_current_thread(cpus.1)?;
+                    if let Some(cpu) = partner_cpu {
+                        pin_current_thread(cpu)?;
+                    }
                     ready.store(1, Ordering::Release);
                     let w = play(1, &turn, end, wait)
                         .ok_or_else(|| Error::Fail("the measuring thread stopped".into()))?;
@@ -131,7 +134,7 @@ fn handoff_batch(
             let (turn, ready, partner_waits) = (map.word32(0), map.word32(1), map.word(2));
             // SAFETY: the child runs `play` (atomics, sched_yield, futex) and atomic stores only.
             let child = unsafe {
-                fork_child(Some(cpus.1), || {
+                fork_child(partner_cpu, || {
                     ready.store(1, Ordering::Release);
                     if let Some(w) = play(1, turn, end, wait) {
                         partner_waits.store(w, Ordering::Release);
@@ -327,6 +330,63 @@ fn handoff_note(row: &Row, cross: bool, waits: f64) -> String {
     }
 }
 
+fn unpinned_note(row: &Row, waits: f64) -> String {
+    let who = match row.party {
+        Party::Thread => "two threads of one process",
+        Party::Process => "two processes (fork; turn word in a MAP_SHARED page)",
+    };
+    let how = match row.wait {
+        Wait::Yield => "polling with sched_yield",
+        Wait::Futex { .. } => "by FUTEX_WAKE then FUTEX_WAIT (per hand-off = round trip / 2)",
+    };
+    format!(
+        "{who}, neither pinned, pass a turn {how}: the kernel places them (on one CPU this is a \
+         switch, on two a cross-CPU wake-up), as it does for a program that sets no affinity; \
+         {waits:.2} waits per hand-off"
+    )
+}
+
+/// What the default placement does to a futex hand-off between two threads, against pinning
+/// both to one CPU, from this run's figures.
+fn placement_advice(out: &Outcome) -> String {
+    let (Some(free), Some(pinned)) = (
+        out.median("switch.thread.futex.unpinned"),
+        out.median("switch.thread.futex"),
+    ) else {
+        return String::new();
+    };
+    let ratio = out
+        .median("switch.thread.futex.unpinned.vs_pinned")
+        .unwrap_or(free / pinned);
+    if ratio < 0.9 {
+        format!(
+            " Two threads handing off by futex where the kernel places them take {free:.0} ns \
+             per hand-off here against {pinned:.0} ns pinned to one CPU: on two CPUs the partner \
+             is often still running when the turn arrives, so no switch happens; pinning \
+             partners to one CPU would make each hand-off {:.1}x dearer.",
+            1.0 / ratio
+        )
+    } else if ratio > 1.1 {
+        format!(
+            " Two threads handing off by futex where the kernel places them take {free:.0} ns \
+             per hand-off here against {pinned:.0} ns pinned to one CPU: each hand-off wakes a \
+             thread on another CPU; pinning partners that talk often to one CPU cuts it \
+             {ratio:.1}x."
+        )
+    } else {
+        format!(
+            " Two threads handing off by futex cost about the same where the kernel places them \
+             ({free:.0} ns) as pinned to one CPU ({pinned:.0} ns): pinning would not change it \
+             here."
+        )
+    }
+}
+
+/// The trial log's clause of a metric's note, for notes written after measuring.
+fn trial_note(m: &crate::results::Metric) -> String {
+    m.trials.as_ref().map(|t| t.note()).unwrap_or_default()
+}
+
 /// Waits and hand-offs counted across a row's batches, for its note.
 #[derive(Default)]
 struct WaitCount {
@@ -348,6 +408,7 @@ impl Experiment for Switch {
     fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let home = home_cpu();
         let pair = cpu_pair();
+        let unpinned = ctx.env.allowed_cpus.clone();
         let mut placements = vec![(String::new(), (home, home))];
         if let Some(p) = pair {
             placements.push((".cross_cpu".to_string(), p));
@@ -363,6 +424,8 @@ impl Experiment for Switch {
             // The measuring side stays on cpus.0 for the whole group; partners pin themselves.
             let _pin = PinGuard::pin(cpus.0)?;
             let counts: Vec<WaitCount> = ROWS.iter().map(|_| WaitCount::default()).collect();
+            let counts_unpinned: Vec<WaitCount> =
+                ROWS.iter().map(|_| WaitCount::default()).collect();
             let overhead_pipe = Pipe::new()?;
             let green_rt = uthread::Runtime::new();
             let tokio_rt = tokio_rt::runtime()?;
@@ -386,7 +449,7 @@ impl Experiment for Switch {
                     // A game needs at least two hand-offs; scale back to the n the sampler
                     // divides by.
                     let run = n.max(2);
-                    let (took, w) = handoff_batch(row.party, row.wait, *cpus, run)?;
+                    let (took, w) = handoff_batch(row.party, row.wait, Some(cpus.1), run)?;
                     count.waits.set(count.waits.get() + w);
                     count.handoffs.set(count.handoffs.get() + run);
                     Ok(took.mul_f64(n as f64 / run as f64))
@@ -422,6 +485,38 @@ impl Experiment for Switch {
                     let run = n.max(2);
                     Ok(pipe_batch(None, run)?.mul_f64(n as f64 / run as f64))
                 });
+            }
+            if !cross && unpinned.len() > 1 {
+                // What a program that sets no affinity gets: both parties placed by the kernel
+                // (this thread's pin is lifted for each batch, outside the timed span).
+                for (row, count) in ROWS.iter().zip(&counts_unpinned) {
+                    if row.id == "switch.process.yield" {
+                        continue;
+                    }
+                    let id = format!("{}.unpinned", row.id);
+                    let all = &unpinned;
+                    group.row(
+                        &id,
+                        Unit::Ns,
+                        Placement::Unpinned,
+                        String::new(),
+                        move |n| {
+                            let _free = PinGuard::pin_set(all)?;
+                            let run = n.max(2);
+                            let (took, w) = handoff_batch(row.party, row.wait, None, run)?;
+                            count.waits.set(count.waits.get() + w);
+                            count.handoffs.set(count.handoffs.get() + run);
+                            Ok(took.mul_f64(n as f64 / run as f64))
+                        },
+                    );
+                }
+                group.ratio(
+                    "switch.thread.futex.unpinned.vs_pinned",
+                    "switch.thread.futex.unpinned",
+                    "switch.thread.futex",
+                    "a futex hand-off between two threads the kernel places, over the same pinned \
+                     to one CPU: what pinning partners that talk often to one CPU changes",
+                );
             }
             if !cross {
                 group
@@ -487,7 +582,21 @@ impl Experiment for Switch {
             for (row, count) in ROWS.iter().zip(&counts) {
                 let id = format!("{}{suffix}", row.id);
                 if let Some(m) = out.metric_mut(&id) {
-                    m.note = handoff_note(row, cross, count.per_handoff());
+                    m.note = format!(
+                        "{}{}",
+                        handoff_note(row, cross, count.per_handoff()),
+                        trial_note(m)
+                    );
+                }
+            }
+            for (row, count) in ROWS.iter().zip(&counts_unpinned) {
+                let id = format!("{}.unpinned", row.id);
+                if let Some(m) = out.metric_mut(&id) {
+                    m.note = format!(
+                        "{}{}",
+                        unpinned_note(row, count.per_handoff()),
+                        trial_note(m)
+                    );
                 }
             }
             let overhead = measured.median_ns(&pipe_overhead).unwrap_or(f64::NAN);
@@ -499,8 +608,12 @@ impl Experiment for Switch {
                      switch.process.pipe.cross_cpu pins one process per CPU, so every hand-off \
                      is a cross-CPU wake-up, while here the scheduler may put both on one CPU \
                      (a same-CPU switch) or move them between hand-offs; per switch = round trip \
-                     / 2 minus one in-process pipe write+read, subtracted round by round",
-                    cpus.0, cpus.1, cpus.0, cpus.1
+                     / 2 minus one in-process pipe write+read, subtracted round by round{}",
+                    cpus.0,
+                    cpus.1,
+                    cpus.0,
+                    cpus.1,
+                    trial_note(m)
                 );
             }
             if let Some(m) = out.metric_mut(&pipe_id) {
@@ -510,12 +623,13 @@ impl Experiment for Switch {
                      write+read measured in the same round and subtracted round by round (median \
                      {overhead:.0} ns); to compare with `perf bench sched pipe` (pinned with \
                      taskset for the same placement), whose usecs/op is a whole round trip with \
-                     the pipe work: 2 x (this + {overhead:.0} ns){}",
+                     the pipe work: 2 x (this + {overhead:.0} ns){}{}",
                     if cross {
                         "; on different CPUs no switch happens: this is the cross-CPU hand-off"
                     } else {
                         ""
-                    }
+                    },
+                    trial_note(m)
                 );
             }
         }
@@ -543,10 +657,9 @@ impl Experiment for Switch {
             out.conclusion = Some(format!(
                 "A kernel switch costs {t:.0} ns between threads and {p:.0} ns between processes \
                  ({:.2}x, taken round by round) on one CPU: the gap the 1999 study saw (17.9 vs \
-                 21.6 us) is now mostly the TLB and cache refill of a different address space. \
-                 Hand-offs across CPUs are wake-up latencies, not switches: keep partners that \
-                 talk often on one CPU.{}",
+                 21.6 us) is now mostly the TLB and cache refill of a different address space.{}{}",
                 out.median("switch.process.vs_thread").unwrap_or(p / t),
+                placement_advice(out),
                 match (
                     out.median("switch.green.yield"),
                     out.median("switch.green.vs_thread")

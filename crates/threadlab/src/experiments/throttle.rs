@@ -14,7 +14,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
 use crate::measure::placement::{allowed_cpus, physical_cores, Placement};
-use crate::measure::significance::mann_whitney_p;
+use crate::measure::significance::bootstrap_ratio_ci;
 use crate::measure::spawn::spawn_scoped;
 use crate::measure::stats::median;
 use crate::measure::units::{Direction, Unit};
@@ -29,12 +29,18 @@ pub const WORKERS: u64 = 64;
 /// N = this value stands for "unthrottled" in series (as in the study's curve: 65).
 pub const UNTHROTTLED_X: usize = 65;
 
-/// Two N whose medians differ by less than this fraction are the same for a pool size: a
-/// difference this small is not worth a thread.
-pub const PRACTICAL_MARGIN: f64 = 0.03;
+/// The plateau's margin: an N whose time is within this fraction of the fastest N's is on the
+/// plateau (a difference this small is not worth a thread).
+pub const PLATEAU_MARGIN: f64 = 0.05;
 
-/// Significance level of the test that tells an N from the fastest one.
-pub const ALPHA: f64 = 0.05;
+/// Bootstrap resamples of the ratio of medians behind each N's interval (fixed seed: the same
+/// runs always give the same interval).
+const RESAMPLES: usize = 4_000;
+
+/// Extra runs per close N, and how many times they may be added, before a close call is
+/// settled by its median.
+const EXTRA_REPS: usize = 4;
+const EXTRA_ROUNDS: usize = 2;
 
 /// 1 + 2 + ... + n, the closed form the workers' total is checked against.
 pub fn closed_form_sum(n: u64) -> u64 {
@@ -55,33 +61,78 @@ pub fn sum_slice(lo: u64, hi: u64) -> u64 {
     acc
 }
 
-/// The rule that picks the best N from repeated runs: `fastest` is the N with the lowest median
-/// time; an N reaches it unless its times are slower with significance (two-sided Mann-Whitney
-/// U, p < `ALPHA`) *and* its median is more than `PRACTICAL_MARGIN` above the fastest's. The
-/// answer is the smallest N that reaches it. Noise alone rarely passes both tests, so repeated
-/// runs give the same N; a real penalty (N = 1 on two cores, or an N that loses to bad
-/// placement) passes both.
-pub fn best_concurrency(points: &[(usize, Vec<f64>)]) -> Option<Best> {
-    let medians: Vec<(usize, f64)> = points.iter().map(|(n, v)| (*n, median(v))).collect();
+/// Where an N stands against the fastest N.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// The 95% interval of time(N) / time(fastest) lies wholly within 1 + `PLATEAU_MARGIN`.
+    Plateau,
+    /// The interval lies wholly above 1 + `PLATEAU_MARGIN`.
+    Slower,
+    /// The interval straddles the margin: more runs decide, or else the median ratio does.
+    Close,
+}
+
+/// One N's verdict: its median time over the fastest N's, the 95% bootstrap interval of that
+/// ratio, and where that puts it.
+#[derive(Debug, Clone, Copy)]
+pub struct Verdict {
+    pub n: usize,
+    pub ratio: f64,
+    pub ci: (f64, f64),
+    pub standing: Standing,
+}
+
+/// The rule that picks the best N from repeated runs: the start of the plateau. `fastest` is
+/// the N with the lowest median time; every N gets the 95% percentile-bootstrap interval of
+/// median(N) / median(fastest) (fixed seed). An N is on the plateau when that interval lies
+/// wholly below 1 + `PLATEAU_MARGIN` (an equivalence test with a stated margin), slower when it
+/// lies wholly above, close otherwise. The answer is the smallest N on the plateau. A close N
+/// below it gets more runs (`close_calls`); with `settle`, a close N still undecided counts as
+/// on the plateau when its median ratio is within the margin. Noise moves an N's interval, not
+/// which side of a 5% margin a 10% penalty or a 1% difference lies on, so the answer does not
+/// wander along the plateau from run to run.
+pub fn best_concurrency(points: &[(usize, Vec<f64>)], settle: bool) -> Option<Best> {
+    let medians: Vec<f64> = points.iter().map(|(_, v)| median(v)).collect();
     let (fi, _) = medians
         .iter()
         .enumerate()
-        .filter(|(_, m)| m.1.is_finite())
-        .min_by(|a, b| a.1 .1.total_cmp(&b.1 .1))?;
+        .filter(|(_, m)| m.is_finite() && **m > 0.0)
+        .min_by(|a, b| a.1.total_cmp(b.1))?;
     let fastest = &points[fi];
-    let fastest_median = medians[fi].1;
     let mut order: Vec<usize> = (0..points.len()).collect();
     order.sort_by_key(|&i| points[i].0);
-    let verdicts: Vec<(usize, f64, f64, bool)> = order
+    let band = 1.0 + PLATEAU_MARGIN;
+    let verdicts: Vec<Verdict> = order
         .iter()
         .map(|&i| {
-            let p = mann_whitney_p(&points[i].1, &fastest.1);
-            let excess = medians[i].1 / fastest_median - 1.0;
-            let reaches = i == fi || !(p < ALPHA && excess > PRACTICAL_MARGIN);
-            (points[i].0, p, excess, reaches)
+            let ratio = medians[i] / medians[fi];
+            let ci = if i == fi {
+                (1.0, 1.0)
+            } else {
+                bootstrap_ratio_ci(&fastest.1, &points[i].1, RESAMPLES).unwrap_or((ratio, ratio))
+            };
+            let standing = if i == fi || ci.1 <= band {
+                Standing::Plateau
+            } else if ci.0 > band {
+                Standing::Slower
+            } else if settle {
+                if ratio <= band {
+                    Standing::Plateau
+                } else {
+                    Standing::Slower
+                }
+            } else {
+                Standing::Close
+            };
+            Verdict {
+                n: points[i].0,
+                ratio,
+                ci,
+                standing,
+            }
         })
         .collect();
-    let n = verdicts.iter().find(|v| v.3)?.0;
+    let n = verdicts.iter().find(|v| v.standing == Standing::Plateau)?.n;
     Some(Best {
         n,
         fastest_n: fastest.0,
@@ -89,33 +140,44 @@ pub fn best_concurrency(points: &[(usize, Vec<f64>)]) -> Option<Best> {
     })
 }
 
-/// What `best_concurrency` found: the answer, the fastest N, and per N (ascending) the p-value
-/// against the fastest, the excess of its median over the fastest's, and whether it reaches it.
+/// What `best_concurrency` found: the answer, the fastest N, and every N's verdict (ascending).
 #[derive(Debug)]
 pub struct Best {
     pub n: usize,
     pub fastest_n: usize,
-    pub verdicts: Vec<(usize, f64, f64, bool)>,
+    pub verdicts: Vec<Verdict>,
 }
 
 impl Best {
-    fn verdict(&self, n: usize) -> Option<&(usize, f64, f64, bool)> {
-        self.verdicts.iter().find(|v| v.0 == n)
+    fn verdict(&self, n: usize) -> Option<&Verdict> {
+        self.verdicts.iter().find(|v| v.n == n)
+    }
+
+    /// The close N below the answer: the ones whose extra runs could change it.
+    pub fn close_calls(&self) -> Vec<usize> {
+        self.verdicts
+            .iter()
+            .filter(|v| v.n < self.n && v.standing == Standing::Close)
+            .map(|v| v.n)
+            .collect()
     }
 }
 
 /// The rule in words, for notes and the conclusion.
 pub fn rule_text() -> String {
     format!(
-        "the smallest N that cannot be told apart from the fastest N: an N is slower only if a \
-         two-sided Mann-Whitney U test on the repeated runs gives p < {ALPHA} and its median \
-         time is more than {:.0}% above the fastest's",
-        PRACTICAL_MARGIN * 100.0
+        "the start of the plateau: the smallest N whose median time is within {:.0}% of the \
+         fastest N's with 95% confidence (a bootstrap interval of the ratio of medians wholly \
+         below {:.2}); an N whose interval straddles the margin is run {EXTRA_REPS} more times \
+         (at most {EXTRA_ROUNDS} times), then decided by its median",
+        PLATEAU_MARGIN * 100.0,
+        1.0 + PLATEAU_MARGIN
     )
 }
 
-/// Pool size to recommend for CPU-bound work: physical cores among the CPUs we may use, capped
-/// by a cgroup CPU quota.
+/// A pool size from the topology alone: physical cores among the CPUs we may use, capped by a
+/// cgroup CPU quota (the server experiment sizes its pool design with it, before any throttle
+/// run could say more).
 pub fn recommended_pool(physical_allowed: usize, cgroup_cpus: Option<f64>) -> usize {
     let cap = cgroup_cpus.map_or(usize::MAX, |c| (c.floor() as usize).max(1));
     physical_allowed.min(cap).max(1)
@@ -306,57 +368,106 @@ fn label(limit: Option<usize>) -> String {
     limit.map_or("unthrottled".to_string(), |n| n.to_string())
 }
 
-/// Per N: every run's time, and the median switch counts and per-CPU idle share.
+/// Per N: every run.
 struct PerN {
     n: usize,
-    seconds: Vec<f64>,
-    voluntary: f64,
-    involuntary: f64,
-    idle_pct: Vec<f64>,
+    runs: Vec<RunResult>,
 }
 
-/// Runs every N `reps` times, checking every total. The reps are the outer loop, so a burst of
-/// load from other jobs hits one run of every N, not every run of a few N.
-fn sweep(
-    ctx: &Ctx,
-    what: &str,
-    limits: &[Option<usize>],
-    reps: usize,
-    per_worker: u64,
-    cpus: &[usize],
-    run: &dyn Fn(Option<usize>) -> Result<RunResult>,
-) -> Result<Vec<PerN>> {
-    let expect = closed_form_sum(WORKERS * per_worker);
-    let mut runs: Vec<Vec<RunResult>> = limits.iter().map(|_| Vec::new()).collect();
-    for rep in 0..reps {
-        ctx.step(&format!("throttle.{what} rep {}/{reps}", rep + 1))?;
-        for (i, &limit) in limits.iter().enumerate() {
-            ctx.cancel.check()?;
-            let (mut r, idle) = with_idle(cpus, || run(limit))?;
-            if r.total != expect {
-                return Err(Error::Fail(format!(
-                    "{what} N={}: total {} differs from the closed form {expect}",
-                    label(limit),
-                    r.total
-                )));
-            }
-            r.idle_pct = idle;
-            runs[i].push(r);
-        }
+impl PerN {
+    fn seconds(&self) -> Vec<f64> {
+        self.runs.iter().map(|r| r.seconds).collect()
     }
-    Ok(limits
-        .iter()
-        .zip(runs)
-        .map(|(&limit, rs)| PerN {
-            n: x_of(limit),
-            seconds: rs.iter().map(|r| r.seconds).collect(),
-            voluntary: median(&rs.iter().map(|r| r.voluntary as f64).collect::<Vec<_>>()),
-            involuntary: median(&rs.iter().map(|r| r.involuntary as f64).collect::<Vec<_>>()),
-            idle_pct: (0..cpus.len())
-                .map(|c| median(&rs.iter().map(|r| r.idle_pct[c]).collect::<Vec<_>>()))
-                .collect(),
-        })
-        .collect())
+    fn median_of(&self, f: impl Fn(&RunResult) -> f64) -> f64 {
+        median(&self.runs.iter().map(f).collect::<Vec<_>>())
+    }
+    fn voluntary(&self) -> f64 {
+        self.median_of(|r| r.voluntary as f64)
+    }
+    fn involuntary(&self) -> f64 {
+        self.median_of(|r| r.involuntary as f64)
+    }
+    /// The median idle share of the idlest CPU.
+    fn idlest_pct(&self) -> f64 {
+        let cpus = self.runs.first().map_or(0, |r| r.idle_pct.len());
+        (0..cpus)
+            .map(|c| self.median_of(|r| r.idle_pct[c]))
+            .fold(0.0, f64::max)
+    }
+}
+
+/// One runner's sweeps over N: the kernel threads' or uthread's.
+struct Sweeper<'a> {
+    ctx: &'a Ctx<'a>,
+    what: &'a str,
+    per_worker: u64,
+    cpus: &'a [usize],
+    run: &'a dyn Fn(Option<usize>) -> Result<RunResult>,
+}
+
+impl Sweeper<'_> {
+    /// Runs every N `reps` times, checking every total, appending to `rows` (one per N, created
+    /// when missing). The reps are the outer loop, so a burst of load from other jobs hits one
+    /// run of every N, not every run of a few N.
+    fn sweep(&self, limits: &[Option<usize>], reps: usize, rows: &mut Vec<PerN>) -> Result<()> {
+        let expect = closed_form_sum(WORKERS * self.per_worker);
+        for &limit in limits {
+            if !rows.iter().any(|r| r.n == x_of(limit)) {
+                rows.push(PerN {
+                    n: x_of(limit),
+                    runs: Vec::new(),
+                });
+            }
+        }
+        for rep in 0..reps {
+            self.ctx
+                .step(&format!("throttle.{} rep {}/{reps}", self.what, rep + 1))?;
+            for &limit in limits {
+                self.ctx.cancel.check()?;
+                let (mut r, idle) = with_idle(self.cpus, || (self.run)(limit))?;
+                if r.total != expect {
+                    return Err(Error::Fail(format!(
+                        "{} N={}: total {} differs from the closed form {expect}",
+                        self.what,
+                        label(limit),
+                        r.total
+                    )));
+                }
+                r.idle_pct = idle;
+                if let Some(row) = rows.iter_mut().find(|row| row.n == x_of(limit)) {
+                    row.runs.push(r);
+                }
+            }
+        }
+        rows.sort_by_key(|r| r.n);
+        Ok(())
+    }
+
+    /// The sweep, then the rule; close calls below the answer get more runs (with the fastest
+    /// N, interleaved) before the rule settles them by their medians.
+    fn to_answer(&self, limits: &[Option<usize>], reps: usize) -> Result<(Vec<PerN>, Best)> {
+        let mut rows = Vec::new();
+        self.sweep(limits, reps, &mut rows)?;
+        let points = |rows: &[PerN]| -> Vec<(usize, Vec<f64>)> {
+            rows.iter().map(|r| (r.n, r.seconds())).collect()
+        };
+        let none = || Error::Fail(format!("no {} throttle points", self.what));
+        for _ in 0..EXTRA_ROUNDS {
+            let best = best_concurrency(&points(&rows), false).ok_or_else(none)?;
+            let close = best.close_calls();
+            if close.is_empty() {
+                break;
+            }
+            let again: Vec<Option<usize>> = close
+                .iter()
+                .chain(std::iter::once(&best.fastest_n))
+                .map(|&n| (n != UNTHROTTLED_X).then_some(n))
+                .collect();
+            self.sweep(&again, EXTRA_REPS, &mut rows)?;
+        }
+        let best = best_concurrency(&points(&rows), true).ok_or_else(none)?;
+        Ok((rows, best))
+    }
 }
 
 const INFO: Info = Info {
@@ -392,24 +503,24 @@ impl Experiment for ThrottleExperiment {
         let cpus = allowed_cpus();
         let carriers = cpus.len().max(1);
 
-        let kernel = sweep(
+        let kernel_run = |l| run_kernel(l, per_worker);
+        let (kernel, best) = Sweeper {
             ctx,
-            "kernel",
-            &kernel_limits,
-            reps,
+            what: "kernel",
             per_worker,
-            &cpus,
-            &|l| run_kernel(l, per_worker),
-        )?;
-        let green = sweep(
+            cpus: &cpus,
+            run: &kernel_run,
+        }
+        .to_answer(&kernel_limits, reps)?;
+        let green_run = |l| run_uthread(l, per_worker, carriers);
+        let (green, green_best) = Sweeper {
             ctx,
-            "uthread",
-            &uthread_limits,
-            reps,
+            what: "uthread",
             per_worker,
-            &cpus,
-            &|l| run_uthread(l, per_worker, carriers),
-        )?;
+            cpus: &cpus,
+            run: &green_run,
+        }
+        .to_answer(&uthread_limits, reps)?;
 
         let work = format!(
             "64 workers sum 1..{} ({} additions each), total checked against n(n+1)/2; time = \
@@ -437,7 +548,7 @@ impl Experiment for ThrottleExperiment {
         out.series.push(series(
             "throttle.kernel.time_vs_n",
             &kernel,
-            &|r| median(&r.seconds),
+            &|r| median(&r.seconds()),
             "wall time",
             Unit::S,
             format!("kernel threads, unpinned; {work}; the study's curve is for 64 x 30,000,000"),
@@ -446,7 +557,7 @@ impl Experiment for ThrottleExperiment {
         out.series.push(series(
             "throttle.kernel.voluntary_switches_vs_n",
             &kernel,
-            &|r| r.voluntary,
+            &|r| r.voluntary(),
             "voluntary context switches (all workers)",
             Unit::Count,
             "getrusage(RUSAGE_THREAD) of each worker at its end, summed".into(),
@@ -455,7 +566,7 @@ impl Experiment for ThrottleExperiment {
         out.series.push(series(
             "throttle.kernel.involuntary_switches_vs_n",
             &kernel,
-            &|r| r.involuntary,
+            &|r| r.involuntary(),
             "involuntary context switches (all workers)",
             Unit::Count,
             "getrusage(RUSAGE_THREAD) of each worker at its end, summed".into(),
@@ -464,7 +575,7 @@ impl Experiment for ThrottleExperiment {
         out.series.push(series(
             "throttle.kernel.idle_vs_n",
             &kernel,
-            &|r| r.idle_pct.iter().copied().fold(0.0, f64::max),
+            &|r| r.idlest_pct(),
             "idle share of the idlest allowed CPU during the run",
             Unit::Percent,
             "from /proc/stat (idle + iowait ticks of 10 ms) before and after each run; median \
@@ -475,7 +586,7 @@ impl Experiment for ThrottleExperiment {
         out.series.push(series(
             "throttle.uthread.time_vs_n",
             &green,
-            &|r| median(&r.seconds),
+            &|r| median(&r.seconds()),
             "wall time",
             Unit::S,
             format!(
@@ -487,23 +598,15 @@ impl Experiment for ThrottleExperiment {
         out.series.push(series(
             "throttle.uthread.switches_vs_n",
             &green,
-            &|r| r.voluntary + r.involuntary,
+            &|r| r.voluntary() + r.involuntary(),
             "green switches + carriers' kernel switches",
             Unit::Count,
             "uthread Stats::context_switches plus getrusage of the carriers".into(),
             None,
         ));
 
-        let points: Vec<(usize, Vec<f64>)> =
-            kernel.iter().map(|r| (r.n, r.seconds.clone())).collect();
-        let best =
-            best_concurrency(&points).ok_or_else(|| Error::Fail("no throttle points".into()))?;
-        let green_points: Vec<(usize, Vec<f64>)> =
-            green.iter().map(|r| (r.n, r.seconds.clone())).collect();
-        let green_best = best_concurrency(&green_points)
-            .ok_or_else(|| Error::Fail("no uthread throttle points".into()))?;
         let at = |n: usize| kernel.iter().find(|r| r.n == n);
-        let med = |n: usize| at(n).map_or(f64::NAN, |r| median(&r.seconds));
+        let med = |n: usize| at(n).map_or(f64::NAN, |r| median(&r.seconds()));
         let best_s = med(best.n);
         let unthrottled_s = med(UNTHROTTLED_X);
         let penalty = (unthrottled_s - best_s) / best_s * 100.0;
@@ -511,7 +614,9 @@ impl Experiment for ThrottleExperiment {
         let physical = physical_cores(&cpus).unwrap_or(cpus.len());
         let logical = cpus.len();
         let cgroup = ctx.env.cgroup_cpu_limit;
-        let pool = recommended_pool(physical, cgroup);
+        // The pool a program should use is the plateau's start for threads the kernel places:
+        // the same rule, so the advice is as steady as the answer.
+        let pool = best.n;
         let cg = cgroup.map_or("no cgroup CPU quota".to_string(), |c| {
             format!("cgroup quota {c:.2} CPUs")
         });
@@ -559,8 +664,11 @@ impl Experiment for ThrottleExperiment {
             pool as f64,
             unpinned,
             format!(
-                "physical cores among the allowed CPUs ({physical}), capped by the cgroup quota \
-                 ({cg}); {logical} logical CPUs allowed"
+                "the pool size for CPU-bound work whose threads the kernel places (no affinity, \
+                 a program's default): throttle.best_concurrency, by the same rule; pinned one \
+                 per CPU (as uthread's carriers) the plateau starts at N = {}; {physical} \
+                 physical cores among {logical} allowed logical CPUs, {cg}",
+                green_best.n
             ),
         ));
 
@@ -581,14 +689,16 @@ impl Experiment for ThrottleExperiment {
             ],
         );
         table.note = format!(
-            "{work}; vs fastest = median excess and Mann-Whitney p against N = {}",
-            best.fastest_n
+            "{work}; vs fastest = the ratio of medians against N = {} with its 95% bootstrap \
+             interval, and where that puts the N (plateau: interval wholly within +{:.0}%)",
+            best.fastest_n,
+            PLATEAU_MARGIN * 100.0
         );
         for r in &kernel {
             let g = green
                 .iter()
                 .find(|g| g.n == r.n)
-                .map_or("-".to_string(), |g| format!("{:.3}", median(&g.seconds)));
+                .map_or("-".to_string(), |g| format!("{:.3}", median(&g.seconds())));
             let h = study
                 .x
                 .iter()
@@ -601,17 +711,17 @@ impl Experiment for ThrottleExperiment {
                 } else {
                     Some(r.n)
                 }),
-                format!("{:.3}", median(&r.seconds)),
-                spread_text(&r.seconds),
+                format!("{:.3}", median(&r.seconds())),
+                spread_text(&r.seconds()),
                 v.map_or("-".to_string(), |v| {
-                    if v.0 == best.fastest_n {
+                    if v.n == best.fastest_n {
                         "fastest".to_string()
                     } else {
-                        format!("{:+.1}%, p {:.3}", v.2 * 100.0, v.1)
+                        verdict_text(v)
                     }
                 }),
-                format!("{:.0}", r.involuntary),
-                format!("{:.0}%", r.idle_pct.iter().copied().fold(0.0, f64::max)),
+                format!("{:.0}", r.involuntary()),
+                format!("{:.0}%", r.idlest_pct()),
                 g,
                 h,
             ]);
@@ -622,7 +732,6 @@ impl Experiment for ThrottleExperiment {
             best: &best,
             green_best: &green_best,
             kernel: &kernel,
-            pool,
             physical,
             logical,
             cg: &cg,
@@ -630,6 +739,22 @@ impl Experiment for ThrottleExperiment {
         }));
         Ok(())
     }
+}
+
+/// "+9.8% [+7.1%, +12.4%] slower": an N's ratio to the fastest, its interval, its standing.
+fn verdict_text(v: &Verdict) -> String {
+    let pct = |x: f64| (x - 1.0) * 100.0;
+    format!(
+        "{:+.1}% [{:+.1}%, {:+.1}%] {}",
+        pct(v.ratio),
+        pct(v.ci.0),
+        pct(v.ci.1),
+        match v.standing {
+            Standing::Plateau => "plateau",
+            Standing::Slower => "slower",
+            Standing::Close => "close",
+        }
+    )
 }
 
 /// "±4.1%": half the IQR over the median.
@@ -644,7 +769,6 @@ struct ConclusionInput<'a> {
     best: &'a Best,
     green_best: &'a Best,
     kernel: &'a [PerN],
-    pool: usize,
     physical: usize,
     logical: usize,
     cg: &'a str,
@@ -655,12 +779,13 @@ struct ConclusionInput<'a> {
 fn conclusion(c: &ConclusionInput) -> String {
     let at = |n: usize| c.kernel.iter().find(|r| r.n == n);
     let best = c.best.n;
+    let cores = c.physical;
     let mut s = format!(
-        "The best N here is {best} by a stated rule ({}). {} logical CPUs, {} physical cores, {}. \
-         Running all 64 at once costs {:+.1}% against N = {best} (the study: +21.8% on Windows 7). ",
+        "The time stops falling at N = {best} here ({}). {} logical CPUs, {cores} physical \
+         cores, {}. Running all 64 at once costs {:+.1}% against N = {best} (the study: +21.8% on \
+         Windows 7). ",
         rule_text(),
         c.logical,
-        c.physical,
         c.cg,
         c.penalty
     );
@@ -670,59 +795,53 @@ fn conclusion(c: &ConclusionInput) -> String {
     } else {
         "A loss this large is not the fair scheduler's usual cost: check the load warnings. "
     });
-    if best == c.pool {
+    if best == cores {
         s.push_str(&format!(
-            "As the study predicted, the time stops falling at N = cores: use a pool of {} \
-             thread(s) for CPU-bound work.",
-            c.pool
+            "As the study predicted, the time stops falling at N = cores: use a pool of {best} \
+             thread(s) for CPU-bound work."
         ));
         return s;
     }
     let evidence = |n: usize| -> String {
         match (at(n), c.best.verdict(n)) {
             (Some(r), Some(v)) => format!(
-                "at N = {n} the median was {:.3} s ({}, {:+.1}% against the fastest, p = {:.3}), \
-                 {:.0} involuntary switches, the idlest CPU idle {:.0}% of the run",
-                median(&r.seconds),
-                spread_text(&r.seconds),
-                v.2 * 100.0,
-                v.1,
-                r.involuntary,
-                r.idle_pct.iter().copied().fold(0.0, f64::max)
+                "at N = {n} the median was {:.3} s ({}, {} against the fastest), {:.0} \
+                 involuntary switches, the idlest CPU idle {:.0}% of the run",
+                median(&r.seconds()),
+                spread_text(&r.seconds()),
+                verdict_text(v),
+                r.involuntary(),
+                r.idlest_pct()
             ),
             _ => format!("N = {n} was not measured"),
         }
     };
-    if best > c.pool {
-        let one_invol = at(1).map_or(f64::NAN, |r| r.involuntary);
+    if best > cores {
+        let one_invol = at(1).map_or(f64::NAN, |r| r.involuntary());
         s.push_str(&format!(
-            "N = cores ({}) is measurably slower than N = {best}: {}; at N = 1, {one_invol:.0} \
+            "N = cores ({cores}) is measurably slower than N = {best}: {}; at N = 1, {one_invol:.0} \
              involuntary switches. Unpinned, an admitted worker is sometimes woken onto a CPU \
              that already runs one while another CPU idles until the load balancer moves it, so \
              one extra admitted thread keeps every CPU busy; uthread's carriers, pinned one per \
-             CPU, reach their best at N = {} ({}). So: a pool of {} thread(s) pinned one per \
-             CPU, or {} if the pool's threads are not pinned.",
-            c.pool,
-            evidence(c.pool),
+             CPU, reach their best at N = {} ({}). So: a pool of {best} thread(s) where the \
+             kernel places them (a program's default), or {} pinned one per CPU.",
+            evidence(cores),
             c.green_best.n,
-            if c.green_best.n <= c.pool {
+            if c.green_best.n <= cores {
                 "no extra thread needed when placement is fixed"
             } else {
                 "even pinned carriers needed more here, so other load shares the CPUs"
             },
-            c.pool,
-            best
+            c.green_best.n
         ));
     } else {
         s.push_str(&format!(
-            "N = {best} is already as fast as N = cores ({}): {}. Fewer threads than cores \
+            "N = {best} is already as fast as N = cores ({cores}): {}. Fewer threads than cores \
              reaching the best means the CPUs were not all available to this run (another job, a \
              quota, or a host that shares the cores); the idle column shows how much each CPU \
-             could give. Use a pool of {} thread(s) on a machine where the cores are yours, and \
-             check the load warnings before trusting a smaller N.",
-            c.pool,
-            evidence(c.pool),
-            c.pool
+             could give. Use a pool of {cores} thread(s) on a machine where the cores are yours, \
+             and check the load warnings before trusting a smaller N.",
+            evidence(cores)
         ));
     }
     s
@@ -758,27 +877,61 @@ mod tests {
     }
 
     #[test]
-    fn best_is_the_smallest_n_not_told_apart_from_the_fastest() {
-        // N = 1 twice as slow; N = 2 within noise of N = 3 (the fastest): the answer is 2.
+    fn best_is_the_start_of_the_plateau() {
+        // N = 1 twice as slow; N = 2 within 1% of N = 3 (the fastest): the answer is 2.
         let pts = vec![
             (1, runs(2.0, 0.01)),
-            (2, runs(1.01, 0.02)),
-            (3, runs(1.0, 0.02)),
-            (65, runs(1.05, 0.02)),
-        ];
-        let b = best_concurrency(&pts).unwrap();
-        assert_eq!((b.n, b.fastest_n), (2, 3));
-        // A clear 8% penalty at N = 2 with tight runs is told apart: the answer is 3.
-        let pts = vec![
-            (1, runs(2.0, 0.01)),
-            (2, runs(1.08, 0.005)),
+            (2, runs(1.01, 0.005)),
             (3, runs(1.0, 0.005)),
+            (65, runs(1.05, 0.005)),
         ];
-        assert_eq!(best_concurrency(&pts).unwrap().n, 3);
-        // A significant but tiny difference (1%) is not worth a thread: the answer is 2.
-        let pts = vec![(2, runs(1.01, 0.001)), (3, runs(1.0, 0.001))];
-        assert_eq!(best_concurrency(&pts).unwrap().n, 2);
-        assert!(best_concurrency(&[]).is_none());
+        let b = best_concurrency(&pts, false).unwrap();
+        assert_eq!((b.n, b.fastest_n), (2, 3));
+        // A clear 10% penalty at N = 2 with tight runs is slower: the answer is 3.
+        let pts = vec![
+            (1, runs(2.0, 0.01)),
+            (2, runs(1.10, 0.005)),
+            (3, runs(1.0, 0.005)),
+            (4, runs(1.01, 0.005)),
+        ];
+        let b = best_concurrency(&pts, false).unwrap();
+        assert_eq!(b.n, 3);
+        assert_eq!(b.verdict(2).unwrap().standing, Standing::Slower);
+        assert!(best_concurrency(&[], false).is_none());
+    }
+
+    #[test]
+    fn the_answer_does_not_wander_along_the_plateau() {
+        // A plateau from N = 3 on (within 2%), N = 2 12% slower, N = 1 twice: whichever plateau
+        // N happens to be fastest, and however the noise falls, the answer is 3.
+        for (seed, fastest) in [(1u64, 3usize), (2, 4), (3, 8), (4, 64)] {
+            let jitter = |k: u64| 1.0 + ((seed * 31 + k * 17) % 7) as f64 * 0.002;
+            let mut pts: Vec<(usize, Vec<f64>)> = vec![
+                (1, runs(2.0 * jitter(1), 0.01)),
+                (2, runs(1.12 * jitter(2), 0.01)),
+            ];
+            for n in [3usize, 4, 8, 64] {
+                let base = if n == fastest { 1.0 } else { 1.015 };
+                pts.push((n, runs(base * jitter(n as u64), 0.01)));
+            }
+            let b = best_concurrency(&pts, false).unwrap();
+            assert_eq!(b.fastest_n, fastest);
+            assert_eq!(b.n, 3, "fastest {fastest}: {:?}", b.verdicts);
+        }
+    }
+
+    #[test]
+    fn a_close_call_gets_more_runs_then_its_median_settles_it() {
+        // N = 2 is 5% slower with a wide spread: its interval straddles the margin.
+        let pts = vec![(2, runs(1.05, 0.04)), (3, runs(1.0, 0.04))];
+        let b = best_concurrency(&pts, false).unwrap();
+        assert_eq!(b.verdict(2).unwrap().standing, Standing::Close);
+        assert_eq!(b.close_calls(), vec![2]);
+        assert_eq!(b.n, 3);
+        let settled = best_concurrency(&pts, true).unwrap();
+        assert_eq!(settled.close_calls(), Vec::<usize>::new());
+        // The median ratio, 1.05, is within the margin (<= 1.05): on the plateau.
+        assert_eq!(settled.n, 2);
     }
 
     #[test]
@@ -789,7 +942,7 @@ mod tests {
                 .zip(&c.y)
                 .map(|(&x, &y)| (x as usize, runs(y, 0.005)))
                 .collect();
-        assert_eq!(best_concurrency(&pts).unwrap().n, 2);
+        assert_eq!(best_concurrency(&pts, true).unwrap().n, 2);
     }
 
     #[test]

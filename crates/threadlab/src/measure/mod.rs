@@ -1,8 +1,11 @@
 //! How figures are taken: clock and sampler, statistics, placement and scheduling, child
 //! processes, environment.
 
+pub mod child_output;
 pub mod drift;
 pub mod env;
+pub mod host;
+pub mod pair;
 pub mod placement;
 pub mod probe;
 pub mod process;

@@ -61,6 +61,23 @@ pub fn allowed_cpus() -> Vec<usize> {
         .unwrap_or_default()
 }
 
+/// The CPUs a placement (as metrics name it: "same_cpu(0)", "cross_cpu(0,1)", "cpus(0,1)",
+/// "round_robin(0,1)") runs on; `allowed` (the process's CPUs) for "unpinned" or a name without
+/// a list.
+pub fn cpus_of(placement: &str, allowed: &[usize]) -> Vec<usize> {
+    placement
+        .split_once('(')
+        .and_then(|(_, rest)| rest.strip_suffix(')'))
+        .and_then(parse_cpu_list)
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| allowed.to_vec())
+}
+
+/// Whether the kernel places the threads of a metric with this placement ("unpinned").
+pub fn is_unpinned(placement: &str) -> bool {
+    placement == "unpinned"
+}
+
 /// The CPU all same-CPU measurements use: the first allowed one.
 pub fn home_cpu() -> usize {
     allowed_cpus().first().copied().unwrap_or(0)
@@ -189,6 +206,25 @@ pub fn pin_current_thread(cpu: usize) -> Result<()> {
     };
     if rc != 0 {
         return Err(Error::os(&format!("cannot pin to CPU {cpu}")));
+    }
+    Ok(())
+}
+
+/// Lets the calling thread (for the rest of its life) run on `cpus` only: one CPU pins it, every
+/// allowed CPU leaves it where the kernel puts it.
+pub fn place_current_thread(cpus: &[usize]) -> Result<()> {
+    // SAFETY: the set is zero-initialised plain data with only the bits for `cpus` set.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc != 0 {
+        return Err(Error::os(&format!(
+            "cannot place the thread on CPUs {cpus:?}"
+        )));
     }
     Ok(())
 }

@@ -52,13 +52,10 @@ pub fn run_probe(name: &str, mode: Mode, cpu: usize, cancel: &Cancel) -> Result<
             .as_mut()
             .map(|r| r as &mut dyn std::io::Read),
     );
-    let stderr = read(
-        child
-            .child
-            .stderr
-            .as_mut()
-            .map(|r| r as &mut dyn std::io::Read),
-    );
+    child
+        .stderr()
+        .wait_closed(std::time::Duration::from_millis(200));
+    let stderr = child.stderr().text();
     if status.success() {
         return Ok(stdout);
     }

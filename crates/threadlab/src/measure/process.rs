@@ -189,22 +189,59 @@ pub unsafe fn fork_child(pin_cpu: Option<usize>, body: impl FnOnce()) -> Result<
 /// that is ended with all its descendants, and reaped, when this guard is dropped: an error, an
 /// interruption or a panic never leaves it running. While it lives it is registered with the
 /// interruption handler, which kills it if a second signal ends the lab at once.
+///
+/// Its stderr, when piped, is drained as it comes and kept (`stderr()`): every error about the
+/// program quotes what it said.
 pub struct Supervised {
     pub child: std::process::Child,
     what: String,
     registered: Option<crate::cancel::ChildGuard>,
+    stderr: crate::measure::child_output::StderrLog,
 }
 
 impl Supervised {
     pub fn spawn(cmd: &mut std::process::Command, what: &str) -> std::io::Result<Supervised> {
-        let child = cmd.spawn()?;
+        let mut child = cmd.spawn()?;
         // `registered` is Some while the child may still run: it doubles as "not yet reaped".
         let registered = Some(crate::cancel::ChildGuard::register(child.id() as i32));
+        let stderr = match child.stderr.take() {
+            Some(e) => crate::measure::child_output::StderrLog::drain(e),
+            None => Default::default(),
+        };
         Ok(Supervised {
             child,
             what: what.to_string(),
             registered,
+            stderr,
         })
+    }
+
+    /// What the program said on stderr (when it was piped).
+    pub fn stderr(&self) -> &crate::measure::child_output::StderrLog {
+        &self.stderr
+    }
+
+    /// Runs `cmd` to its end (stdin closed, stdout and stderr piped), within `limit` and until
+    /// `cancel`: its exit status, stdout (a short answer: read once it ended) and stderr.
+    pub fn run_to_end(
+        cmd: &mut std::process::Command,
+        what: &str,
+        cancel: &crate::cancel::Cancel,
+        limit: std::time::Duration,
+    ) -> std::io::Result<Result<(std::process::ExitStatus, String, String)>> {
+        use std::process::Stdio;
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut p = Supervised::spawn(cmd, what)?;
+        Ok(p.wait(cancel, limit).map(|status| {
+            let mut out = String::new();
+            if let Some(mut o) = p.child.stdout.take() {
+                let _ = std::io::Read::read_to_string(&mut o, &mut out);
+            }
+            p.stderr.wait_closed(std::time::Duration::from_millis(200));
+            (status, out, p.stderr.text())
+        }))
     }
 
     /// Whether the child has ended, without reaping it; when it has, it is unregistered
@@ -268,10 +305,16 @@ impl Supervised {
             }
             if std::time::Instant::now() > deadline {
                 self.kill();
+                let said = self.stderr.text();
                 return Err(Error::Fail(format!(
-                    "{} ran for over {} s and was stopped",
+                    "{} ran for over {} s and was stopped{}",
                     self.what,
-                    limit.as_secs()
+                    limit.as_secs_f64(),
+                    if said.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (it said: {said})")
+                    }
                 )));
             }
             std::thread::sleep(std::time::Duration::from_millis(10));

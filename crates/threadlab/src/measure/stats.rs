@@ -5,12 +5,15 @@ use serde::{Deserialize, Serialize};
 /// A metric whose IQR exceeds this fraction of its median is flagged noisy.
 pub const NOISY_IQR_FRACTION: f64 = 0.10;
 
-/// Statistics over a metric's samples, and the samples themselves in the order they were taken
-/// (interleaved rows are aligned by that order: sample i of each row comes from round i).
+/// Statistics over a metric's values, and the values themselves in the order they were taken.
+///
+/// A value is one trial's figure (the median of the trial's batches: `batches[i]`) when the
+/// sampler ran trials, or one sample otherwise. Interleaved rows are aligned by trial and, within
+/// a trial, by round: batch j of trial i of every row of a group was taken in the same round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub n: usize,
-    /// Operations per sample (each sample is a batch mean); 1 when samples are single events.
+    /// Operations per batch (each batch figure is a batch mean); 1 when samples are single events.
     pub batch: u64,
     pub median: f64,
     pub min: f64,
@@ -20,41 +23,108 @@ pub struct Summary {
     pub mean: f64,
     /// Standard deviation / mean (sample standard deviation, n - 1), of `values`.
     pub cv: f64,
-    /// The samples, in the order taken.
+    /// One per trial (or per sample), in the order taken.
     pub values: Vec<f64>,
-    /// When the sampler set aside samples the host disturbed: how many it took, how many
-    /// were quiet, how many it kept.
+    /// Each trial's batch figures, in the order taken; `values[i]` is the median of
+    /// `batches[i]`. Empty when the values are not trials.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batches: Vec<Vec<f64>>,
+    /// What the trial runner did: trials taken and kept, why others were set aside, why it
+    /// stopped, the precision it reached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<PhaseFilter>,
+    pub trials: Option<TrialLog>,
 }
 
-/// What the sampler's phase filter did (measure::sampler::PhaseLog).
+/// Why a metric's sampling stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PhaseFilter {
-    pub taken: usize,
-    pub quiet: usize,
-    pub kept: usize,
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// The 95% interval of the median reached the metric's target width.
+    Precision,
+    /// The metric's time budget was spent first.
+    Budget,
+    /// The most trials the mode allows were taken.
+    Limit,
 }
 
-impl PhaseFilter {
-    /// For the metric's note; empty when every sample was quiet.
+/// What the trial runner did for one metric (measure::sampler).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialLog {
+    /// Trials run: each with fresh threads and objects where the row makes them, a warm-up
+    /// batch where it does, then its batches.
+    pub taken: usize,
+    /// Trials whose figures are kept.
+    pub kept: usize,
+    /// Trials set aside because the host took time from a CPU they used (steal in /proc/stat).
+    pub steal: usize,
+    /// Trials set aside because the machine was disturbed around them (a throughput-bound or
+    /// system-call reference read before or after the trial over 10% slower than its best).
+    pub disturbed: usize,
+    pub stop: Stop,
+    /// The target: half-width of the 95% interval of the median, percent of the median.
+    pub target_pct: f64,
+    /// The half-width reached (distribution-free interval over the kept trials), percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_pct: Option<f64>,
+    /// For metrics whose threads run on two CPUs (or wherever the kernel puts them): the
+    /// round trip of a cache line between the two CPUs, measured at the start of each kept
+    /// trial, ns. On a VM it says where the host runs the two vCPUs (the same core complex or
+    /// not), which decides cross-CPU figures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pair_ns: Vec<f64>,
+}
+
+impl TrialLog {
+    /// For the metric's note: how many trials, what was set aside, when sampling stopped.
     pub fn note(&self) -> String {
-        if self.kept < self.taken {
-            format!(
-                "; {} of {} samples kept: the others were taken while this machine was \
-                 disturbed (a throughput-bound or system-call reference read on either side of \
-                 the sample was over 10% slower than its best for this metric)",
-                self.kept, self.taken
-            )
-        } else if self.quiet < self.taken {
-            format!(
-                "; this machine was disturbed during most samples (only {} of {} were quiet), \
-                 so all were kept: read the spread",
-                self.quiet, self.taken
-            )
-        } else {
-            String::new()
+        let mut s = format!(
+            "; {} trial{}",
+            self.kept,
+            if self.kept == 1 { "" } else { "s" }
+        );
+        let set_aside = self.taken - self.kept;
+        if set_aside > 0 {
+            let mut why = Vec::new();
+            if self.steal > 0 {
+                why.push(format!("{} overlapped host steal", self.steal));
+            }
+            if self.disturbed > 0 {
+                why.push(format!(
+                    "{} ran while a reference read beside them was over 10% slow",
+                    self.disturbed
+                ));
+            }
+            s.push_str(&format!(
+                " ({set_aside} more set aside: {})",
+                why.join(", ")
+            ));
+        } else if self.steal + self.disturbed > 0 {
+            s.push_str(&format!(
+                " (all kept, although {} were disturbed: too few quiet ones; read the spread)",
+                self.steal + self.disturbed
+            ));
         }
+        match (self.stop, self.ci_pct) {
+            (Stop::Precision, Some(ci)) => s.push_str(&format!(
+                ", median known to ±{ci:.1}% (target ±{:.0}%)",
+                self.target_pct
+            )),
+            (Stop::Budget, Some(ci)) => s.push_str(&format!(
+                ", median known to ±{ci:.1}% (target ±{:.0}%, budget spent first)",
+                self.target_pct
+            )),
+            (Stop::Limit, Some(ci)) => s.push_str(&format!(
+                ", median known to ±{ci:.1}% (target ±{:.0}%, trial limit reached)",
+                self.target_pct
+            )),
+            (_, None) => {}
+        }
+        s
+    }
+
+    /// The median cache-line round trip between the two CPUs over the kept trials, ns.
+    pub fn pair_median_ns(&self) -> Option<f64> {
+        (!self.pair_ns.is_empty()).then(|| median(&self.pair_ns))
     }
 }
 
@@ -79,8 +149,26 @@ impl Summary {
             mean,
             cv: cv(samples),
             values: samples.to_vec(),
-            phase: None,
+            batches: Vec::new(),
+            trials: None,
         })
+    }
+
+    /// Summarises trials: each trial's value is the median of its batches. None when there is
+    /// no trial, a trial without batches, or a figure that is not finite.
+    pub fn from_trials(
+        batches: Vec<Vec<f64>>,
+        batch: u64,
+        log: Option<TrialLog>,
+    ) -> Option<Summary> {
+        if batches.iter().any(|b| b.is_empty()) {
+            return None;
+        }
+        let values: Vec<f64> = batches.iter().map(|b| median(b)).collect();
+        let mut s = Summary::from_samples(&values, batch)?;
+        s.batches = batches;
+        s.trials = log;
+        Some(s)
     }
 
     pub fn iqr(&self) -> f64 {
@@ -92,15 +180,71 @@ impl Summary {
         self.median != 0.0 && self.iqr() / self.median.abs() > NOISY_IQR_FRACTION
     }
 
-    /// The same samples passed one by one through `f` (subtracting an overhead, converting a
-    /// unit), with every statistic computed again from the results. None if `f` gave a value
-    /// that is not finite.
+    /// The same figures passed one by one through `f` (subtracting an overhead, converting a
+    /// unit), batches and values alike, with every statistic computed again from the results.
+    /// None if `f` gave a value that is not finite.
     pub fn map(&self, f: impl Fn(f64) -> f64) -> Option<Summary> {
-        let v: Vec<f64> = self.values.iter().map(|&x| f(x)).collect();
-        let mut s = Summary::from_samples(&v, self.batch)?;
-        s.phase = self.phase;
+        let mut s = if self.batches.is_empty() {
+            let v: Vec<f64> = self.values.iter().map(|&x| f(x)).collect();
+            Summary::from_samples(&v, self.batch)?
+        } else {
+            let b: Vec<Vec<f64>> = self
+                .batches
+                .iter()
+                .map(|t| t.iter().map(|&x| f(x)).collect())
+                .collect();
+            Summary::from_trials(b, self.batch, None)?
+        };
+        s.trials = self.trials.clone();
         Some(s)
     }
+
+    /// Half-width of the distribution-free 95% interval of the median of `values`, percent of
+    /// the median (`median_ci_pct`).
+    pub fn ci_pct(&self) -> Option<f64> {
+        median_ci_pct(&self.values)
+    }
+}
+
+/// The ranks (0-based, inclusive) of the order statistics that bound a distribution-free
+/// interval of the median with coverage at least 95%: the narrowest symmetric pair (j, n-1-j)
+/// with P(j < B < n - j) >= 0.95 for B ~ Binomial(n, 1/2). None below 6 values, where even
+/// (min, max) covers less than 95%.
+pub fn median_ci_ranks(n: usize) -> Option<(usize, usize)> {
+    if n < 6 {
+        return None;
+    }
+    // P(B = k) for B ~ Binomial(n, 1/2), built up in floating point (n is at most a few
+    // thousand here, far from underflow at the centre, and only the tails' sums matter).
+    let mut pmf = vec![0.0f64; n + 1];
+    pmf[0] = 0.5f64.powi(n as i32);
+    for k in 1..=n {
+        pmf[k] = pmf[k - 1] * (n - k + 1) as f64 / k as f64;
+    }
+    // Coverage of (x(j), x(n-1-j)) in 0-based ranks is 1 - 2 P(B <= j): take the largest j
+    // that keeps it at or above 95% (j = 0, the extremes, always does from n = 6 on).
+    let mut best = 0;
+    let mut tail = 0.0;
+    for (j, p) in pmf.iter().enumerate().take(n / 2) {
+        tail += p;
+        if 1.0 - 2.0 * tail >= 0.95 {
+            best = j;
+        } else {
+            break;
+        }
+    }
+    Some((best, n - 1 - best))
+}
+
+/// Half-width of the distribution-free 95% interval of the median, percent of the median:
+/// (x(hi) - x(lo)) / 2 / |median| x 100 at the ranks `median_ci_ranks` gives. None for fewer than
+/// 6 values or a zero median.
+pub fn median_ci_pct(values: &[f64]) -> Option<f64> {
+    let (lo, hi) = median_ci_ranks(values.len())?;
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let m = quantile_sorted(&v, 0.5);
+    (m != 0.0 && m.is_finite()).then(|| (v[hi] - v[lo]) / 2.0 / m.abs() * 100.0)
 }
 
 /// Sample standard deviation (n - 1) over the absolute mean; 0 for one sample or a zero mean.
@@ -308,6 +452,35 @@ mod tests {
             two_modes(&[1.0, 100.0, 1.0, 100.0]).is_none(),
             "too few samples"
         );
+    }
+
+    #[test]
+    fn the_median_interval_has_the_textbook_ranks() {
+        // 1-based (1, 8) for n = 8 (99.2%), (2, 8) for n = 9 (96.1%), (3, 10) for n = 12
+        // (96.1%), (6, 15) for n = 20 (95.9%).
+        assert_eq!(median_ci_ranks(5), None);
+        assert_eq!(median_ci_ranks(6), Some((0, 5)));
+        assert_eq!(median_ci_ranks(8), Some((0, 7)));
+        assert_eq!(median_ci_ranks(9), Some((1, 7)));
+        assert_eq!(median_ci_ranks(12), Some((2, 9)));
+        assert_eq!(median_ci_ranks(20), Some((5, 14)));
+        let v = [10.0, 11.0, 9.0, 10.0, 10.5, 9.5, 10.0, 10.2, 9.8];
+        // Sorted: 9, 9.5, 9.8, 10, 10, 10, 10.2, 10.5, 11; ranks 1 and 7: 9.5 and 10.5.
+        assert!((median_ci_pct(&v).unwrap() - 5.0).abs() < 1e-9);
+        assert!(median_ci_pct(&v[..5]).is_none());
+    }
+
+    #[test]
+    fn trials_summarise_by_their_medians_and_keep_their_batches() {
+        let s = Summary::from_trials(vec![vec![1.0, 3.0, 2.0], vec![10.0, 12.0, 11.0]], 4, None)
+            .unwrap();
+        assert_eq!(s.values, vec![2.0, 11.0]);
+        assert_eq!(s.n, 2);
+        assert_eq!(s.batches.len(), 2);
+        let doubled = s.map(|x| x * 2.0).unwrap();
+        assert_eq!(doubled.values, vec![4.0, 22.0]);
+        assert_eq!(doubled.batches[1], vec![20.0, 24.0, 22.0]);
+        assert!(Summary::from_trials(vec![vec![]], 1, None).is_none());
     }
 
     #[test]

@@ -164,11 +164,29 @@ impl Unit {
     }
 }
 
-/// A value with about four significant digits, trimmed for reading.
+/// Above this magnitude numbers are printed in scientific notation: a value from a results
+/// file may be anything up to 1.8e308, and no figure may print as a 309-digit integer.
+pub const FIXED_MAX: f64 = 1e12;
+
+/// A number with `decimals` decimals, or in scientific notation (4 significant digits) beyond
+/// `FIXED_MAX`: a width bounded whatever the value. For every number printed from a results
+/// file where a fixed number of decimals is wanted ("{:.1}%").
+pub fn fmt_fixed(v: f64, decimals: usize) -> String {
+    if v.is_finite() && v.abs() >= FIXED_MAX {
+        format!("{v:.3e}")
+    } else {
+        format!("{v:.decimals$}")
+    }
+}
+
+/// A value with about four significant digits, trimmed for reading; at most about 16
+/// characters whatever the value.
 pub fn fmt_value(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         "0".into()
+    } else if !v.is_finite() || a >= FIXED_MAX {
+        fmt_fixed(v, 0)
     } else if a >= 10_000.0 {
         format!("{v:.0}")
     } else if a >= 100.0 {

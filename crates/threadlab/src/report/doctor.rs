@@ -237,6 +237,7 @@ mod tests {
             conclusion: Some("Hold the limit.".into()),
             attempts: vec![],
             drift_note: None,
+            host: None,
         };
         RunResults {
             schema_version: crate::results::SCHEMA_VERSION,

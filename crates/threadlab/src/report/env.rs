@@ -147,6 +147,7 @@ fn rows(env: &Environment) -> Vec<(&'static str, String)> {
             "procs_running_end",
             opt_or(&env.procs_running_end, "not recorded"),
         ),
+        ("steal_during_run", steal_text(env)),
         (
             "cgroup_cpu_limit",
             env.cgroup_cpu_limit
@@ -376,6 +377,26 @@ fn format_cpu_list(cpus: &[usize]) -> String {
         i += 1;
     }
     parts.join(",")
+}
+
+/// "cpu0 0 ms, cpu1 20 ms (0.01% of the run's CPU time)", or why it is not known.
+fn steal_text(env: &Environment) -> String {
+    let Some(steal) = &env.steal_ms_during_run else {
+        return "not recorded".to_string();
+    };
+    let per_cpu: Vec<String> = steal
+        .iter()
+        .map(|(cpu, ms)| format!("cpu{cpu} {ms:.0} ms"))
+        .collect();
+    let total: f64 = steal.iter().map(|x| x.1).sum();
+    match env.run_wall_s.filter(|w| *w > 0.0 && !steal.is_empty()) {
+        Some(wall) => format!(
+            "{} ({:.2}% of the run's CPU time; from /proc/stat, 10 ms resolution)",
+            per_cpu.join(", "),
+            total / (wall * 1e3 * steal.len() as f64) * 100.0
+        ),
+        None => per_cpu.join(", "),
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ pub mod markdown;
 pub mod output;
 pub mod prom;
 pub mod table;
+pub mod terminal;
 pub mod warnings;
 
 use std::path::Path;
@@ -107,7 +108,7 @@ pub fn fmt_spread(m: &Metric) -> String {
         return "bimodal".into();
     }
     let base = match m.half_iqr_pct() {
-        Some(p) => format!("±{p:.1}%"),
+        Some(p) => format!("±{}%", crate::measure::units::fmt_fixed(p, 1)),
         None => format!("iqr {}", fmt_value(m.q3 - m.q1)),
     };
     if m.noisy {
@@ -143,7 +144,7 @@ pub fn fmt_attempts(e: &ExperimentResult) -> Option<String> {
     let drifts: Vec<String> = e
         .attempts
         .iter()
-        .map(|a| format!("{:.1}%", a.drift_pct))
+        .map(|a| format!("{}%", crate::measure::units::fmt_fixed(a.drift_pct, 1)))
         .collect();
     let mut s = if e.remeasured() {
         format!(

@@ -359,6 +359,7 @@ mod tests {
             ),
             attempts: vec![],
             drift_note: None,
+            host: None,
         }
     }
 

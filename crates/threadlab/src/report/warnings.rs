@@ -64,6 +64,8 @@ pub enum EnvWarning {
     Virtualized { hypervisor: Option<String> },
     /// The clocksource is not a cheap counter read in user space.
     SlowClocksource { name: String },
+    /// The hypervisor took a noticeable share of the CPUs' time during the run.
+    HostSteal { pct: f64, ms: f64 },
 }
 
 impl EnvWarning {
@@ -80,6 +82,7 @@ impl EnvWarning {
         "narrow_affinity",
         "virtualized",
         "slow_clocksource",
+        "host_steal",
     ];
 
     /// A stable snake_case name for this kind of warning.
@@ -96,6 +99,7 @@ impl EnvWarning {
             EnvWarning::NarrowAffinity { .. } => "narrow_affinity",
             EnvWarning::Virtualized { .. } => "virtualized",
             EnvWarning::SlowClocksource { .. } => "slow_clocksource",
+            EnvWarning::HostSteal { .. } => "host_steal",
         }
     }
 }
@@ -192,8 +196,18 @@ pub fn env_warnings(env: &Environment) -> Vec<EnvWarning> {
             w.push(EnvWarning::SlowClocksource { name: cs.clone() });
         }
     }
+    if let (Some(steal), Some(wall)) = (&env.steal_ms_during_run, env.run_wall_s) {
+        let ms: f64 = steal.iter().map(|x| x.1).sum();
+        let pct = ms / (wall * 1e3 * steal.len().max(1) as f64) * 100.0;
+        if pct > HOST_STEAL_PCT {
+            w.push(EnvWarning::HostSteal { pct, ms });
+        }
+    }
     w
 }
+
+/// Steal above this share of the CPUs' time during a run is reported.
+const HOST_STEAL_PCT: f64 = 0.5;
 
 impl fmt::Display for EnvWarning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -278,6 +292,13 @@ impl fmt::Display for EnvWarning {
                 "clocksource is {name}, not tsc: clock reads may be slower or go through a system \
                  call (clock_read_cost_ns shows the cost); if tsc is among the available \
                  clocksources, select it (clocksource=tsc on the kernel command line)"
+            ),
+            EnvWarning::HostSteal { pct, ms } => write!(
+                f,
+                "the hypervisor took {ms:.0} ms from this machine's CPUs during the run ({pct:.1}% \
+                 of their time, steal in /proc/stat): trials that overlapped it were set aside \
+                 (each experiment's `host` says how many), but figures taken around it may still \
+                 be slower; run again when the host is quieter, or on dedicated cores"
             ),
         }
     }
@@ -392,6 +413,7 @@ mod tests {
             EnvWarning::SlowClocksource {
                 name: "hpet".into(),
             },
+            EnvWarning::HostSteal { pct: 1.0, ms: 20.0 },
         ];
         assert_eq!(kinds(&every), EnvWarning::KINDS);
         for k in EnvWarning::KINDS {

@@ -35,7 +35,7 @@ pub fn build(
     what: &str,
     cancel: &Cancel,
 ) -> Result<Built> {
-    check_toolchain()?;
+    check_toolchain(cancel)?;
     let dir = std::env::temp_dir().join(format!(
         "threadlab-{exe_name}-{}-{}",
         std::process::id(),
@@ -71,13 +71,10 @@ pub fn build(
         .map_err(|e| Error::Skip(format!("cannot run `go build`: {e}")))?;
     let status = builder.wait(cancel, BUILD_LIMIT)?;
     if !status.success() {
-        let mut err = String::new();
-        if let Some(mut e) = builder.child.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut e, &mut err);
-        }
+        builder.stderr().wait_closed(Duration::from_millis(200));
         return Err(Error::Skip(format!(
             "`go build` of {what} failed ({status}): {}",
-            err.trim()
+            builder.stderr().text()
         )));
     }
     Ok(built)
@@ -85,18 +82,23 @@ pub fn build(
 
 static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
-/// `go version` works, or the reason it does not, in words that name what was found.
-fn check_toolchain() -> Result<()> {
-    match Command::new("go")
-        .arg("version")
-        .env("GOTOOLCHAIN", "local")
-        .stdin(Stdio::null())
-        .output()
-    {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(Error::Skip(format!(
-            "`go version` failed: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
+/// How long `go version` may take: it answers in milliseconds; a `go` that hangs (a wrapper
+/// waiting for a download, a broken installation) is stopped rather than waited for.
+const VERSION_LIMIT: Duration = Duration::from_secs(10);
+
+/// `go version` works, or the reason it does not, in words that name what was found. Runs
+/// supervised: within `VERSION_LIMIT`, and stopped at once on an interruption.
+fn check_toolchain(cancel: &Cancel) -> Result<()> {
+    let mut cmd = Command::new("go");
+    cmd.arg("version").env("GOTOOLCHAIN", "local");
+    match Supervised::run_to_end(&mut cmd, "`go version`", cancel, VERSION_LIMIT) {
+        Ok(Ok((status, _, _))) if status.success() => Ok(()),
+        Ok(Ok((status, _, err))) => Err(Error::Skip(format!(
+            "`go version` failed ({status}): {err}"
+        ))),
+        Ok(Err(Error::Cancelled(s))) => Err(Error::Cancelled(s)),
+        Ok(Err(e)) => Err(Error::Skip(format!(
+            "the Go toolchain on PATH does not answer: {e}"
         ))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Skip(
             "no Go toolchain on PATH (install Go >= 1.21 to measure goroutines)".into(),

@@ -20,8 +20,8 @@ pub struct Effect {
     pub on: f64,
     /// Median on/off over the rounds.
     pub ratio: f64,
-    /// The sign test's interval and its coverage, when the rounds allow a 95% one.
-    pub interval: Option<(f64, f64, f64)>,
+    /// The sign test's 95% interval, when the rounds allow one.
+    pub interval: Option<(f64, f64)>,
 }
 
 impl Effect {
@@ -29,8 +29,8 @@ impl Effect {
     /// 0: the interval holds 1 (no change shown).
     pub fn verdict(&self) -> i8 {
         match self.interval {
-            Some((_, hi, _)) if hi < 1.0 => -1,
-            Some((lo, _, _)) if lo > 1.0 => 1,
+            Some((_, hi)) if hi < 1.0 => -1,
+            Some((lo, _)) if lo > 1.0 => 1,
             _ => 0,
         }
     }
@@ -42,7 +42,7 @@ impl Effect {
             _ => "no clear change",
         };
         match self.interval {
-            Some((lo, hi, _)) => format!(
+            Some((lo, hi)) => format!(
                 "×{} [{}, {}] {word}",
                 fmt_value(self.ratio),
                 fmt_value(lo),
@@ -138,7 +138,7 @@ fn record_figure(knob: &Knob, run: &KnobRun, f: &FigureRun, out: &mut Outcome) -
         );
         return None;
     }
-    let interval = median_interval(&ratios, 0.95);
+    let interval = median_interval(&ratios);
     let place = if off_place == on_place {
         off_place.clone()
     } else {
@@ -152,11 +152,10 @@ fn record_figure(knob: &Knob, run: &KnobRun, f: &FigureRun, out: &mut Outcome) -
         ratios.len(),
         match interval {
             Some(i) => format!(
-                " with the sign test's distribution-free interval [{}, {}] (coverage {:.1}%, at \
+                " with the sign test's distribution-free 95% interval [{}, {}] (coverage at \
                  least 95%); below 1 the setting lowers the figure",
                 fmt_value(i.lo),
-                fmt_value(i.hi),
-                i.coverage * 100.0
+                fmt_value(i.hi)
             ),
             None => "; too few rounds for a 95% interval (6 are needed)".into(),
         }
@@ -173,7 +172,7 @@ fn record_figure(knob: &Knob, run: &KnobRun, f: &FigureRun, out: &mut Outcome) -
         off,
         on,
         ratio,
-        interval: interval.map(|i| (i.lo, i.hi, i.coverage)),
+        interval: interval.map(|i| (i.lo, i.hi)),
     })
 }
 
@@ -209,7 +208,7 @@ fn record_cost(knob: &Knob, run: &KnobRun, out: &mut Outcome) {
         .filter(|(off, _)| **off > 0.0)
         .map(|(off, on)| on / off)
         .collect();
-    let interval = median_interval(&ratios, 0.95);
+    let interval = median_interval(&ratios);
     if let Some(mut m) = Metric::from_values(
         &format!("{base}.effect"),
         Unit::Ratio,
@@ -228,7 +227,7 @@ fn record_cost(knob: &Knob, run: &KnobRun, out: &mut Outcome) {
 mod tests {
     use super::*;
 
-    fn effect(interval: Option<(f64, f64, f64)>) -> Effect {
+    fn effect(interval: Option<(f64, f64)>) -> Effect {
         Effect {
             knob: "k",
             figure: "f",
@@ -242,11 +241,11 @@ mod tests {
 
     #[test]
     fn the_verdict_follows_the_interval_not_the_median() {
-        assert_eq!(effect(Some((0.1, 0.15, 0.96))).verdict(), -1);
-        assert_eq!(effect(Some((1.1, 1.3, 0.96))).verdict(), 1);
-        assert_eq!(effect(Some((0.1, 1.3, 0.96))).verdict(), 0);
+        assert_eq!(effect(Some((0.1, 0.15))).verdict(), -1);
+        assert_eq!(effect(Some((1.1, 1.3))).verdict(), 1);
+        assert_eq!(effect(Some((0.1, 1.3))).verdict(), 0);
         assert_eq!(effect(None).verdict(), 0);
-        assert!(effect(Some((0.1, 0.15, 0.96))).text().contains("lower"));
+        assert!(effect(Some((0.1, 0.15))).text().contains("lower"));
         assert!(effect(None).text().contains("too few rounds"));
     }
 }

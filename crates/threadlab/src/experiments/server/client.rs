@@ -120,8 +120,52 @@ pub fn connect(
         .map_err(|e| connect_failure(&e))?;
     let s: TcpStream = s.into();
     s.set_read_timeout(Some(REPLY_TIMEOUT))
+        .and_then(|_| s.set_write_timeout(Some(REPLY_TIMEOUT)))
         .map_err(|e| Failure::Connect(e.to_string()))?;
     Ok(s)
+}
+
+/// One deadline for a whole exchange (the request out, the whole reply in), not per read: a
+/// server that trickles a byte at a time cannot hold the client past `REPLY_TIMEOUT`. The
+/// socket's own timeouts are `REPLY_TIMEOUT` (set at connect); they are shortened only once
+/// the time left is less, so a normal exchange makes no extra system call.
+pub struct Deadline {
+    end: Instant,
+    /// The timeout the socket has now (both directions).
+    set: Duration,
+}
+
+impl Deadline {
+    pub fn start() -> Deadline {
+        Deadline {
+            end: Instant::now() + REPLY_TIMEOUT,
+            set: REPLY_TIMEOUT,
+        }
+    }
+
+    /// Before each read or write: Timeout once the deadline has passed, and the socket's
+    /// timeouts cut to what is left.
+    fn arm(&mut self, s: &TcpStream) -> std::result::Result<(), Failure> {
+        let left = self.end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Failure::Timeout);
+        }
+        if left + Duration::from_millis(20) < self.set {
+            self.set = left;
+            let _ = s.set_read_timeout(Some(left));
+            let _ = s.set_write_timeout(Some(left));
+        }
+        Ok(())
+    }
+
+    /// Puts the socket's timeouts back for the next exchange.
+    fn finish(&mut self, s: &TcpStream) {
+        if self.set != REPLY_TIMEOUT {
+            let _ = s.set_read_timeout(Some(REPLY_TIMEOUT));
+            let _ = s.set_write_timeout(Some(REPLY_TIMEOUT));
+            self.set = REPLY_TIMEOUT;
+        }
+    }
 }
 
 /// One echo transaction's buffers, made once: the request header is rewritten per request,
@@ -158,14 +202,11 @@ impl<'p> Exchange<'p> {
         let header = encode_request(&r);
         let off = pattern_offset(tag, seq);
         let payload = &self.pattern[off..off + self.size];
-        write_all_vectored(s, &header, payload)?;
-        let h = read_header(s, &mut self.reply)?;
-        if h.kind == KIND_ERROR {
-            return Err(read_error(s, &h, &mut self.reply));
-        }
-        check_header(&h, KIND_RESPONSE, seq, tag, self.size)?;
-        let got = &mut self.reply[RESPONSE_HEADER..RESPONSE_HEADER + self.size];
-        read_exact(s, got)?;
+        let mut dl = Deadline::start();
+        let got = self.exchange(s, &header, payload, &mut dl, seq, tag);
+        dl.finish(s);
+        let h = got?;
+        let got = &self.reply[RESPONSE_HEADER..RESPONSE_HEADER + self.size];
         if got != payload {
             let at = got
                 .iter()
@@ -178,15 +219,43 @@ impl<'p> Exchange<'p> {
     }
 }
 
+impl Exchange<'_> {
+    /// The request out and the whole reply in, within one deadline; the reply's header.
+    fn exchange(
+        &mut self,
+        s: &mut TcpStream,
+        header: &[u8],
+        payload: &[u8],
+        dl: &mut Deadline,
+        seq: u32,
+        tag: u64,
+    ) -> std::result::Result<Response, Failure> {
+        write_all_vectored(s, header, payload, dl)?;
+        let h = read_header(s, &mut self.reply, dl)?;
+        if h.kind == KIND_ERROR {
+            return Err(read_error(s, &h, &mut self.reply, dl));
+        }
+        check_header(&h, KIND_RESPONSE, seq, tag, self.size)?;
+        read_exact(
+            s,
+            &mut self.reply[RESPONSE_HEADER..RESPONSE_HEADER + self.size],
+            dl,
+        )?;
+        Ok(h)
+    }
+}
+
 fn write_all_vectored(
     s: &mut TcpStream,
     header: &[u8],
     payload: &[u8],
+    dl: &mut Deadline,
 ) -> std::result::Result<(), Failure> {
     use std::io::Write;
     let total = header.len() + payload.len();
     let mut done = 0;
     while done < total {
+        dl.arm(s)?;
         let n = if done < header.len() {
             s.write_vectored(&[IoSlice::new(&header[done..]), IoSlice::new(payload)])
         } else {
@@ -208,20 +277,39 @@ fn io_failure(e: &std::io::Error) -> Failure {
     }
 }
 
-fn read_exact(s: &mut TcpStream, buf: &mut [u8]) -> std::result::Result<(), Failure> {
-    s.read_exact(buf).map_err(|e| io_failure(&e))
+/// Fills `buf`, within the exchange's deadline.
+fn read_exact(
+    s: &mut TcpStream,
+    buf: &mut [u8],
+    dl: &mut Deadline,
+) -> std::result::Result<(), Failure> {
+    let mut done = 0;
+    while done < buf.len() {
+        dl.arm(s)?;
+        match s.read(&mut buf[done..]) {
+            Ok(0) => return Err(Failure::Reset),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_failure(&e)),
+        }
+    }
+    Ok(())
 }
 
-fn read_header(s: &mut TcpStream, buf: &mut [u8]) -> std::result::Result<Response, Failure> {
-    read_exact(s, &mut buf[..RESPONSE_HEADER])?;
+fn read_header(
+    s: &mut TcpStream,
+    buf: &mut [u8],
+    dl: &mut Deadline,
+) -> std::result::Result<Response, Failure> {
+    read_exact(s, &mut buf[..RESPONSE_HEADER], dl)?;
     let h: &[u8; RESPONSE_HEADER] = buf[..RESPONSE_HEADER].try_into().expect("40 bytes");
     parse_response(h).map_err(|_| Failure::Verify("bad magic or kind in the reply".into()))
 }
 
 /// The error code of an error frame whose header was read.
-fn read_error(s: &mut TcpStream, h: &Response, buf: &mut [u8]) -> Failure {
+fn read_error(s: &mut TcpStream, h: &Response, buf: &mut [u8], dl: &mut Deadline) -> Failure {
     let n = (h.payload_len as usize).min(buf.len() - RESPONSE_HEADER);
-    if n < 2 || read_exact(s, &mut buf[RESPONSE_HEADER..RESPONSE_HEADER + n]).is_err() {
+    if n < 2 || read_exact(s, &mut buf[RESPONSE_HEADER..RESPONSE_HEADER + n], dl).is_err() {
         return Failure::Verify("a truncated error frame".into());
     }
     match ErrorCode::from_u16(u16::from_le_bytes([buf[40], buf[41]])) {
@@ -261,18 +349,29 @@ pub fn check_header(
 
 /// Asks a server for its STATS over `s` (a control connection).
 pub fn stats(s: &mut TcpStream, seq: u32) -> std::result::Result<ServerStats, Failure> {
-    write_all_vectored(s, &encode_request(&Request::stats(seq)), &[])?;
+    let mut dl = Deadline::start();
+    let got = stats_exchange(s, seq, &mut dl);
+    dl.finish(s);
+    got
+}
+
+fn stats_exchange(
+    s: &mut TcpStream,
+    seq: u32,
+    dl: &mut Deadline,
+) -> std::result::Result<ServerStats, Failure> {
+    write_all_vectored(s, &encode_request(&Request::stats(seq)), &[], dl)?;
     let mut buf = vec![0u8; RESPONSE_HEADER + 128];
-    let h = read_header(s, &mut buf)?;
+    let h = read_header(s, &mut buf, dl)?;
     if h.kind == KIND_ERROR {
-        return Err(read_error(s, &h, &mut buf));
+        return Err(read_error(s, &h, &mut buf, dl));
     }
     check_header(&h, KIND_STATS, seq, 0, h.payload_len as usize)?;
     let n = h.payload_len as usize;
     if n > 128 {
         return Err(Failure::Verify("an oversized STATS payload".into()));
     }
-    read_exact(s, &mut buf[RESPONSE_HEADER..RESPONSE_HEADER + n])?;
+    read_exact(s, &mut buf[RESPONSE_HEADER..RESPONSE_HEADER + n], dl)?;
     ServerStats::decode(&buf[RESPONSE_HEADER..RESPONSE_HEADER + n])
         .ok_or_else(|| Failure::Verify("a STATS payload of the wrong size".into()))
 }

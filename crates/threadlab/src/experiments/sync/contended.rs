@@ -5,51 +5,45 @@
 //! divided by the pairs both threads completed, so it includes whatever contention costs with
 //! that lock: cache-line transfers, futex sleeps and wake-ups, spinning, hand-off waits.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
-use crate::experiments::{Ctx, Outcome};
-use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
+use crate::experiments::{Ctx, Interleaved, Outcome};
+use crate::measure::placement::{cpu_pair, home_cpu, place_current_thread, PinGuard, Placement};
 use crate::measure::process::wait_until;
-use crate::measure::sampler::Sampler;
-use crate::measure::spawn::spawn_scoped;
-use crate::measure::stats::Summary;
+use crate::measure::spawn::spawn;
 use crate::measure::units::Unit;
-use crate::results::Metric;
 use crate::subjects::locks::{BenchLock, ParkingLotMutex, PthreadMutex, StdMutex, TicketLock};
+use crate::sys::{futex_wait_for, futex_wake};
 
-/// What the two threads share.
-#[derive(Default)]
-struct Shared {
-    /// Batch number the partner should run (0 = none yet).
-    go: AtomicU64,
+/// What the two threads share: the lock and the batch handshake.
+struct Shared<L> {
+    lock: L,
+    /// Batch number the partner should run, as a futex word it sleeps on between batches (so
+    /// an idle partner takes no CPU from the other rows of the group).
+    go: AtomicU32,
     /// Operations per thread in the current batch.
     iters: AtomicU64,
+    /// The partner is awake for this batch and spins until `start`.
+    ready: AtomicU32,
+    start: AtomicU32,
     /// Last batch number the partner finished.
-    done: AtomicU64,
+    done: AtomicU32,
     stop: AtomicBool,
     /// Set by the partner if it could not run (pinning failed).
     failed: AtomicBool,
-    /// Incremented under the lock: checks mutual exclusion at the end.
+    /// Incremented under the lock: checks mutual exclusion.
     counter: AtomicU64,
 }
 
-/// Sets the stop flag when dropped, so the partner thread ends on every exit path.
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Release);
-    }
-}
-
-/// `n` lock+increment+unlock pairs. A batch under a convoy can last seconds, so the
-/// interruption flag is read every 1024 pairs (a relaxed load: noise next to a lock pair) and
-/// the batch ends early when it is set; the sampler then reports the interruption.
+/// `n` lock+increment+unlock pairs. A batch under a convoy can last seconds, so `stop` is read
+/// every 1024 pairs (a relaxed load: noise next to a lock pair) and the batch ends early when
+/// it holds.
 #[inline]
-fn pairs<L: BenchLock>(lock: &L, counter: &AtomicU64, n: u64, interrupted: &AtomicI32) {
+fn pairs<L: BenchLock>(lock: &L, counter: &AtomicU64, n: u64, stop: impl Fn() -> bool) {
     let mut left = n;
     while left > 0 {
         let chunk = left.min(1024);
@@ -61,92 +55,146 @@ fn pairs<L: BenchLock>(lock: &L, counter: &AtomicU64, n: u64, interrupted: &Atom
             });
         }
         left -= chunk;
-        if interrupted.load(Ordering::Relaxed) != 0 {
+        if stop() {
             return;
         }
     }
 }
 
-/// Wall time per lock+unlock pair with two threads on `cpus` (the caller's thread on the first).
-fn contended_pair_ns<L: BenchLock>(
-    sampler: &Sampler,
-    cancel: &Cancel,
-    cpus: (usize, usize),
-) -> Result<Summary> {
-    let interrupted = cancel.flag();
-    let lock = L::default();
-    let sh = Shared::default();
-    let mut total_per_thread = 0u64;
-    let summary = std::thread::scope(|s| -> Result<Summary> {
-        let _stop = StopOnDrop(&sh.stop);
-        let (lock_ref, sh_ref) = (&lock, &sh);
-        let partner = spawn_scoped(s, "the partner thread", move || -> Result<()> {
-            if let Err(e) = pin_current_thread(cpus.1) {
-                sh_ref.failed.store(true, Ordering::Release);
-                return Err(e);
-            }
-            let mut seen = 0;
-            loop {
-                wait_until(
-                    || {
-                        sh_ref.stop.load(Ordering::Acquire)
-                            || sh_ref.go.load(Ordering::Acquire) != seen
-                    },
-                    u64::MAX,
-                )?;
-                if sh_ref.stop.load(Ordering::Acquire) {
-                    return Ok(());
-                }
-                seen = sh_ref.go.load(Ordering::Acquire);
-                pairs(
-                    lock_ref,
-                    &sh_ref.counter,
-                    sh_ref.iters.load(Ordering::Relaxed),
-                    interrupted,
-                );
-                sh_ref.done.store(seen, Ordering::Release);
-            }
-        })?;
-        let _pin = PinGuard::pin(cpus.0)?;
-        let mut batch_no = 0;
-        let r = sampler.per_op_ns(|n| {
-            batch_no += 1;
-            total_per_thread += n;
-            sh.iters.store(n, Ordering::Relaxed);
-            let t = Instant::now();
-            sh.go.store(batch_no, Ordering::Release);
-            pairs(&lock, &sh.counter, n, interrupted);
-            wait_until(
-                || {
-                    sh.done.load(Ordering::Acquire) == batch_no
-                        || sh.failed.load(Ordering::Acquire)
-                        || cancel.is_cancelled()
-                },
-                30_000_000_000,
-            )?;
-            cancel.check()?;
-            if sh.failed.load(Ordering::Acquire) {
-                return Err(Error::Fail("the partner thread could not be pinned".into()));
-            }
-            // Both threads did n pairs: per pair is half the batch's time per n.
-            Ok(t.elapsed() / 2)
+/// Where the two threads run: the measuring thread's CPUs and the partner's.
+#[derive(Debug, Clone)]
+pub struct Seats {
+    pub main: Vec<usize>,
+    pub partner: Vec<usize>,
+}
+
+/// Two threads and a fresh lock, made for one trial: the partner thread sleeps between batches
+/// and is stopped and joined when this is dropped.
+struct ContendedPair<L: BenchLock + 'static> {
+    sh: Arc<Shared<L>>,
+    partner: Option<std::thread::JoinHandle<()>>,
+    seats: Seats,
+    batch_no: u32,
+    per_thread: u64,
+}
+
+impl<L: BenchLock + 'static> ContendedPair<L> {
+    fn start(seats: Seats) -> Result<ContendedPair<L>> {
+        let sh = Arc::new(Shared {
+            lock: L::default(),
+            go: AtomicU32::new(0),
+            iters: AtomicU64::new(0),
+            ready: AtomicU32::new(0),
+            start: AtomicU32::new(0),
+            done: AtomicU32::new(0),
+            stop: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+            counter: AtomicU64::new(0),
         });
-        sh.stop.store(true, Ordering::Release);
-        let joined = partner
-            .join()
-            .unwrap_or_else(|_| Err(Error::Fail("the partner thread panicked".into())));
-        joined?;
-        r
-    })?;
-    let counted = sh.counter.load(Ordering::Relaxed);
-    if counted != 2 * total_per_thread {
-        return Err(Error::Fail(format!(
-            "lock {} lost updates under contention: {counted} increments for {} pairs",
-            L::NAME,
-            2 * total_per_thread
-        )));
+        let psh = Arc::clone(&sh);
+        let cpus = seats.partner.clone();
+        let partner = spawn("the partner thread", move || partner_loop(&psh, &cpus))?;
+        Ok(ContendedPair {
+            sh,
+            partner: Some(partner),
+            seats,
+            batch_no: 0,
+            per_thread: 0,
+        })
     }
-    Ok(summary)
+
+    /// Wall time of a batch of `n` pairs on each thread, divided by 2 (per pair).
+    fn batch(&mut self, n: u64, cancel: &Cancel) -> Result<Duration> {
+        let _pin = PinGuard::pin_set(&self.seats.main)?;
+        let sh = &*self.sh;
+        self.batch_no += 1;
+        let b = self.batch_no;
+        self.per_thread += n;
+        sh.iters.store(n, Ordering::Relaxed);
+        sh.go.store(b, Ordering::Release);
+        futex_wake(&sh.go, 1, false);
+        let failed = || sh.failed.load(Ordering::Acquire);
+        wait_until(
+            || sh.ready.load(Ordering::Acquire) == b || failed(),
+            5_000_000_000,
+        )?;
+        let t = Instant::now();
+        sh.start.store(b, Ordering::Release);
+        pairs(&sh.lock, &sh.counter, n, || cancel.is_cancelled());
+        wait_until(
+            || sh.done.load(Ordering::Acquire) == b || failed() || cancel.is_cancelled(),
+            30_000_000_000,
+        )?;
+        let took = t.elapsed();
+        cancel.check()?;
+        if failed() {
+            return Err(Error::Skip(format!(
+                "the partner thread could not be placed on CPUs {:?}",
+                self.seats.partner
+            )));
+        }
+        let counted = sh.counter.load(Ordering::Relaxed);
+        if counted != 2 * self.per_thread {
+            return Err(Error::Fail(format!(
+                "lock {} lost updates under contention: {counted} increments for {} pairs",
+                L::NAME,
+                2 * self.per_thread
+            )));
+        }
+        // Both threads did n pairs: per pair is half the batch's time per n.
+        Ok(took / 2)
+    }
+}
+
+impl<L: BenchLock + 'static> Drop for ContendedPair<L> {
+    fn drop(&mut self) {
+        self.sh.stop.store(true, Ordering::Release);
+        self.sh.go.fetch_add(1, Ordering::Release);
+        futex_wake(&self.sh.go, 1, false);
+        if let Some(p) = self.partner.take() {
+            let _ = p.join();
+        }
+    }
+}
+
+fn partner_loop<L: BenchLock>(sh: &Shared<L>, cpus: &[usize]) {
+    if place_current_thread(cpus).is_err() {
+        sh.failed.store(true, Ordering::Release);
+        return;
+    }
+    let stop = || sh.stop.load(Ordering::Acquire);
+    let mut seen = 0u32;
+    loop {
+        // Sleep until the next batch (or the end): no CPU taken from the group's other rows.
+        loop {
+            if stop() {
+                return;
+            }
+            let g = sh.go.load(Ordering::Acquire);
+            if g != seen {
+                seen = g;
+                break;
+            }
+            futex_wait_for(&sh.go, g, false, 100);
+        }
+        sh.ready.store(seen, Ordering::Release);
+        if wait_until(
+            || sh.start.load(Ordering::Acquire) == seen || stop(),
+            5_000_000_000,
+        )
+        .is_err()
+            || stop()
+        {
+            return;
+        }
+        pairs(
+            &sh.lock,
+            &sh.counter,
+            sh.iters.load(Ordering::Relaxed),
+            stop,
+        );
+        sh.done.store(seen, Ordering::Release);
+    }
 }
 
 /// The contended rows: (id prefix, lock name, what the lock is).
@@ -165,76 +213,139 @@ pub const CONTENDED_LOCKS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-fn measure(
-    lock: &str,
-    sampler: &Sampler,
-    cancel: &Cancel,
-    cpus: (usize, usize),
-) -> Result<Summary> {
-    match lock {
-        "pthread" => contended_pair_ns::<PthreadMutex>(sampler, cancel, cpus),
-        "std" => contended_pair_ns::<StdMutex>(sampler, cancel, cpus),
-        "parking_lot" => contended_pair_ns::<ParkingLotMutex>(sampler, cancel, cpus),
-        "ticket" => contended_pair_ns::<TicketLock<()>>(sampler, cancel, cpus),
-        other => Err(Error::Fail(format!("unknown lock {other}"))),
+/// One lock's rows: every placement in `seats`, in the same trials, a fresh lock and partner
+/// thread for each.
+fn lock_group<'a, L: BenchLock + 'static>(
+    group: &mut Interleaved<'a>,
+    cancel: &'a Cancel,
+    rows: Vec<(String, String, String, Seats)>,
+) {
+    for (id, placement, note, seats) in rows {
+        group.row_fresh(&id, Unit::Ns, placement, note, move || {
+            let mut pair = ContendedPair::<L>::start(seats.clone())?;
+            Ok(move |n: u64| pair.batch(n, cancel))
+        });
     }
 }
 
-/// Appends `<prefix>.contended.cross_cpu` and `<prefix>.contended.same_cpu` for each lock.
+/// Appends `<prefix>.contended.{cross_cpu,same_cpu,unpinned}` for each lock, the three
+/// placements of one lock measured in the same trials.
 pub fn contended_metrics(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     let home = home_cpu();
-    let placements = [("cross_cpu", cpu_pair()), ("same_cpu", Some((home, home)))];
+    let all = ctx.env.allowed_cpus.clone();
+    let min_batch = ctx.mode.sampler_config().min_batch.as_millis().max(1);
     for (prefix, lock, what) in CONTENDED_LOCKS {
-        for (where_, cpus) in placements {
+        let mut rows = Vec::new();
+        let placements: [(&str, Option<(Placement, Seats)>); 3] = [
+            (
+                "cross_cpu",
+                cpu_pair().map(|(a, b)| {
+                    (
+                        Placement::CrossCpu(a, b),
+                        Seats {
+                            main: vec![a],
+                            partner: vec![b],
+                        },
+                    )
+                }),
+            ),
+            (
+                "same_cpu",
+                Some((
+                    Placement::SameCpu(home),
+                    Seats {
+                        main: vec![home],
+                        partner: vec![home],
+                    },
+                )),
+            ),
+            (
+                "unpinned",
+                (all.len() > 1).then(|| {
+                    (
+                        Placement::Unpinned,
+                        Seats {
+                            main: all.clone(),
+                            partner: all.clone(),
+                        },
+                    )
+                }),
+            ),
+        ];
+        for (where_, p) in placements {
             let id = format!("{prefix}.contended.{where_}");
-            let Some(cpus) = cpus else {
+            let Some((placement, seats)) = p else {
                 out.skip(&id, "this process may use only one CPU");
                 continue;
             };
-            ctx.step(&id)?;
-            let placement = if cpus.0 == cpus.1 {
-                Placement::SameCpu(cpus.0)
-            } else {
-                Placement::CrossCpu(cpus.0, cpus.1)
+            let situation = match placement {
+                Placement::SameCpu(_) => "Both threads pinned to one CPU: they contend only when one is preempted holding the lock (or, for a FIFO lock, holding a place in line); the rest of the time each runs alone, so this is near the uncontended cost plus the switches that contention forces.",
+                Placement::CrossCpu(..) => "Threads pinned to two different CPUs: every hand-off moves the lock's cache line (and, for blocking locks, may sleep and wake a thread).",
+                Placement::Unpinned => "Neither thread pinned: the kernel places them, as it places a program's threads by default (on two CPUs while both are busy, sometimes on one).",
             };
-            let situation = if cpus.0 == cpus.1 {
-                "Both threads pinned to one CPU: they contend only when one is preempted holding the lock (or, for a FIFO lock, holding a place in line); the rest of the time each runs alone, so this is near the uncontended cost plus the switches that contention forces."
-            } else {
-                "Threads pinned to two different CPUs: every hand-off moves the lock's cache line (and, for blocking locks, may sleep and wake a thread)."
-            };
-            match measure(lock, &ctx.sampler(), ctx.cancel, cpus) {
-                Ok(s) => {
-                    out.add(Metric::from_summary(
-                    &id,
-                    Unit::Ns,
-                    &s,
-                    placement,
-                    format!(
-                        "Per lock+unlock pair, 2 threads contending; {what}: two threads each run a batch of lock, load+store of a shared counter, unlock. Figure = batch wall time / pairs completed by both threads (aggregate cost per lock+unlock pair under contention, including the critical section and all waiting); the batch start handshake (one cache-line transfer) is included and is under 0.1% of a batch. {situation} Spread over batches of >= {} ms; compare with the uncontended single-thread rows of sync.",
-                        ctx.mode.sampler_config().min_batch.as_millis().max(1)
-                    ),
-                ));
-                }
-                Err(Error::Skip(r)) => out.skip(&id, r),
-                Err(e) => return Err(e),
-            }
+            rows.push((
+                id,
+                placement.to_string(),
+                format!(
+                    "Per lock+unlock pair, 2 threads contending; {what}: two threads each run a batch of lock, load+store of a shared counter, unlock. Figure = batch wall time / pairs completed by both threads (aggregate cost per lock+unlock pair under contention, including the critical section and all waiting); the batch start handshake (one cache-line transfer) is included and is under 0.1% of a batch. {situation} A fresh lock and partner thread each trial (the partner sleeps in the kernel between batches); spread over trials of batches of >= {min_batch} ms; compare with the uncontended single-thread rows of sync."
+                ),
+                seats,
+            ));
         }
+        if rows.is_empty() {
+            continue;
+        }
+        let mut group = Interleaved::new();
+        match *lock {
+            "pthread" => lock_group::<PthreadMutex>(&mut group, ctx.cancel, rows),
+            "std" => lock_group::<StdMutex>(&mut group, ctx.cancel, rows),
+            "parking_lot" => lock_group::<ParkingLotMutex>(&mut group, ctx.cancel, rows),
+            "ticket" => lock_group::<TicketLock<()>>(&mut group, ctx.cancel, rows),
+            other => return Err(Error::Fail(format!("unknown lock {other}"))),
+        }
+        group.measure(ctx, out)?;
     }
     Ok(())
+}
+
+/// One lock's cost on `seats`, sampled alone (for tests).
+#[cfg(test)]
+fn measure(
+    lock: &str,
+    sampler: &crate::measure::sampler::Sampler,
+    cancel: &Cancel,
+    seats: Seats,
+) -> Result<crate::measure::stats::Summary> {
+    use crate::measure::sampler::InterleavedRow;
+    fn row<'a, L: BenchLock + 'static>(seats: Seats, cancel: &'a Cancel) -> InterleavedRow<'a> {
+        InterleavedRow::fresh(move || {
+            let mut pair = ContendedPair::<L>::start(seats.clone())?;
+            Ok(move |n: u64| pair.batch(n, cancel))
+        })
+    }
+    let r = match lock {
+        "pthread" => row::<PthreadMutex>(seats, cancel),
+        "std" => row::<StdMutex>(seats, cancel),
+        "parking_lot" => row::<ParkingLotMutex>(seats, cancel),
+        "ticket" => row::<TicketLock<()>>(seats, cancel),
+        other => return Err(Error::Fail(format!("unknown lock {other}"))),
+    };
+    sampler.one(r)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cancel::Cancel;
-    use crate::measure::sampler::SamplerConfig;
-    use std::time::Duration;
+    use crate::measure::sampler::{Sampler, SamplerConfig};
 
     fn sampler(cancel: &Cancel) -> Sampler<'_> {
         Sampler::new(
             SamplerConfig {
                 warmup: Duration::from_millis(1),
-                samples: 7,
+                min_trials: 6,
+                max_trials: 6,
+                rounds: 2,
                 min_batch: Duration::from_micros(300),
                 budget: Duration::from_millis(50),
                 phase_filter: false,
@@ -248,16 +359,24 @@ mod tests {
         let cancel = Cancel::never();
         let cpu = home_cpu();
         for (_, lock, _) in CONTENDED_LOCKS {
-            let s = measure(lock, &sampler(&cancel), &cancel, (cpu, cpu)).unwrap();
-            assert!(s.median > 0.0 && s.n >= 7, "{lock}");
+            let seats = Seats {
+                main: vec![cpu],
+                partner: vec![cpu],
+            };
+            let s = measure(lock, &sampler(&cancel), &cancel, seats).unwrap();
+            assert!(s.median > 0.0 && s.n >= 6, "{lock}");
         }
     }
 
     #[test]
     fn cross_cpu_runs_where_there_are_two_cpus() {
-        let Some(pair) = cpu_pair() else { return };
+        let Some((a, b)) = cpu_pair() else { return };
         let cancel = Cancel::never();
-        let s = measure("ticket", &sampler(&cancel), &cancel, pair).unwrap();
+        let seats = Seats {
+            main: vec![a],
+            partner: vec![b],
+        };
+        let s = measure("ticket", &sampler(&cancel), &cancel, seats).unwrap();
         assert!(s.min > 0.0);
     }
 
@@ -265,7 +384,11 @@ mod tests {
     fn cancellation_stops_and_joins_the_partner() {
         let cancel = Cancel::never();
         cancel.trigger(libc::SIGINT);
-        let r = measure("std", &sampler(&cancel), &cancel, (home_cpu(), home_cpu()));
+        let seats = Seats {
+            main: vec![home_cpu()],
+            partner: vec![home_cpu()],
+        };
+        let r = measure("std", &sampler(&cancel), &cancel, seats);
         assert!(matches!(r, Err(Error::Cancelled(_))));
     }
 }

@@ -5,16 +5,19 @@ mod contended;
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Interleaved, Outcome, Probe};
-use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
+use crate::measure::placement::{
+    cpu_pair, home_cpu, pin_current_thread, place_current_thread, PinGuard, Placement,
+};
 use crate::measure::probe::run_probe;
 use crate::measure::process::{mono_ns, wait_until};
 use crate::measure::sampler::Sampler;
-use crate::measure::spawn::{spawn, spawn_scoped};
+use crate::measure::spawn::spawn;
 use crate::measure::stats::Summary;
 use crate::measure::units::Unit;
 use crate::seeds;
@@ -125,6 +128,7 @@ fn semaphore_pairs(n: u64) -> Result<Duration> {
 }
 
 /// Shared state of the wake-up measurement.
+#[derive(Default)]
 struct WakeShared {
     /// The futex the waiter blocks on: 1 = go.
     go: AtomicU32,
@@ -136,86 +140,183 @@ struct WakeShared {
     total_ns: AtomicU64,
     waiter_tid: AtomicI32,
     stop: AtomicBool,
+    /// The waiter could not be placed where asked.
+    failed: AtomicBool,
+    /// Tests only: a pause between the waiter's check of `stop` and its FUTEX_WAIT, which
+    /// widens the window a lost wake-up would need (0: none).
+    pause_before_wait_ms: AtomicU64,
 }
 
-/// Wake-up latency of a thread blocked in FUTEX_WAIT: from just before the waker's FUTEX_WAKE to
-/// the waiter's first instruction after its FUTEX_WAIT returns.
+/// A waiting thread, made fresh for one trial: it blocks in FUTEX_WAIT until woken, stamps the
+/// latency and blocks again; stopped and joined when this is dropped.
 ///
-/// Before each wake the waker checks in procfs that the waiter is really asleep ('S'), so every
-/// sample is the wake-up of a blocked thread, never of one still on its way to sleep. That check
-/// is outside the timed span.
-fn wake_latency(
-    sampler: &Sampler,
-    wakes_per_sample: u64,
-    waker_cpu: usize,
-    waiter_cpu: usize,
-) -> Result<Summary> {
-    let sh = WakeShared {
-        go: AtomicU32::new(0),
-        back: AtomicU32::new(0),
-        stamp: AtomicU64::new(0),
-        total_ns: AtomicU64::new(0),
-        waiter_tid: AtomicI32::new(0),
-        stop: AtomicBool::new(false),
-    };
-    let _pin = PinGuard::pin(waker_cpu)?;
-    std::thread::scope(|s| {
-        let waiter = spawn_scoped(s, "the waiting thread", || -> Result<()> {
-            pin_current_thread(waiter_cpu)?;
-            sh.waiter_tid.store(gettid(), Ordering::Release);
+/// Wake-up latency: from just before the waker's FUTEX_WAKE to the waiter's first instruction
+/// after its FUTEX_WAIT returns. Before each wake the waker checks in procfs that the waiter is
+/// really asleep ('S'), so every sample is the wake-up of a blocked thread, never of one still
+/// on its way to sleep. That check is outside the timed span.
+struct Waiter {
+    sh: Arc<WakeShared>,
+    handle: Option<std::thread::JoinHandle<()>>,
+    /// Where the waking (measuring) thread runs during a batch.
+    waker_cpus: Vec<usize>,
+}
+
+impl Waiter {
+    fn start(waker_cpus: Vec<usize>, waiter_cpus: Vec<usize>) -> Result<Waiter> {
+        Waiter::start_with(waker_cpus, waiter_cpus, WakeShared::default())
+    }
+
+    fn start_with(
+        waker_cpus: Vec<usize>,
+        waiter_cpus: Vec<usize>,
+        shared: WakeShared,
+    ) -> Result<Waiter> {
+        let sh = Arc::new(shared);
+        let wsh = Arc::clone(&sh);
+        let handle = spawn("the waiting thread", move || {
+            if place_current_thread(&waiter_cpus).is_err() {
+                wsh.failed.store(true, Ordering::Release);
+                return;
+            }
+            wsh.waiter_tid.store(gettid(), Ordering::Release);
             loop {
-                while sh.go.load(Ordering::Acquire) == 0 {
-                    if sh.stop.load(Ordering::Acquire) {
-                        return Ok(());
+                // Drop sets `stop` and then makes `go` non-zero, so a FUTEX_WAIT that starts
+                // after the last check returns at once instead of sleeping through the wake.
+                while wsh.go.load(Ordering::Acquire) == 0 {
+                    if wsh.stop.load(Ordering::Acquire) {
+                        return;
                     }
-                    futex_wait(&sh.go, 0, false);
+                    let pause = wsh.pause_before_wait_ms.load(Ordering::Relaxed);
+                    if pause > 0 {
+                        std::thread::sleep(Duration::from_millis(pause));
+                    }
+                    futex_wait(&wsh.go, 0, false);
+                }
+                if wsh.stop.load(Ordering::Acquire) {
+                    return;
                 }
                 let woke = mono_ns();
-                sh.total_ns.fetch_add(
-                    woke.saturating_sub(sh.stamp.load(Ordering::Acquire)),
+                wsh.total_ns.fetch_add(
+                    woke.saturating_sub(wsh.stamp.load(Ordering::Acquire)),
                     Ordering::AcqRel,
                 );
-                sh.go.store(0, Ordering::Release);
-                sh.back.store(1, Ordering::Release);
-                futex_wake(&sh.back, 1, false);
+                wsh.go.store(0, Ordering::Release);
+                wsh.back.store(1, Ordering::Release);
+                futex_wake(&wsh.back, 1, false);
             }
         })?;
-        let result = (|| {
-            wait_until(|| sh.waiter_tid.load(Ordering::Acquire) != 0, 5_000_000_000)?;
-            let tid = sh.waiter_tid.load(Ordering::Acquire);
-            sampler.per_op_ns_fixed(wakes_per_sample, |n| {
-                sh.total_ns.store(0, Ordering::Release);
-                for _ in 0..n {
-                    // Until the waiter is asleep in the kernel, let it run.
-                    let mut tries = 0u32;
-                    while task_state(tid) != Some('S') {
-                        crate::sys::sched_yield();
-                        tries += 1;
-                        if tries > 100_000 {
-                            return Err(Error::Fail("the waiting thread never blocked".into()));
-                        }
-                    }
-                    sh.back.store(0, Ordering::Release);
-                    sh.stamp.store(mono_ns(), Ordering::Release);
-                    sh.go.store(1, Ordering::Release);
-                    futex_wake(&sh.go, 1, false);
-                    while sh.back.load(Ordering::Acquire) == 0 {
-                        futex_wait(&sh.back, 0, false);
-                    }
+        let w = Waiter {
+            sh,
+            handle: Some(handle),
+            waker_cpus,
+        };
+        wait_until(
+            || w.sh.waiter_tid.load(Ordering::Acquire) != 0 || w.sh.failed.load(Ordering::Acquire),
+            5_000_000_000,
+        )?;
+        if w.sh.failed.load(Ordering::Acquire) {
+            return Err(Error::Skip("cannot place the waiting thread".into()));
+        }
+        Ok(w)
+    }
+
+    /// Sum of `n` wake-up latencies.
+    fn batch(&self, n: u64) -> Result<Duration> {
+        let _pin = PinGuard::pin_set(&self.waker_cpus)?;
+        let sh = &*self.sh;
+        let tid = sh.waiter_tid.load(Ordering::Acquire);
+        sh.total_ns.store(0, Ordering::Release);
+        for _ in 0..n {
+            // Until the waiter is asleep in the kernel, let it run.
+            let mut tries = 0u32;
+            while task_state(tid) != Some('S') {
+                crate::sys::sched_yield();
+                tries += 1;
+                if tries > 100_000 {
+                    return Err(Error::Fail("the waiting thread never blocked".into()));
                 }
-                Ok(Duration::from_nanos(sh.total_ns.load(Ordering::Acquire)))
-            })
-        })();
-        sh.stop.store(true, Ordering::Release);
-        sh.go.store(0, Ordering::Release);
-        // The waiter may be asleep with go == 0: wake it so it sees stop.
-        futex_wake(&sh.go, 1, false);
-        let waited = waiter
-            .join()
-            .map_err(|_| Error::Fail("the waiting thread panicked".into()))?;
-        waited?;
-        result
-    })
+            }
+            sh.back.store(0, Ordering::Release);
+            sh.stamp.store(mono_ns(), Ordering::Release);
+            sh.go.store(1, Ordering::Release);
+            futex_wake(&sh.go, 1, false);
+            while sh.back.load(Ordering::Acquire) == 0 {
+                futex_wait(&sh.back, 0, false);
+            }
+        }
+        Ok(Duration::from_nanos(sh.total_ns.load(Ordering::Acquire)))
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        self.sh.stop.store(true, Ordering::Release);
+        // Non-zero: a waiter between its check of `stop` and its FUTEX_WAIT(go, 0) does not
+        // sleep; one asleep already is woken and sees `stop`.
+        self.sh.go.store(2, Ordering::Release);
+        futex_wake(&self.sh.go, 1, false);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The wake-up rows: same CPU, two CPUs, and where the kernel puts the two threads, in the
+/// same trials with a fresh waiting thread each.
+fn wake_group(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
+    // Each wake costs a procfs read and two hand-offs, ~20-60 us in all.
+    let wakes = ctx.mode.pick(20, 200, 200);
+    let home = home_cpu();
+    let all = ctx.env.allowed_cpus.clone();
+    let mut group = Interleaved::new();
+    let mut add =
+        |id: &str, placement: Placement, waker: Vec<usize>, waiter: Vec<usize>, note: &str| {
+            group
+                .row_fresh(id, Unit::Us, placement, note.to_string(), move || {
+                    let w = Waiter::start(waker.clone(), waiter.clone())?;
+                    Ok(move |n: u64| w.batch(n))
+                })
+                .fixed_batch(wakes);
+        };
+    add(
+        "sync.wake.same_cpu",
+        Placement::SameCpu(home),
+        vec![home],
+        vec![home],
+        "from just before FUTEX_WAKE to the waiter running, both threads on one CPU: includes \
+         the wake syscall, the waker blocking (it waits for the waiter's reply) and the switch; \
+         the waiter was verified asleep (procfs state S) before each wake; a fresh waiting \
+         thread each trial",
+    );
+    match cpu_pair() {
+        Some((a, b)) => add(
+            "sync.wake.cross_cpu",
+            Placement::CrossCpu(a, b),
+            vec![a],
+            vec![b],
+            "from just before FUTEX_WAKE to the waiter running on another CPU that was idle: \
+             includes the wake syscall, the inter-processor interrupt and the idle CPU's exit \
+             from its idle state (see cpuidle in the environment); a fresh waiting thread each \
+             trial",
+        ),
+        None => out.skip("sync.wake.cross_cpu", "this process may use only one CPU"),
+    }
+    if all.len() > 1 {
+        add(
+            "sync.wake.unpinned",
+            Placement::Unpinned,
+            all.clone(),
+            all.clone(),
+            "from just before FUTEX_WAKE to the waiter running, neither thread pinned: the \
+             kernel chooses where the woken thread runs (wake-affine: often the waker's CPU, \
+             sometimes the idle one), as it does for a program that sets no affinity; the \
+             waiter was verified asleep before each wake; a fresh waiting thread each trial",
+        );
+    } else {
+        out.skip("sync.wake.unpinned", "this process may use only one CPU");
+    }
+    group.measure(ctx, out)?;
+    Ok(())
 }
 
 const INFO: Info = Info {
@@ -296,37 +397,7 @@ impl Experiment for SyncCosts {
             Err(e) => return Err(e),
         }
 
-        // Each wake costs a procfs read and two hand-offs, ~20-60 us in all.
-        let wakes = ctx.mode.pick(20, 200, 200);
-        let sampler = ctx.sampler();
-        ctx.step("sync.wake.same_cpu")?;
-        let s = wake_latency(&sampler, wakes, cpu, cpu)?;
-        out.add_ns(
-            "sync.wake.same_cpu",
-            Unit::Us,
-            &s,
-            placement,
-            "from just before FUTEX_WAKE to the waiter running, both threads on one CPU: includes \
-             the wake syscall, the waker blocking (it waits for the waiter's reply) and the switch; \
-             the waiter was verified asleep (procfs state S) before each wake",
-        )?;
-
-        match cpu_pair() {
-            Some((a, b)) => {
-                ctx.step("sync.wake.cross_cpu")?;
-                let s = wake_latency(&sampler, wakes, a, b)?;
-                out.add_ns(
-                    "sync.wake.cross_cpu",
-                    Unit::Us,
-                    &s,
-                    Placement::CrossCpu(a, b),
-                    "from just before FUTEX_WAKE to the waiter running on another CPU that was \
-                     idle: includes the wake syscall, the inter-processor interrupt and the idle \
-                     CPU's exit from its idle state (see cpuidle in the environment)",
-                )?;
-            }
-            None => out.skip("sync.wake.cross_cpu", "this process may use only one CPU"),
-        }
+        wake_group(ctx, out)?;
 
         contended::contended_metrics(ctx, out)?;
         out.explain_modes(
@@ -349,5 +420,63 @@ impl Experiment for SyncCosts {
                 .into(),
         });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `f` on a thread and fails if it has not finished within `secs`: a lost wake-up
+    /// shows as a hang, which this turns into a failure.
+    fn within(secs: u64, f: impl FnOnce() + Send + 'static) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            f();
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(Duration::from_secs(secs))
+            .expect("hung: a thread was not woken to stop");
+    }
+
+    #[test]
+    fn a_waiter_stopped_at_any_moment_ends() {
+        // Dropping right after start races the waiter's check of `stop` against its first
+        // FUTEX_WAIT; thousands of times covers every interleaving the scheduler produces.
+        within(60, || {
+            let cpu = home_cpu();
+            for i in 0..3000u64 {
+                let w = Waiter::start(vec![cpu], vec![cpu]).unwrap();
+                if i % 3 == 0 {
+                    w.batch(1).unwrap();
+                }
+                drop(w);
+            }
+        });
+    }
+
+    #[test]
+    fn a_stop_that_lands_between_the_check_and_the_wait_is_not_lost() {
+        // The waiter pauses 20 ms after finding `stop` unset, so the drop below lands in that
+        // window every time: with a wake that only flips `stop`, the waiter would then sleep
+        // forever in FUTEX_WAIT(go, 0).
+        within(30, || {
+            let cpu = home_cpu();
+            for _ in 0..5 {
+                let shared = WakeShared::default();
+                shared.pause_before_wait_ms.store(20, Ordering::Relaxed);
+                let w = Waiter::start_with(vec![cpu], vec![cpu], shared).unwrap();
+                std::thread::sleep(Duration::from_millis(5));
+                drop(w);
+            }
+        });
+    }
+
+    #[test]
+    fn a_waiter_reports_positive_latencies() {
+        let cpu = home_cpu();
+        let w = Waiter::start(vec![cpu], vec![cpu]).unwrap();
+        let d = w.batch(5).unwrap();
+        assert!(d > Duration::ZERO);
     }
 }

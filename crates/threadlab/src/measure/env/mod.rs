@@ -206,6 +206,16 @@ pub struct Environment {
     pub loadavg_end: Option<[f64; 3]>,
     pub runnable_tasks_end: Option<u64>,
     pub procs_running_end: Option<u64>,
+    /// Steal ticks per CPU (/proc/stat) when the run started, for `steal_ms_during_run`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steal_ticks_start: Vec<(usize, u64)>,
+    /// Time the hypervisor ran something else on each CPU during the run (steal), ms, 10 ms
+    /// resolution; absent in files written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_ms_during_run: Option<Vec<(usize, f64)>>,
+    /// The run's wall time, seconds, for reading the steal against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_wall_s: Option<f64>,
     /// CPU quota in CPUs (quota / period), the tightest along the cgroup path; `None` = no quota or unknown.
     pub cgroup_cpu_limit: Option<f64>,
     /// Raw quota as "quota period" (v2 cpu.max, or v1 cfs_quota_us and cfs_period_us).
@@ -406,6 +416,9 @@ pub fn capture() -> Environment {
         loadavg_end: None,
         runnable_tasks_end: None,
         procs_running_end: None,
+        steal_ticks_start: crate::measure::host::steal_ticks(),
+        steal_ms_during_run: None,
+        run_wall_s: None,
         cgroup_cpu_limit,
         cgroup_cpu_max_raw,
         cgroup_cpuset_effective: cgroups.cpuset(),
@@ -503,6 +516,12 @@ impl Environment {
         self.procs_running_end = read("/proc/stat")
             .as_deref()
             .and_then(load::parse_procs_running);
+        if !self.steal_ticks_start.is_empty() {
+            self.steal_ms_during_run = Some(crate::measure::host::steal_ms(
+                &self.steal_ticks_start,
+                &crate::measure::host::steal_ticks(),
+            ));
+        }
     }
 }
 

@@ -8,15 +8,19 @@
 //! 2. The family of tests is every metric whose sample counts can reach p < alpha at all (with
 //!    2 samples a side the smallest possible p is 0.33: such a metric is shown, not tested).
 //!    Holm's step-down correction runs over that family.
-//! 3. The noise floor of a metric is the largest of: `--noise` (default 5%); each run's own
-//!    spread of that metric, IQR / median; each run's CPU drift during that experiment (its
-//!    throughput-bound reference loop before and after); when both files come from the same machine and
-//!    kernel, how far the throughput-bound reference loop moved between the two runs; and,
-//!    with enough tested metrics, three robust standard deviations of how far they moved.
+//! 3. The noise floor of a metric is its own: the largest of `--noise` (default 5%); each
+//!    run's spread of that metric between trials (fresh threads, objects and placement each),
+//!    IQR / median; each run's CPU drift during that experiment (its throughput-bound reference
+//!    loop before and after); and, when both files come from the same machine and kernel, how
+//!    far the throughput-bound reference loop moved between the two runs.
 //! 4. A metric has changed only when its Holm-adjusted p < alpha *and* its whole interval lies
 //!    beyond the floor: above 1 + floor, or below 1 / (1 + floor). Direction (from the schema)
-//!    says whether that is slower, faster, or just changed.
-//! 5. `--fail-if-slower PCT`: exit status 1 when a metric is slower by that rule and its ratio
+//!    says whether that is slower, faster, or just changed. A metric that changed but whose
+//!    regime changed too (the host ran the two CPUs further apart or closer, or its trials fall
+//!    in two clusters) is "unstable", not slower.
+//! 5. Each row says the smallest change the pair could have detected: the floor, widened by
+//!    the interval's half-width; none when too few trials for the family's correction.
+//! 6. `--fail-if-slower PCT`: exit status 1 when a metric is slower by that rule and its ratio
 //!    says more than PCT percent slower.
 //!
 //! More files: one column per file, the fastest and slowest marked per row; no test.
@@ -75,6 +79,9 @@ pub enum Verdict {
     Faster,
     /// Beyond noise, for a metric with no better direction (a count, a share, a ratio row).
     Changed,
+    /// Beyond noise, but the metric's regime changed between the runs (the CPUs' distance, or
+    /// trials in two clusters): a change of the machine, not a verdict on the code.
+    Unstable,
     /// Significant, but the interval reaches into the noise floor.
     WithinNoise,
     NotSignificant,
@@ -88,6 +95,7 @@ impl Verdict {
             Verdict::Slower => "SLOWER",
             Verdict::Faster => "faster",
             Verdict::Changed => "CHANGED",
+            Verdict::Unstable => "unstable",
             Verdict::WithinNoise => "within noise",
             Verdict::NotSignificant => "same",
             Verdict::Untested => "not tested",
@@ -102,10 +110,13 @@ impl Verdict {
 /// One file's side of a row.
 #[derive(Debug, Clone)]
 pub struct Side {
+    /// The median of the file's values (its trials), recomputed from them.
     pub median: f64,
     pub samples: usize,
-    /// IQR / |median|, percent; None for one sample.
+    /// IQR / |median| of the values, percent; None for one value.
     pub spread_pct: Option<f64>,
+    /// The values are trials (schema 3), not samples of one set of threads (schema 2).
+    pub trials: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -126,6 +137,11 @@ pub struct Row {
     /// The noise floor, percent, and which part of the rule set it.
     pub floor_pct: f64,
     pub floor_from: String,
+    /// The smallest change this pair could have flagged, percent (the floor widened by the
+    /// interval's half-width); None when its trials are too few for the family's correction.
+    pub detectable_pct: Option<f64>,
+    /// Why the metric's regime differs between the runs, when it does (see `Verdict::Unstable`).
+    pub regime: Option<String>,
     pub verdict: Verdict,
     /// Why a row is not tested.
     pub why: String,
@@ -205,9 +221,6 @@ pub struct Comparison {
     pub only_in_b: Vec<String>,
     /// How many metrics the correction ran over.
     pub family: usize,
-    /// The floor set by how far this comparison's tested metrics moved around their common
-    /// shift (three robust standard deviations), when there are enough of them.
-    pub scatter_floor_pct: Option<f64>,
     pub options: Options,
     /// Other things a reader should know (modes differ, a run was interrupted...).
     pub notes: Vec<String>,

@@ -1,6 +1,7 @@
 //! What a metric's noise floor is made of: the runs' machines, their drift and spread, how far the machine moved between them.
 
 use super::*;
+use crate::measure::stats::Summary;
 
 /// What identifies a machine and kernel for the purpose of comparing code.
 pub(super) fn fingerprint(r: &RunResults) -> Vec<(&'static str, String)> {
@@ -50,13 +51,56 @@ pub(super) fn machine_differences(a: &RunResults, b: &RunResults) -> Vec<String>
     d
 }
 
-pub(super) fn side(m: &Metric) -> Side {
-    Side {
-        median: m.median,
-        samples: m.values.len(),
-        spread_pct: (m.values.len() > 1 && m.median != 0.0)
-            .then(|| (m.q3 - m.q1) / m.median.abs() * 100.0),
+/// A file's side of a row, from its values (the file's own median and quartiles are not
+/// trusted: they are recomputed), in `unit` when they convert.
+pub(super) fn side(m: &Metric, values: &[f64]) -> Side {
+    let trials = !m.batches.is_empty() || m.trials.is_some();
+    match Summary::from_samples(values, 1) {
+        Some(s) => Side {
+            median: s.median,
+            samples: values.len(),
+            spread_pct: (values.len() > 1 && s.median != 0.0)
+                .then(|| (s.q3 - s.q1) / s.median.abs() * 100.0),
+            trials,
+        },
+        None => Side {
+            median: m.median,
+            samples: values.len(),
+            spread_pct: None,
+            trials,
+        },
     }
+}
+
+/// The cache-line distance between the two CPUs moved more than this (either way) between the
+/// runs: the host placed the vCPUs differently, and every cross-CPU figure may follow.
+pub const PAIR_REGIME_RATIO: f64 = 1.3;
+
+/// Why a metric's regime differs between A and B, when it does: the CPUs it ran on were at a
+/// different distance (its trials' cache-line round trips), or its trials fall in two clusters
+/// in either run (the figure is decided by a race whose outcome lasts a set of threads).
+pub fn regime_change(ma: &Metric, mb: &Metric) -> Option<String> {
+    let pair = |m: &Metric| m.trials.as_ref().and_then(|t| t.pair_median_ns());
+    if let (Some(pa), Some(pb)) = (pair(ma), pair(mb)) {
+        if pa > 0.0 && pb > 0.0 && (pa / pb).max(pb / pa) > PAIR_REGIME_RATIO {
+            return Some(format!(
+                "the two CPUs were {pa:.0} ns apart in A and {pb:.0} ns in B (a cache line's \
+                 round trip): the host ran the vCPUs elsewhere; run both again"
+            ));
+        }
+    }
+    let bimodal: Vec<&str> = [("A", ma), ("B", mb)]
+        .iter()
+        .filter(|(_, m)| m.modes.is_some())
+        .map(|(k, _)| *k)
+        .collect();
+    (!bimodal.is_empty()).then(|| {
+        format!(
+            "its values fall in two clusters in {}: which regime a set of threads settles into \
+             decides the figure; compare the modes, or use --repeat",
+            bimodal.join(" and ")
+        )
+    })
 }
 
 /// The kept attempt of an experiment, when it recorded its references.
@@ -111,26 +155,3 @@ pub(super) fn kernel_entry_move_pct(ea: &ExperimentResult, eb: &ExperimentResult
 
 /// Kernel-entry moves (during or between the runs) larger than this are reported.
 pub(super) const KERNEL_ENTRY_NOTE_PCT: f64 = 10.0;
-
-/// Fewer tested metrics than this give too rough a scatter to set a floor with.
-pub const SCATTER_MIN_METRICS: usize = 20;
-
-/// How far metrics move between two runs of the same code, beyond what each run's samples
-/// show, estimated from this comparison itself: the log ratios of the tested metrics, their
-/// median (a common shift, which this does not absorb), and the scaled median absolute
-/// deviation around it (a robust standard deviation; Hampel's identifier). A metric whose
-/// ratio lies within three of those of 1 moved no further than metrics typically do between
-/// these two runs. None for fewer than `SCATTER_MIN_METRICS` ratios.
-pub fn scatter_floor_pct(ratios: impl Iterator<Item = f64>) -> Option<f64> {
-    let logs: Vec<f64> = ratios
-        .filter(|r| *r > 0.0 && r.is_finite())
-        .map(f64::ln)
-        .collect();
-    if logs.len() < SCATTER_MIN_METRICS {
-        return None;
-    }
-    let centre = crate::measure::stats::median(&logs);
-    let deviations: Vec<f64> = logs.iter().map(|x| (x - centre).abs()).collect();
-    let sd = 1.4826 * crate::measure::stats::median(&deviations);
-    Some(((3.0 * sd).exp() - 1.0) * 100.0)
-}

@@ -48,21 +48,13 @@ pub fn compare_pair(a: &Run, b: &Run, o: &Options) -> Result<Comparison> {
     }
     // The family: every row with a p-value.
     let tested: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].p.is_some()).collect();
-    let scatter = scatter_floor_pct(tested.iter().filter_map(|&i| rows[i].ratio));
-    if let Some(f) = scatter {
-        for &i in &tested {
-            if f > rows[i].floor_pct {
-                rows[i].floor_pct = f;
-                rows[i].floor_from = "this comparison's scatter (3 robust sd)".into();
-            }
-        }
-    }
     let ps: Vec<f64> = tested.iter().map(|&i| rows[i].p.unwrap_or(1.0)).collect();
     let adjusted = holm_adjust(&ps);
     for (k, &i) in tested.iter().enumerate() {
         let row = &mut rows[i];
         row.p_holm = Some(adjusted[k]);
         row.verdict = verdict(row, o.alpha);
+        row.detectable_pct = detectable_pct(row, tested.len(), o.alpha);
     }
     let mut notes = Vec::new();
     if same_machine {
@@ -97,6 +89,21 @@ pub fn compare_pair(a: &Run, b: &Run, o: &Options) -> Result<Comparison> {
             if flagged == 1 { "it" } else { "them" }
         ));
     }
+    for r in [a, b] {
+        let schema2 = r
+            .results
+            .experiments
+            .iter()
+            .flat_map(|e| &e.metrics)
+            .any(|m| m.samples > 1 && m.batches.is_empty() && m.trials.is_none());
+        if schema2 && r.results.schema_version < crate::results::SCHEMA_VERSION {
+            notes.push(format!(
+                "{} is a schema-{} file: its values are samples of one set of threads, not \
+                 trials, so its spread understates how much a figure moves between runs",
+                r.label, r.results.schema_version
+            ));
+        }
+    }
     if a.results.mode != b.results.mode {
         notes.push(format!(
             "A is a {} run and B a {} run: sample counts and ranges differ",
@@ -122,7 +129,6 @@ pub fn compare_pair(a: &Run, b: &Run, o: &Options) -> Result<Comparison> {
         only_in_a,
         only_in_b,
         family: tested.len(),
-        scatter_floor_pct: scatter,
         options: *o,
         notes,
     })
@@ -143,10 +149,10 @@ pub(super) fn pair_row(
         .iter()
         .map(|v| mb.unit.convert(*v, ma.unit))
         .collect();
-    let mut b_side = side(mb);
-    if let Some(m) = mb.unit.convert(mb.median, ma.unit) {
-        b_side.median = m;
-    }
+    let b_side = match &b_values {
+        Some(v) => side(mb, v),
+        None => side(mb, &mb.values),
+    };
     // The floor: the fixed part, then each measured part that is larger.
     let mut floor = (o.noise_pct, "--noise".to_string());
     let mut raise = |v: Option<f64>, what: String| {
@@ -156,13 +162,30 @@ pub(super) fn pair_row(
             }
         }
     };
-    let a_side = side(ma);
-    raise(a_side.spread_pct, "A's spread (IQR/median)".into());
-    raise(b_side.spread_pct, "B's spread (IQR/median)".into());
-    // An experiment's drift says what its samples went through, unless the sampler kept only
-    // samples taken while the machine was quiet (the metric's `phase`): then the drift around
-    // the experiment says nothing about them.
-    let filtered = |m: &Metric| m.phase.is_some_and(|f| f.quiet >= f.kept && f.kept > 0);
+    let a_side = side(ma, &ma.values);
+    let spread_of = |s: &Side| {
+        if s.trials {
+            "spread between trials"
+        } else {
+            "spread"
+        }
+    };
+    raise(
+        a_side.spread_pct,
+        format!("A's {} (IQR/median)", spread_of(&a_side)),
+    );
+    raise(
+        b_side.spread_pct,
+        format!("B's {} (IQR/median)", spread_of(&b_side)),
+    );
+    // An experiment's drift says what its trials went through, unless the sampler kept only
+    // trials taken while the machine was quiet (nothing set aside and nothing disturbed kept):
+    // then the drift around the experiment says nothing about them.
+    let filtered = |m: &Metric| {
+        m.trials
+            .as_ref()
+            .is_some_and(|t| t.kept > 0 && t.kept + t.steal + t.disturbed == t.taken)
+    };
     if !filtered(ma) {
         raise(cpu_drift_pct(ea), "A's drift during the experiment".into());
     }
@@ -189,6 +212,8 @@ pub(super) fn pair_row(
         p_holm: None,
         floor_pct: floor.0,
         floor_from: floor.1,
+        detectable_pct: None,
+        regime: regime_change(ma, mb),
         verdict: Verdict::Untested,
         why: String::new(),
         flags_a: ma.flags.clone(),
@@ -198,11 +223,11 @@ pub(super) fn pair_row(
         row.why = format!("units differ ({} vs {})", ma.unit, mb.unit);
         return row;
     };
-    if !(ma.median > 0.0 && row.b.median > 0.0) {
+    if !(row.a.median > 0.0 && row.b.median > 0.0) {
         row.why = "a median at or below zero: no ratio".into();
         return row;
     }
-    row.ratio = Some(row.b.median / ma.median);
+    row.ratio = Some(row.b.median / row.a.median);
     if ma.values.len() > 1 && bv.len() > 1 {
         row.ci = bootstrap_ratio_ci(&ma.values, &bv, o.resamples);
     }
@@ -233,6 +258,9 @@ pub(super) fn verdict(row: &Row, alpha: f64) -> Verdict {
     if !beyond {
         return Verdict::WithinNoise;
     }
+    if row.regime.is_some() {
+        return Verdict::Unstable;
+    }
     match row.direction {
         Direction::LowerIsBetter if ratio > 1.0 => Verdict::Slower,
         Direction::LowerIsBetter => Verdict::Faster,
@@ -240,4 +268,19 @@ pub(super) fn verdict(row: &Row, alpha: f64) -> Verdict {
         Direction::HigherIsBetter => Verdict::Faster,
         Direction::Neither => Verdict::Changed,
     }
+}
+
+/// The smallest change this row could have flagged, percent: its interval, as wide as it came
+/// out, must clear the floor, so the ratio must pass (1 + floor) by the interval's half-width
+/// (on a log scale); and a complete separation of its trials must survive Holm's correction
+/// over the family at its strictest step (alpha / family). None when it cannot.
+pub(super) fn detectable_pct(row: &Row, family: usize, alpha: f64) -> Option<f64> {
+    if smallest_p(row.a.samples, row.b.samples) > alpha / family.max(1) as f64 {
+        return None;
+    }
+    let half = match row.ci {
+        Some((lo, hi)) if lo > 0.0 && hi >= lo => (hi / lo).ln() / 2.0,
+        _ => 0.0,
+    };
+    Some(((1.0 + row.floor_pct / 100.0) * half.exp() - 1.0) * 100.0)
 }

@@ -45,6 +45,7 @@ fn run(label: &str, metrics: &[(&str, Unit, Vec<f64>)]) -> Run {
                 kept: true,
             }],
             drift_note: None,
+            host: None,
         }],
     };
     Run {
@@ -208,21 +209,6 @@ fn different_machines_get_a_banner_and_no_shared_metric_is_a_usage_error() {
 }
 
 #[test]
-fn the_scatter_floor_ignores_a_common_shift_and_needs_enough_metrics() {
-    assert_eq!(scatter_floor_pct([1.0; 19].into_iter()), None);
-    // Every metric 20% slower: no scatter, the shift itself stays visible.
-    assert!(scatter_floor_pct([1.2; 30].into_iter()).unwrap() < 1e-9);
-    // Log ratios spread evenly over +-5% (and one outlier, which barely counts): the MAD is
-    // 2.5%, a robust sd 3.7%, three of them 11.1%, i.e. a floor of 11.8%.
-    let mut r: Vec<f64> = (0..=40)
-        .map(|i| (-0.05 + 0.1 * i as f64 / 40.0).exp())
-        .collect();
-    r.push(3.0);
-    let f = scatter_floor_pct(r.into_iter()).unwrap();
-    assert!((f - 11.8).abs() < 1.0, "{f}");
-}
-
-#[test]
 fn flagged_metrics_are_marked_in_the_table() {
     let a = run(
         "a",
@@ -285,4 +271,132 @@ fn a_fleet_marks_the_fastest_and_slowest() {
     assert_eq!((f.rows[1].fastest, f.rows[1].slowest), (None, None));
     let text = render_fleet_text(&f);
     assert!(text.contains("+") && text.contains("C"));
+}
+
+/// A metric made of trials: `values` one per trial, and the trials' CPU-pair distances.
+fn trial_metric(id: &str, values: &[f64], pair_ns: f64) -> Metric {
+    let mut m = Metric::from_values(id, Unit::Ns, values, 1, "cross_cpu(0,1)", "n").unwrap();
+    m.batches = values.iter().map(|v| vec![*v; 3]).collect();
+    m.trials = Some(crate::measure::stats::TrialLog {
+        taken: values.len(),
+        kept: values.len(),
+        steal: 0,
+        disturbed: 0,
+        stop: crate::measure::stats::Stop::Limit,
+        target_pct: 5.0,
+        ci_pct: None,
+        pair_ns: vec![pair_ns; values.len()],
+    });
+    m
+}
+
+fn with_metrics(mut r: Run, metrics: Vec<Metric>) -> Run {
+    r.results.experiments[0].metrics = metrics;
+    r
+}
+
+/// Steady trials (about +-1%) around `base`.
+fn steady(base: f64) -> Vec<f64> {
+    samples(base, 12)
+}
+
+#[test]
+fn a_two_regime_metric_compared_with_itself_is_quiet_and_a_planted_20_percent_is_caught() {
+    let o = Options {
+        fail_if_slower_pct: Some(10.0),
+        ..Options::default()
+    };
+    // A: the contended lock's trials sit in the near regime (the two vCPUs 45 ns apart); B, the
+    // same code a minute later, in the far one (370 ns apart), where it reads twice as high.
+    let lock_a = trial_metric("x.lock", &steady(21.0), 45.0);
+    let lock_b = trial_metric("x.lock", &steady(46.0), 370.0);
+    // Within one regime, trials that fall in two clusters (fresh threads settle one way or the
+    // other): A mostly low, B mostly high.
+    let mut mixed_a: Vec<f64> = vec![25.0; 9];
+    mixed_a.extend([50.0; 3]);
+    let mut mixed_b: Vec<f64> = vec![25.0; 3];
+    mixed_b.extend([50.0; 9]);
+    let mix = |v: &[f64]| {
+        let v: Vec<f64> = v
+            .iter()
+            .enumerate()
+            .map(|(i, x)| x * (1.0 + i as f64 * 0.001))
+            .collect();
+        trial_metric("x.mixed", &v, 45.0)
+    };
+    let a = with_metrics(
+        run("a", &[]),
+        vec![
+            lock_a,
+            mix(&mixed_a),
+            trial_metric("x.steady", &steady(100.0), 45.0),
+        ],
+    );
+    let b = with_metrics(
+        run("b", &[]),
+        vec![
+            lock_b,
+            mix(&mixed_b),
+            trial_metric("x.steady", &steady(100.0), 45.0),
+        ],
+    );
+    let c = compare_pair(&a, &b, &o).unwrap();
+    let verdict = |id: &str| c.rows.iter().find(|r| r.id == id).unwrap().verdict;
+    assert_eq!(verdict("x.lock"), Verdict::Unstable, "{c:#?}");
+    // Its medians differ 2x, but its trials overlap: not significant, or unstable, never slower.
+    assert!(!verdict("x.mixed").flagged());
+    assert!(!verdict("x.steady").flagged());
+    assert_eq!(c.exit_status(), 0, "A/A of regimes must not fail the gate");
+    let text = render_pair_text(&c);
+    assert!(text.contains("unstable x.lock: the two CPUs were 45 ns apart in A and 370 ns in B"));
+
+    // The same pair with the steady metric's trials x 1.2 in B: caught, and the gate fails.
+    let b20 = with_metrics(
+        run("b", &[]),
+        vec![
+            trial_metric("x.lock", &steady(46.0), 370.0),
+            mix(&mixed_b),
+            trial_metric(
+                "x.steady",
+                &steady(100.0).iter().map(|v| v * 1.2).collect::<Vec<_>>(),
+                45.0,
+            ),
+        ],
+    );
+    let c = compare_pair(&a, &b20, &o).unwrap();
+    let row = c.rows.iter().find(|r| r.id == "x.steady").unwrap();
+    assert_eq!(row.verdict, Verdict::Slower);
+    assert!((row.slowdown_pct().unwrap() - 20.0).abs() < 1.0);
+    assert_eq!(c.exit_status(), 1);
+    // What it could have detected: about the 5% floor, widened by the interval.
+    let d = row.detectable_pct.unwrap();
+    assert!((5.0..8.0).contains(&d), "{d}");
+}
+
+#[test]
+fn a_metric_whose_trials_disagree_gets_a_floor_as_wide_as_they_do() {
+    // Trials spread +-15% (a contended lock in one regime): a 12% move of the median between
+    // two runs is within that metric's floor, while a steady metric's floor stays at 5%.
+    let wide = |base: f64| -> Vec<f64> {
+        (0..12)
+            .map(|i| base * (0.85 + 0.3 * ((i * 5) % 12) as f64 / 11.0))
+            .collect()
+    };
+    let a = with_metrics(
+        run("a", &[]),
+        vec![trial_metric("x.lock", &wide(30.0), 45.0)],
+    );
+    let b = with_metrics(
+        run("b", &[]),
+        vec![trial_metric("x.lock", &wide(33.6), 45.0)],
+    );
+    let c = compare_pair(&a, &b, &Options::default()).unwrap();
+    let row = &c.rows[0];
+    assert!(row.floor_pct > 15.0, "{}", row.floor_pct);
+    assert!(
+        row.floor_from.contains("between trials"),
+        "{}",
+        row.floor_from
+    );
+    assert!(!row.verdict.flagged());
 }

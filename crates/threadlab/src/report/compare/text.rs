@@ -5,10 +5,13 @@ use super::*;
 /// The rule in one paragraph, with this comparison's numbers.
 pub fn rule_text(c: &Comparison) -> String {
     format!(
-        "Changed = Mann-Whitney U p < {} after Holm's correction over the {} metrics with enough \
-         samples to be tested, and the bootstrap 95% interval of B/A ({} resamples) wholly beyond \
-         the metric's noise floor: the largest of {}% (--noise), each run's IQR/median, each \
-         run's CPU drift during the experiment{}{}. See docs/compare.md.",
+        "Changed = Mann-Whitney U p < {} over the trials, after Holm's correction over the {} \
+         metrics with enough trials to be tested, and the bootstrap 95% interval of B/A ({} \
+         resamples) wholly beyond the metric's own noise floor: the largest of {}% (--noise), \
+         each run's IQR/median between trials, each run's CPU drift during the experiment{}. A \
+         change whose regime changed too (the CPUs' distance, two clusters of trials) is \
+         unstable, not slower. 'detects': the smallest change this pair could have flagged. See \
+         docs/compare.md.",
         c.options.alpha,
         c.family,
         c.options.resamples,
@@ -17,13 +20,6 @@ pub fn rule_text(c: &Comparison) -> String {
             ", how far the machine's throughput-bound reference loop moved between the runs"
         } else {
             ""
-        },
-        match c.scatter_floor_pct {
-            Some(f) => format!(
-                ", and three robust standard deviations of how far the tested metrics moved \
-                 ({f:.1}%)"
-            ),
-            None => String::new(),
         }
     )
 }
@@ -39,10 +35,16 @@ pub fn machines_banner(c: &Comparison) -> Option<String> {
     })
 }
 
-pub(super) fn fmt_ratio(r: &Row) -> String {
+/// B/A with its interval, bounded in width whatever the medians.
+pub fn fmt_ratio(r: &Row) -> String {
     match (r.ratio, r.ci) {
-        (Some(x), Some((lo, hi))) => format!("{x:.3} [{lo:.3}, {hi:.3}]"),
-        (Some(x), None) => format!("{x:.3}"),
+        (Some(x), Some((lo, hi))) => format!(
+            "{} [{}, {}]",
+            crate::measure::units::fmt_fixed(x, 3),
+            crate::measure::units::fmt_fixed(lo, 3),
+            crate::measure::units::fmt_fixed(hi, 3)
+        ),
+        (Some(x), None) => crate::measure::units::fmt_fixed(x, 3),
         _ => "-".into(),
     }
 }
@@ -55,20 +57,49 @@ pub(super) fn fmt_p(p: Option<f64>) -> String {
     }
 }
 
+/// The smallest change the pair could have flagged: "±6.1%", or "-" when too few trials.
+pub fn fmt_detectable(r: &Row) -> String {
+    match r.detectable_pct {
+        Some(d) => format!("±{}%", crate::measure::units::fmt_fixed(d, 1)),
+        None => "-".into(),
+    }
+}
+
 /// The verdict as a reader wants it: "SLOWER +30.2%".
 pub fn verdict_text(r: &Row) -> String {
     match r.verdict {
-        Verdict::Slower => format!("SLOWER +{:.1}%", r.slowdown_pct().unwrap_or(0.0)),
+        Verdict::Slower => format!(
+            "SLOWER +{}%",
+            crate::measure::units::fmt_fixed(r.slowdown_pct().unwrap_or(0.0), 1)
+        ),
         Verdict::Faster => match r.ratio {
             Some(x) if r.direction == Direction::HigherIsBetter => {
-                format!("faster +{:.1}%", (x - 1.0) * 100.0)
+                format!(
+                    "faster +{}%",
+                    crate::measure::units::fmt_fixed((x - 1.0) * 100.0, 1)
+                )
             }
-            Some(x) if x > 0.0 => format!("faster {:.1}%", (1.0 - x) * 100.0),
+            Some(x) if x > 0.0 => format!(
+                "faster {}%",
+                crate::measure::units::fmt_fixed((1.0 - x) * 100.0, 1)
+            ),
             _ => "faster".into(),
         },
         Verdict::Changed => match r.ratio {
-            Some(x) => format!("CHANGED {:+.1}%", (x - 1.0) * 100.0),
+            Some(x) => format!(
+                "CHANGED {}{}%",
+                if x >= 1.0 { "+" } else { "" },
+                crate::measure::units::fmt_fixed((x - 1.0) * 100.0, 1)
+            ),
             None => "CHANGED".into(),
+        },
+        Verdict::Unstable => match r.ratio {
+            Some(x) => format!(
+                "unstable {}{}%",
+                if x >= 1.0 { "+" } else { "" },
+                crate::measure::units::fmt_fixed((x - 1.0) * 100.0, 1)
+            ),
+            None => "unstable".into(),
         },
         Verdict::Untested => format!("not tested: {}", r.why),
         v => v.word().into(),
@@ -120,6 +151,7 @@ pub fn render_pair_text(c: &Comparison) -> String {
             "B/A [95% CI]",
             "p (Holm)",
             "floor",
+            "detects",
             "verdict",
         ];
         if flagged {
@@ -133,7 +165,12 @@ pub fn render_pair_text(c: &Comparison) -> String {
                 Cell::new(fmt_with_unit(r.b.median, r.unit)).set_alignment(CellAlignment::Right),
                 Cell::new(fmt_ratio(r)).set_alignment(CellAlignment::Right),
                 Cell::new(fmt_p(r.p_holm)).set_alignment(CellAlignment::Right),
-                Cell::new(format!("{:.1}%", r.floor_pct)).set_alignment(CellAlignment::Right),
+                Cell::new(format!(
+                    "{}%",
+                    crate::measure::units::fmt_fixed(r.floor_pct, 1)
+                ))
+                .set_alignment(CellAlignment::Right),
+                Cell::new(fmt_detectable(r)).set_alignment(CellAlignment::Right),
                 Cell::new(verdict_text(r)),
             ];
             if flagged {
@@ -146,6 +183,17 @@ pub fn render_pair_text(c: &Comparison) -> String {
         }
         out.push_str(&t.to_string());
         out.push('\n');
+        for r in c
+            .rows
+            .iter()
+            .filter(|r| r.experiment == e && r.verdict == Verdict::Unstable)
+        {
+            out.push_str(&format!(
+                "  unstable {}: {}\n",
+                r.id,
+                r.regime.as_deref().unwrap_or("")
+            ));
+        }
     }
     for (what, ids) in [("only in A", &c.only_in_a), ("only in B", &c.only_in_b)] {
         if !ids.is_empty() {
@@ -164,7 +212,13 @@ pub fn render_pair_text(c: &Comparison) -> String {
         } else {
             let list: Vec<String> = slow
                 .iter()
-                .map(|r| format!("{} +{:.1}%", r.id, r.slowdown_pct().unwrap_or(0.0)))
+                .map(|r| {
+                    format!(
+                        "{} +{}%",
+                        r.id,
+                        crate::measure::units::fmt_fixed(r.slowdown_pct().unwrap_or(0.0), 1)
+                    )
+                })
                 .collect();
             out.push_str(&format!(
                 "--fail-if-slower {}: slower by more than {}%: {} (exit status 1).\n",
@@ -193,8 +247,8 @@ pub fn summary(c: &Comparison) -> String {
         }
     };
     format!(
-        "{} metrics compared: {} slower{}, {} faster{}, {} changed{}, {} within noise, {} the \
-         same, {} not tested (too few samples or no ratio).",
+        "{} metrics compared: {} slower{}, {} faster{}, {} changed{}, {} unstable{}, {} within \
+         noise, {} the same, {} not tested (too few trials or no ratio).",
         c.rows.len(),
         c.count(Verdict::Slower),
         list(Verdict::Slower),
@@ -202,6 +256,8 @@ pub fn summary(c: &Comparison) -> String {
         list(Verdict::Faster),
         c.count(Verdict::Changed),
         list(Verdict::Changed),
+        c.count(Verdict::Unstable),
+        list(Verdict::Unstable),
         c.count(Verdict::WithinNoise),
         c.count(Verdict::NotSignificant),
         c.count(Verdict::Untested)

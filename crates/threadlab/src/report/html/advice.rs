@@ -256,7 +256,7 @@ fn server_design(r: &RunResults) -> Answer {
         return not_measured(topic, "server");
     };
     let ratio = median(c, "create.process.fork.vs_thread")
-        .map(|x| format!(" ({x:.0}x)"))
+        .map(|x| format!(" ({}x)", crate::measure::units::fmt_fixed(x, 0)))
         .unwrap_or_default();
     Answer {
         topic,

@@ -9,7 +9,8 @@ use super::svg::{esc, ratio_chart, Axis, Line, LineChart, RatioRow};
 use super::{figure, page, Chart, Page};
 use crate::measure::units::Unit;
 use crate::report::compare::{
-    column_name, machines_banner, rule_text, summary, verdict_text, Comparison, Fleet, Run, Verdict,
+    column_name, fmt_detectable, machines_banner, rule_text, summary, verdict_text, Comparison,
+    Fleet, Run, Verdict,
 };
 use crate::report::{fmt_value, fmt_with_unit};
 
@@ -221,11 +222,15 @@ pub fn render_pair(c: &Comparison, a: &Run, b: &Run) -> String {
                         _ => 0,
                     },
                     title: format!(
-                        "{}: B/A {:.3}{}; {}{}",
+                        "{}: B/A {}{}; {}{}",
                         r.id,
-                        ratio,
-                        r.ci.map(|(lo, hi)| format!(" [{lo:.3}, {hi:.3}]"))
-                            .unwrap_or_default(),
+                        crate::measure::units::fmt_fixed(ratio, 3),
+                        r.ci.map(|(lo, hi)| format!(
+                            " [{}, {}]",
+                            crate::measure::units::fmt_fixed(lo, 3),
+                            crate::measure::units::fmt_fixed(hi, 3)
+                        ))
+                        .unwrap_or_default(),
                         verdict_text(r),
                         r.flags_text()
                             .map(|f| format!("; flagged: {f}"))
@@ -258,7 +263,7 @@ pub fn render_pair(c: &Comparison, a: &Run, b: &Run) -> String {
         let flagged = rows.iter().any(|r| r.flags_text().is_some());
         let _ = writeln!(
             body,
-            "</div>\n<div class=\"scroll\"><table><thead><tr><th>metric</th><th>A</th><th>B</th><th>B/A [95% CI]</th><th>p (Holm)</th><th>floor</th><th>verdict</th>{}</tr></thead><tbody>",
+            "</div>\n<div class=\"scroll\"><table><thead><tr><th>metric</th><th>A</th><th>B</th><th>B/A [95% CI]</th><th>p (Holm)</th><th>floor</th><th>detects</th><th>verdict</th>{}</tr></thead><tbody>",
             if flagged { "<th>flags</th>" } else { "" }
         );
         for r in rows {
@@ -280,18 +285,16 @@ pub fn render_pair(c: &Comparison, a: &Run, b: &Run) -> String {
             };
             let _ = writeln!(
                 body,
-                "<tr{class}><td class=\"id\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\" title=\"{}\">{:.1}%</td><td>{}</td>{flags}</tr>",
+                "<tr{class}><td class=\"id\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\" title=\"{}\">{}%</td><td class=\"num\">{}</td><td title=\"{}\">{}</td>{flags}</tr>",
                 esc(&r.id),
                 esc(&fmt_with_unit(r.a.median, r.unit)),
                 esc(&fmt_with_unit(r.b.median, r.unit)),
-                esc(&match (r.ratio, r.ci) {
-                    (Some(x), Some((lo, hi))) => format!("{x:.3} [{lo:.3}, {hi:.3}]"),
-                    (Some(x), None) => format!("{x:.3}"),
-                    _ => "-".into(),
-                }),
+                esc(&crate::report::compare::fmt_ratio(r)),
                 r.p_holm.map_or("-".into(), |p| if p < 0.001 { format!("{p:.1e}") } else { format!("{p:.3}") }),
                 esc(&r.floor_from),
-                r.floor_pct,
+                crate::measure::units::fmt_fixed(r.floor_pct, 1),
+                esc(&fmt_detectable(r)),
+                esc(r.regime.as_deref().unwrap_or("")),
                 esc(&verdict_text(r))
             );
         }

@@ -215,6 +215,7 @@ mod tests {
             conclusion: None,
             attempts: vec![],
             drift_note: None,
+            host: None,
         };
         let mut r = RunResults {
             schema_version: crate::results::SCHEMA_VERSION,

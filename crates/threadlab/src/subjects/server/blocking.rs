@@ -16,29 +16,41 @@ use super::protocol::{
 };
 use super::shared::{Counter, Shared};
 
+/// How long a request's work runs between looks at the stop flag: a server stops within this
+/// of being asked, even while frames whose work lasts up to a second (`MAX_WORK_US`) are served.
+pub const WORK_SLICE_US: u32 = 20_000;
+
 /// The work a request asks for before its reply: spin (burn CPU, wall-clock time) then block
-/// (sleep: the way a thread waits for a slow disk or another service).
-pub fn do_work(r: &Request) {
-    spin_us(r.work_spin_us);
-    block_us(r.work_block_us);
+/// (sleep: the way a thread waits for a slow disk or another service). Both end early when the
+/// server is stopping (the reply is then never sent: the connection closes).
+pub fn do_work(r: &Request, shared: &Shared) {
+    spin_us(r.work_spin_us, shared);
+    block_us(r.work_block_us, shared);
 }
 
-/// Busy-waits `us` microseconds of wall-clock time.
-pub fn spin_us(us: u32) {
+/// Busy-waits `us` microseconds of wall-clock time, or until the server stops.
+pub fn spin_us(us: u32, shared: &Shared) {
     if us == 0 {
         return;
     }
     let end = mono_ns() + us as u64 * 1000;
-    while mono_ns() < end {
+    while mono_ns() < end && !shared.stopping() {
         std::hint::spin_loop();
     }
 }
 
-/// Sleeps `us` microseconds (nanosleep, resumed after signals).
-pub fn block_us(us: u32) {
-    if us == 0 {
-        return;
+/// Sleeps `us` microseconds (nanosleep, resumed after signals) in slices of `WORK_SLICE_US`,
+/// or until the server stops.
+pub fn block_us(us: u32, shared: &Shared) {
+    let mut left = us;
+    while left > 0 && !shared.stopping() {
+        let slice = left.min(WORK_SLICE_US);
+        sleep_us(slice);
+        left -= slice;
     }
+}
+
+fn sleep_us(us: u32) {
     let mut ts = libc::timespec {
         tv_sec: (us / 1_000_000) as libc::time_t,
         tv_nsec: (us % 1_000_000) as libc::c_long * 1000,
@@ -68,7 +80,19 @@ pub struct Worker<'a> {
     pub after_reply: Option<&'a dyn Fn()>,
     /// Running in a forked child: only async-signal-safe work (STATS from the snapshot).
     pub in_child: bool,
+    /// For a design that holds a fixed number of connections (prefork): whether every one is
+    /// held while another waits to be accepted. Then this connection may not sit idle or
+    /// half-sent for long (`CROWDED_IDLE`, `CROWDED_FRAME`): a few slow clients cannot keep
+    /// everyone else out. Must be async-signal-safe (it runs in forked children).
+    pub crowded: Option<&'a dyn Fn() -> bool>,
 }
+
+/// While the server is crowded: an idle connection is closed after this long, and a frame must
+/// arrive whole within this long of its first byte.
+pub const CROWDED_IDLE: std::time::Duration = std::time::Duration::from_millis(500);
+pub const CROWDED_FRAME: std::time::Duration = std::time::Duration::from_millis(500);
+/// How often a connection of such a design looks at whether the server is crowded.
+const CROWD_CHECK_NS: u64 = 100_000_000;
 
 /// Serve until the connection ends, or only the frames at hand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,21 +136,42 @@ pub fn serve(
     let idle_ns = cfg.idle_timeout.as_nanos() as u64;
     // The receive timeout in force; 0 = not set yet.
     let mut timeout_set = 0u64;
+    let mut idle_since = mono_ns();
     let mut step = reader.check(buf, cfg.max_payload);
     loop {
         while step == Step::NeedMore {
             if shared.stopping() {
                 return Ended::Closed;
             }
-            let want = if reader.in_frame() {
-                let left = (reader.started_ns() + deadline_ns).saturating_sub(mono_ns());
-                if left == 0 {
+            let now = mono_ns();
+            let crowded = w.crowded.is_some_and(|f| f());
+            let left = if reader.in_frame() {
+                let limit = if crowded {
+                    deadline_ns.min(CROWDED_FRAME.as_nanos() as u64)
+                } else {
+                    deadline_ns
+                };
+                (reader.started_ns() + limit).saturating_sub(now)
+            } else {
+                let limit = if crowded {
+                    idle_ns.min(CROWDED_IDLE.as_nanos() as u64)
+                } else {
+                    idle_ns
+                };
+                (idle_since + limit).saturating_sub(now)
+            };
+            if left == 0 {
+                if reader.in_frame() {
                     step = Step::Refused(ErrorCode::Deadline, 0, 0);
                     break;
                 }
-                left
+                shared.add(Counter::IdleClosed, 1);
+                return Ended::Closed;
+            }
+            let want = if w.crowded.is_some() {
+                left.min(CROWD_CHECK_NS)
             } else {
-                idle_ns
+                left
             };
             if want != timeout_set {
                 set_timeout(fd, libc::SO_RCVTIMEO, want);
@@ -140,14 +185,8 @@ pub fn serve(
                     return Ended::Closed;
                 }
                 Ok(n) => step = reader.advance(n, buf, mono_ns(), cfg.max_payload),
-                Err(libc::EAGAIN) => {
-                    if reader.in_frame() {
-                        step = Step::Refused(ErrorCode::Deadline, 0, 0);
-                    } else {
-                        shared.add(Counter::IdleClosed, 1);
-                        return Ended::Closed;
-                    }
-                }
+                // The timeout: the next round decides (deadline, idle, or crowded).
+                Err(libc::EAGAIN) => {}
                 Err(libc::ECONNRESET) | Err(libc::EPIPE) => {
                     shared.add(Counter::Resets, 1);
                     return Ended::Closed;
@@ -170,7 +209,8 @@ pub fn serve(
                 if let Some(f) = w.after_reply {
                     f();
                 }
-                reader.consume(buf, mono_ns());
+                idle_since = mono_ns();
+                reader.consume(buf, idle_since);
                 if r.close_after() {
                     return Ended::Closed;
                 }
@@ -218,7 +258,7 @@ fn reply(fd: RawFd, buf: &mut dyn FrameBuf, r: &Request, started_ns: u64, w: &Wo
             send_reply(fd, &b[..RESPONSE_HEADER + STATS_PAYLOAD], shared)
         }
         RequestKind::Echo => {
-            do_work(r);
+            do_work(r, shared);
             let txn = shared.next_txn();
             let len = RESPONSE_HEADER + r.payload_len as usize;
             let b = buf.bytes();

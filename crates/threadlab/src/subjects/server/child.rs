@@ -3,11 +3,9 @@
 //! descriptors than RLIMIT_NOFILE allows without privilege. Ended (and reaped, with its
 //! descendants) when dropped.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
@@ -45,31 +43,26 @@ pub fn spawn(
             });
         }
     }
-    let mut process = Supervised::spawn(
+    let process = Supervised::spawn(
         &mut cmd,
         &format!("threadlab serve --design {}", design.name),
     )
     .map_err(|e| Error::Skip(format!("cannot start `threadlab serve`: {e}")))?;
-    let stderr = process.child.stderr.take().expect("stderr was piped");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut r = BufReader::new(stderr);
-        let mut line = String::new();
-        let _ = r.read_line(&mut line);
-        let _ = tx.send(line);
-        // Keep draining so the child never blocks on a full pipe.
-        let mut rest = String::new();
-        let _ = std::io::Read::read_to_string(&mut r, &mut rest);
-    });
-    let began = Instant::now();
-    let line = loop {
-        cancel.check()?;
-        match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(l) => break l,
-            Err(mpsc::RecvTimeoutError::Timeout) if began.elapsed() < Duration::from_secs(10) => {}
-            Err(_) => return Err(Error::Fail("`threadlab serve` did not start".into())),
-        }
-    };
+    let line = process
+        .stderr()
+        .first_line(cancel, Duration::from_secs(10))?
+        .ok_or_else(|| {
+            let said = process.stderr().text();
+            Error::Fail(format!(
+                "`threadlab serve --design {}` did not start{}",
+                design.name,
+                if said.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {said}")
+                }
+            ))
+        })?;
     let addr = parse_listening(&line)?;
     Ok(Box::new(ServeChild {
         info: design,

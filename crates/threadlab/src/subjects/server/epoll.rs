@@ -100,7 +100,7 @@ impl Drop for Loops {
 }
 
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
-    let listener = net::listen(cfg.listen, cfg.backlog, false, true)?;
+    let listener = net::listen(cfg.listen, cfg.backlog, true)?;
     let cpus = cfg.cpus.clone();
     Ok(Box::new(Loops::start(
         &DESIGN,

@@ -25,12 +25,7 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
     } else {
         cfg.cpus.iter().map(|&c| Some(c)).collect()
     };
-    let first = net::listen(cfg.listen, cfg.backlog, true, true)?;
-    let addr = net::local_addr(&first)?;
-    let mut listeners = vec![first];
-    for _ in 1..cpus.len() {
-        listeners.push(net::listen(addr, cfg.backlog, true, true)?);
-    }
+    let listeners = net::listen_group(cfg.listen, cfg.backlog, cpus.len(), true)?;
     Ok(Box::new(Loops::start(&DESIGN, cfg, listeners, |i| {
         cpus[i].into_iter().collect()
     })?))

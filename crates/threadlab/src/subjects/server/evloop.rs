@@ -309,7 +309,7 @@ impl Conn {
                 self.start_write(RESPONSE_HEADER + STATS_PAYLOAD, r.close_after());
             }
             RequestKind::Echo => {
-                do_work(r);
+                do_work(r, shared);
                 let txn = shared.next_txn();
                 write_response(
                     &mut self.buf,
@@ -464,6 +464,11 @@ pub fn run_loop(shared: &Shared, acceptor: &Acceptor, waker: &Waker, worker: u16
         }
         let n = ep.wait(&mut events, timeout);
         for ev in &events[..n] {
+            // Each event may run a frame's work inline: the flag is looked at before each one,
+            // not once per batch, so a stop waits for one slice of work, not a whole batch.
+            if shared.stopping() {
+                break;
+            }
             let (flags, token) = (ev.events, ev.u64);
             match token {
                 LISTENER => {
@@ -606,6 +611,8 @@ fn answer(
                 let _ = c.write_some(shared);
                 return false;
             }
+            // Pipelined frames are answered one after another inline; a stop ends the run.
+            Step::Frame(_) if shared.stopping() => return false,
             Step::Frame(r) => {
                 c.prepare_reply(&r, worker, shared, stats);
                 match c.write_some(shared) {

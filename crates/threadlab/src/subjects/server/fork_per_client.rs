@@ -48,7 +48,7 @@ struct ForkPerClient {
 }
 
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
-    let listener = net::listen(cfg.listen, cfg.backlog, false, false)?;
+    let listener = net::listen(cfg.listen, cfg.backlog, false)?;
     let addr = net::local_addr(&listener)?;
     let inner = Arc::new(Inner {
         shared: Shared::new(cfg, DESIGN.id)?,
@@ -120,7 +120,7 @@ fn accept_loop(inner: &Inner) {
 /// Serves one connection in a forked child until it ends.
 pub(super) fn serve_in_child(fd: RawFd, shared: &Shared, slot: &ChildSlot) {
     shared.add(Counter::ConnectionsOpen, 1);
-    serve_conn_in_child(fd, shared, slot, None);
+    serve_conn_in_child(fd, shared, slot, None, None);
     shared.sub(Counter::ConnectionsOpen, 1);
     net::close(fd);
 }
@@ -131,6 +131,7 @@ pub(super) fn serve_conn_in_child(
     shared: &Shared,
     slot: &ChildSlot,
     buf: Option<&mut MappedBuf>,
+    crowded: Option<&dyn Fn() -> bool>,
 ) {
     blocking::prepare(fd, shared);
     let mut own;
@@ -152,6 +153,7 @@ pub(super) fn serve_conn_in_child(
         id: unsafe { libc::getpid() } as u16,
         after_reply: Some(&record),
         in_child: true,
+        crowded,
     };
     blocking::serve(fd, buf, &mut reader, &w, Until::Closed);
 }

@@ -14,6 +14,10 @@ use crate::error::{Error, Result};
 use crate::measure::process::Supervised;
 use crate::subjects::go_build::{build, Built};
 
+use super::protocol::{
+    encode_request, parse_response, Request, ServerStats, KIND_STATS, RESPONSE_HEADER,
+    STATS_PAYLOAD,
+};
 use super::shared::{cpu_set, ServerConfig};
 use super::{unbounded, Counts, DesignInfo, Model, Server};
 
@@ -68,7 +72,7 @@ fn start(cfg: &ServerConfig, cancel: &Cancel) -> Result<Box<dyn Server>> {
     run.env("GOMAXPROCS", cfg.cpus.len().max(1).to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .stderr(Stdio::piped());
     if let Some(mask) = cpu_set(&cfg.cpus) {
         // SAFETY: the hook runs between fork and exec and only calls sched_setaffinity, which
         // is async-signal-safe, on a mask computed before the fork.
@@ -95,11 +99,16 @@ fn start(cfg: &ServerConfig, cancel: &Cancel) -> Result<Box<dyn Server>> {
     let line = loop {
         cancel.check()?;
         match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(l) => break l,
+            Ok(l) if !l.is_empty() => break l,
+            // It closed stdout without a word: it ended; its stderr says why.
+            Ok(_) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(go_server_failed(&mut process, "ended before it listened"))
+            }
             Err(mpsc::RecvTimeoutError::Timeout) if began.elapsed() < START_LIMIT => {}
-            Err(_) => {
-                return Err(Error::Fail(
-                    "the Go server did not say where it listens".into(),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                return Err(go_server_failed(
+                    &mut process,
+                    "did not say where it listens within 10 s",
                 ))
             }
         }
@@ -111,6 +120,47 @@ fn start(cfg: &ServerConfig, cancel: &Cancel) -> Result<Box<dyn Server>> {
         _built: built,
         addr,
     }))
+}
+
+/// Why the Go server did not start, with what it said on stderr (a port in use, a privileged
+/// port: Go's own words).
+fn go_server_failed(process: &mut Supervised, what: &str) -> Error {
+    let _ = process.exit_within(Duration::from_millis(500));
+    process.stderr().wait_closed(Duration::from_millis(200));
+    let said = process.stderr().text();
+    Error::Fail(format!(
+        "the Go server {what}{}",
+        if said.is_empty() {
+            String::new()
+        } else {
+            format!(": {said}")
+        }
+    ))
+}
+
+/// One STATS exchange with a server of this host listening on `addr` (a wildcard address is
+/// reached through loopback), within a second.
+pub fn ask_stats(addr: SocketAddr) -> Option<ServerStats> {
+    use std::io::{Read, Write};
+    let mut to = addr;
+    if to.ip().is_unspecified() {
+        to.set_ip(match to {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let limit = Duration::from_secs(1);
+    let mut s = std::net::TcpStream::connect_timeout(&to, limit).ok()?;
+    s.set_read_timeout(Some(limit)).ok()?;
+    s.set_write_timeout(Some(limit)).ok()?;
+    s.write_all(&encode_request(&Request::stats(0))).ok()?;
+    let mut reply = [0u8; RESPONSE_HEADER + STATS_PAYLOAD];
+    s.read_exact(&mut reply).ok()?;
+    let h = parse_response(reply[..RESPONSE_HEADER].try_into().ok()?).ok()?;
+    if h.kind != KIND_STATS {
+        return None;
+    }
+    ServerStats::decode(&reply[RESPONSE_HEADER..])
 }
 
 /// "listening 127.0.0.1:41234" -> the address.
@@ -132,9 +182,19 @@ impl Server for GoServer {
     fn local_addr(&self) -> SocketAddr {
         self.addr
     }
-    /// The program keeps its own counters; read them with STATS.
+    /// The program keeps its own counters: read with a STATS request (zero when it does not
+    /// answer within a second).
     fn counts(&self) -> Counts {
-        Counts::default()
+        ask_stats(self.addr)
+            .map(|s| Counts {
+                served: s.served,
+                rejected: s.rejected,
+                errors: s.errors,
+                connections_open: s.connections_open,
+                threads_alive: s.threads,
+                ..Counts::default()
+            })
+            .unwrap_or_default()
     }
     fn program_pid(&self) -> Option<libc::pid_t> {
         Some(self.process.child.id() as libc::pid_t)

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::measure::placement::PinGuard;
 use crate::measure::process::mono_ns;
 
-use super::blocking::spin_us;
+use super::blocking::{spin_us, WORK_SLICE_US};
 use super::framing::{new_buffer, FrameReader, Step};
 use super::net;
 use super::protocol::{ErrorCode, RequestKind};
@@ -76,7 +76,7 @@ impl Conns {
 }
 
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
-    let socket = net::listen(cfg.listen, cfg.backlog, false, true)?;
+    let socket = net::listen(cfg.listen, cfg.backlog, true)?;
     let addr = net::local_addr(&socket)?;
     let std_listener: std::net::TcpListener = socket.into();
     let listener = uthread::net::TcpListener::from_std(std_listener)
@@ -224,12 +224,16 @@ fn serve(mut s: uthread::net::TcpStream, shared: Arc<Shared>, conns: Arc<Conns>)
             }
             Step::Frame(r) => {
                 if r.kind == RequestKind::Echo {
-                    spin_us(r.work_spin_us);
-                    if r.work_block_us > 0 {
-                        uthread::sleep(Duration::from_micros(r.work_block_us as u64));
+                    spin_us(r.work_spin_us, &shared);
+                    // In slices, so that a stop is seen while the work lasts (up to 1 s).
+                    let mut left = r.work_block_us;
+                    while left > 0 && !shared.stopping() {
+                        let slice = left.min(WORK_SLICE_US);
+                        uthread::sleep(Duration::from_micros(slice as u64));
+                        left -= slice;
                     }
                 }
-                let loopback = s.peer_addr().is_ok_and(|a| a.ip().is_loopback());
+                let loopback = s.peer_addr().is_ok_and(|a| net::is_loopback(a.ip()));
                 prepare(&r, reader.started_ns(), &mut buf, &shared, worker, loopback)
             }
         };

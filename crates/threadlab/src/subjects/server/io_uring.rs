@@ -97,12 +97,8 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
     } else {
         cfg.cpus.iter().map(|&c| Some(c)).collect()
     };
-    let first = net::listen(cfg.listen, cfg.backlog, true, false)?;
-    let addr = net::local_addr(&first)?;
-    let mut listeners = vec![first];
-    for _ in 1..cpus.len() {
-        listeners.push(net::listen(addr, cfg.backlog, true, false)?);
-    }
+    let listeners = net::listen_group(cfg.listen, cfg.backlog, cpus.len(), false)?;
+    let addr = net::local_addr(&listeners[0])?;
     let shared = Arc::new(Shared::new(cfg, DESIGN.id)?);
     let mut rings = Rings {
         shared: shared.clone(),
@@ -278,6 +274,12 @@ impl<'a> Ring<'a> {
             cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
             for &(data, res) in &cqes {
                 let (slot, op) = ((data >> 8) as usize, data & 0xff);
+                // A completion may run a frame's work inline: once stopping, the rest of the
+                // batch is only accounted (nothing the kernel holds), not served.
+                if self.shared.stopping() {
+                    self.settle(slot, op);
+                    continue;
+                }
                 match op {
                     OP_ACCEPT => self.on_accept(res),
                     OP_RESUME | OP_WAKE if self.shared.stopping() => {}
@@ -451,6 +453,15 @@ impl<'a> Ring<'a> {
     /// Stopping: shut every connection down so its operation completes, cancel nothing else
     /// (accept and the timers complete or are torn down with the ring), and wait up to a
     /// second for the connections' completions before their buffers are freed.
+    /// A completion that arrived while stopping: its operation is no longer in flight.
+    fn settle(&mut self, slot: usize, op: u64) {
+        if op == OP_RECV || op == OP_SEND {
+            if let Some(Some(u)) = self.conns.get_mut(slot) {
+                u.in_flight = false;
+            }
+        }
+    }
+
     fn drain(&mut self) {
         for slot in 0..self.conns.len() {
             if self.conns[slot].is_some() {
@@ -471,9 +482,7 @@ impl<'a> Ring<'a> {
             for (data, _) in done {
                 let (slot, op) = ((data >> 8) as usize, data & 0xff);
                 if op == OP_RECV || op == OP_SEND {
-                    if let Some(Some(u)) = self.conns.get_mut(slot) {
-                        u.in_flight = false;
-                    }
+                    self.settle(slot, op);
                     self.close(slot);
                 }
             }

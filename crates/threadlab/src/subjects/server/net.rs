@@ -21,24 +21,78 @@ use super::shared::{Counter, Shared};
 /// How long accepting pauses after the process ran out of file descriptors.
 pub const FD_BACKOFF: Duration = Duration::from_millis(50);
 
-/// A listening socket: SO_REUSEADDR, optionally SO_REUSEPORT (one listener per loop), the
-/// backlog asked for explicitly, non-blocking when an event loop owns it.
-pub fn listen(
+/// A listening socket: SO_REUSEADDR, the backlog asked for explicitly, non-blocking when an
+/// event loop owns it. Never SO_REUSEPORT: a port held by a live listener is refused
+/// (EADDRINUSE), never joined.
+pub fn listen(addr: SocketAddr, backlog: i32, nonblocking: bool) -> Result<Socket> {
+    let s = bound(addr)?;
+    finish_listen(s, addr, backlog, nonblocking)
+}
+
+/// `n` listeners on one port, one per event loop (SO_REUSEPORT: the kernel spreads connections
+/// over them). The first is bound without SO_REUSEPORT, so a port another live listener holds
+/// (another threadlab server with SO_REUSEPORT among them) is refused rather than joined; only
+/// then does it take SO_REUSEPORT, before listen(), and its siblings join it.
+pub fn listen_group(
     addr: SocketAddr,
     backlog: i32,
-    reuseport: bool,
+    n: usize,
     nonblocking: bool,
-) -> Result<Socket> {
+) -> Result<Vec<Socket>> {
+    let fail = |what: &str, e: io::Error| Error::Fail(format!("{what} {addr}: {e}"));
+    let first = bound(addr)?;
+    first
+        .set_reuse_port(true)
+        .map_err(|e| fail("SO_REUSEPORT on", e))?;
+    let first = finish_listen(first, addr, backlog, nonblocking)?;
+    let port = local_addr(&first)?;
+    let mut all = vec![first];
+    for _ in 1..n.max(1) {
+        let s = new_socket(port)?;
+        s.set_reuse_port(true)
+            .map_err(|e| fail("SO_REUSEPORT on", e))?;
+        s.bind(&port.into()).map_err(|e| bind_error(port, e))?;
+        all.push(finish_listen(s, port, backlog, nonblocking)?);
+    }
+    Ok(all)
+}
+
+fn new_socket(addr: SocketAddr) -> Result<Socket> {
     let fail = |what: &str, e: io::Error| Error::Fail(format!("{what} {addr}: {e}"));
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
         .map_err(|e| fail("cannot make a socket for", e))?;
     s.set_reuse_address(true)
         .map_err(|e| fail("SO_REUSEADDR on", e))?;
-    if reuseport {
-        s.set_reuse_port(true)
-            .map_err(|e| fail("SO_REUSEPORT on", e))?;
+    Ok(s)
+}
+
+/// A socket bound to `addr` alone (no SO_REUSEPORT yet).
+fn bound(addr: SocketAddr) -> Result<Socket> {
+    let s = new_socket(addr)?;
+    s.bind(&addr.into()).map_err(|e| bind_error(addr, e))?;
+    Ok(s)
+}
+
+/// The bind error in words that say what to do.
+fn bind_error(addr: SocketAddr, e: io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EADDRINUSE) => Error::Fail(format!(
+            "cannot listen on {addr}: another program listens there already; stop it or choose \
+             another port"
+        )),
+        Some(libc::EACCES) => Error::Fail(format!(
+            "cannot listen on {addr}: ports below 1024 need privilege; choose a port of 1024 or \
+             above"
+        )),
+        Some(libc::EADDRNOTAVAIL) => Error::Fail(format!(
+            "cannot listen on {addr}: no interface of this machine has that address"
+        )),
+        _ => Error::Fail(format!("cannot bind {addr}: {e}")),
     }
-    s.bind(&addr.into()).map_err(|e| fail("cannot bind", e))?;
+}
+
+fn finish_listen(s: Socket, addr: SocketAddr, backlog: i32, nonblocking: bool) -> Result<Socket> {
+    let fail = |what: &str, e: io::Error| Error::Fail(format!("{what} {addr}: {e}"));
     s.listen(backlog).map_err(|e| fail("cannot listen on", e))?;
     s.set_nonblocking(nonblocking)
         .map_err(|e| fail("O_NONBLOCK on", e))?;
@@ -164,6 +218,17 @@ pub fn send_error(fd: RawFd, shared: &Shared, code: ErrorCode, seq: u32, tag: u6
     }
 }
 
+/// Loopback: 127.0.0.0/8, ::1, or an IPv4-mapped loopback address (how a v4 client reaches a
+/// server listening on `[::]`).
+pub fn is_loopback(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.is_loopback(),
+        std::net::IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
 /// Whether the peer of `fd` is on loopback (127.0.0.0/8 or ::1, or v4-mapped loopback).
 pub fn peer_is_loopback(fd: RawFd) -> bool {
     // SAFETY: storage is large enough for any address; len tells the kernel its size.
@@ -180,8 +245,7 @@ pub fn peer_is_loopback(fd: RawFd) -> bool {
             }
             libc::AF_INET6 => {
                 let sin6 = &*(&ss as *const _ as *const libc::sockaddr_in6);
-                let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
-                ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+                is_loopback(std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr).into())
             }
             _ => false,
         }

@@ -37,6 +37,7 @@ pub const DESIGN: DesignInfo = DesignInfo {
 };
 
 const ARM: u32 = (libc::EPOLLIN | libc::EPOLLONESHOT) as u32;
+const ARM_OUT: u32 = (libc::EPOLLOUT | libc::EPOLLONESHOT) as u32;
 
 /// A connection with a complete frame, on its way to a worker.
 struct Job {
@@ -69,7 +70,7 @@ struct Pool {
 }
 
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
-    let listener = net::listen(cfg.listen, cfg.backlog, false, true)?;
+    let listener = net::listen(cfg.listen, cfg.backlog, true)?;
     let addr = net::local_addr(&listener)?;
     let inner = Arc::new(Inner {
         shared: Shared::new(cfg, DESIGN.id)?,
@@ -159,12 +160,17 @@ fn dispatch(inner: &Inner) -> Result<()> {
                             drop(r.conn);
                             continue;
                         }
-                        let step = {
-                            let mut c = r.conn;
-                            let step = c.reader.check(&mut c.buf, shared.cfg.max_payload);
+                        let mut c = r.conn;
+                        if c.writing() {
+                            // The client did not take the whole reply at once: the dispatcher
+                            // finishes it on EPOLLOUT, the worker is free for others.
+                            let fd = c.fd;
                             conns.put_back(r.token, c);
-                            step
-                        };
+                            ep.ctl(libc::EPOLL_CTL_MOD, fd, ARM_OUT, r.token);
+                            continue;
+                        }
+                        let step = c.reader.check(&mut c.buf, shared.cfg.max_payload);
+                        conns.put_back(r.token, c);
                         on_step(inner, &ep, &mut conns, r.token, step);
                     }
                 }
@@ -172,6 +178,10 @@ fn dispatch(inner: &Inner) -> Result<()> {
                     let Some(c) = conns.get_mut(token) else {
                         continue;
                     };
+                    if c.writing() {
+                        finish_write(inner, &ep, &mut conns, token);
+                        continue;
+                    }
                     match c.read_some(shared) {
                         ReadOutcome::WouldBlock => {
                             ep.ctl(libc::EPOLL_CTL_MOD, c.fd, ARM, token);
@@ -288,6 +298,27 @@ fn on_step(inner: &Inner, ep: &Epoll, conns: &mut Slab<Box<Conn>>, token: u64, s
     }
 }
 
+/// Goes on with a reply a worker could not send whole (the socket's buffer was full).
+fn finish_write(inner: &Inner, ep: &Epoll, conns: &mut Slab<Box<Conn>>, token: u64) {
+    let shared = &inner.shared;
+    let Some(c) = conns.get_mut(token) else {
+        return;
+    };
+    match c.write_some(shared) {
+        WriteOutcome::WouldBlock => {
+            ep.ctl(libc::EPOLL_CTL_MOD, c.fd, ARM_OUT, token);
+        }
+        WriteOutcome::Done if c.finish_reply() => {
+            let step = c.reader.check(&mut c.buf, shared.cfg.max_payload);
+            on_step(inner, ep, conns, token, step);
+        }
+        WriteOutcome::Done | WriteOutcome::Failed => {
+            conns.remove(token);
+            shared.sub(Counter::ConnectionsOpen, 1);
+        }
+    }
+}
+
 fn worker(inner: &Inner, id: u16) {
     let shared = &inner.shared;
     if pin_to(&shared.cfg.cpus).is_err() {
@@ -314,41 +345,19 @@ fn worker(inner: &Inner, id: u16) {
             req,
         } = job;
         conn.prepare_reply(&req, id, shared, &stats);
-        let keep = write_blocking(&mut conn, shared) && conn.finish_reply();
+        // One non-blocking attempt: a client that does not read its replies never holds a
+        // worker; what is left goes back to the dispatcher with the connection.
+        let keep = match conn.write_some(shared) {
+            WriteOutcome::Done => conn.finish_reply(),
+            WriteOutcome::WouldBlock => true,
+            WriteOutcome::Failed => false,
+        };
         inner
             .returned
             .lock()
             .expect("not poisoned")
             .push(Returned { token, conn, keep });
         inner.waker.wake();
-    }
-}
-
-/// Writes the whole reply from a worker: the socket is non-blocking (the dispatcher owns it
-/// otherwise), so the worker waits for room with poll(), within the frame deadline.
-fn write_blocking(c: &mut Conn, shared: &Shared) -> bool {
-    let deadline = mono_ns() + shared.cfg.frame_deadline.as_nanos() as u64;
-    loop {
-        match c.write_some(shared) {
-            WriteOutcome::Done => return true,
-            WriteOutcome::Failed => return false,
-            WriteOutcome::WouldBlock => {
-                let left_ms = (deadline.saturating_sub(mono_ns()) / 1_000_000) as i32;
-                if left_ms <= 0 {
-                    shared.add(Counter::Deadline, 1);
-                    return false;
-                }
-                let mut p = libc::pollfd {
-                    fd: c.fd,
-                    events: libc::POLLOUT,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd.
-                unsafe {
-                    libc::poll(&mut p, 1, left_ms);
-                }
-            }
-        }
     }
 }
 

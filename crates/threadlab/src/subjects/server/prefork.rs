@@ -1,10 +1,18 @@
 //! `prefork` (Apache's prefork model): N processes forked at start, each blocking in accept()
 //! on the shared listener and serving one connection at a time with the blocking `server()`
 //! loop. It holds at most N connections at once.
+//!
+//! Its limit, by nature: N connections. So that N slow clients cannot keep everyone out, while
+//! all N are held and another connection waits, a held connection that is idle for
+//! `CROWDED_IDLE` or half-sent for `CROWDED_FRAME` is closed (its process then takes the
+//! waiting one), and a connection that still waits `TURNSTILE_WAIT` is answered BUSY by the
+//! parent: refused, never left in silence.
 
 use std::net::SocketAddr;
+use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use socket2::Socket;
 
@@ -16,7 +24,7 @@ use super::fork_per_client::{serve_conn_in_child, start_snapshots, Inner};
 use super::framing::MappedBuf;
 use super::net::{self, Accepted, Acceptor};
 use super::protocol::RESPONSE_HEADER;
-use super::shared::{apply_cpu_set, cpu_set, Counter, ServerConfig, Shared};
+use super::shared::{apply_cpu_set, cpu_set, Counter, ServerConfig, Shared, ThreadMark};
 use super::usage::ChildUsage;
 use super::{Counts, DesignInfo, Model, Server};
 
@@ -37,7 +45,7 @@ struct Prefork {
 }
 
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
-    let listener = net::listen(cfg.listen, cfg.backlog, false, false)?;
+    let listener = net::listen(cfg.listen, cfg.backlog, false)?;
     let addr = net::local_addr(&listener)?;
     let n = cfg.prefork_processes.max(1);
     let inner = Arc::new(Inner {
@@ -60,12 +68,13 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
                     return;
                 };
                 let acceptor = Acceptor::new(lfd);
+                let crowded = || crowded(shared, n, lfd);
                 loop {
                     match acceptor.accept(shared) {
                         Accepted::Conn(fd) => {
                             shared.add(Counter::ConnectionsOpen, 1);
                             let _ = i;
-                            serve_conn_in_child(fd, shared, slot, Some(&mut buf));
+                            serve_conn_in_child(fd, shared, slot, Some(&mut buf), Some(&crowded));
                             shared.sub(Counter::ConnectionsOpen, 1);
                             net::close(fd);
                         }
@@ -87,7 +96,7 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
             }
         }
     }
-    let mut threads = Vec::new();
+    let mut threads = vec![start_turnstile(inner.clone(), lfd, n)?];
     if cfg.stats_snapshots {
         threads.push(start_snapshots(inner.clone())?);
     }
@@ -97,6 +106,70 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
         addr,
         threads,
     }))
+}
+
+/// Every process holds a connection and another waits in the listen queue (poll, so it is
+/// async-signal-safe: the children call it).
+fn crowded(shared: &Shared, processes: usize, listener: RawFd) -> bool {
+    shared.get(Counter::ConnectionsOpen) >= processes as u64 && pending(listener, 0)
+}
+
+/// A connection waits to be accepted on `listener` (within `wait_ms`).
+fn pending(listener: RawFd, wait_ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd: listener,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut p, 1, wait_ms) == 1 && p.revents & libc::POLLIN != 0 }
+}
+
+/// How long a connection may wait while every process stays busy before it is answered BUSY.
+pub const TURNSTILE_WAIT: Duration = Duration::from_millis(700);
+
+/// The parent's watch over the listen queue: while every process holds a connection and the
+/// holders stay busy (idle or half-sent ones give way within `CROWDED_IDLE`/`CROWDED_FRAME`),
+/// a waiting connection is answered BUSY after `TURNSTILE_WAIT` instead of waiting in silence.
+fn start_turnstile(inner: Arc<Inner>, listener: RawFd, processes: usize) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("tl-prefork-turnstile".into())
+        .spawn(move || {
+            let shared = &inner.shared;
+            let _mark = ThreadMark::new(shared);
+            let mut full_since: Option<Instant> = None;
+            while !shared.stopping() {
+                if !pending(listener, 50) {
+                    full_since = None;
+                    continue;
+                }
+                if shared.get(Counter::ConnectionsOpen) < processes as u64 {
+                    // A process is about to accept it.
+                    full_since = None;
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                let since = *full_since.get_or_insert_with(Instant::now);
+                if since.elapsed() < TURNSTILE_WAIT {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                // SAFETY: null address pointers are allowed; a non-blocking accept.
+                let fd = unsafe {
+                    libc::accept4(
+                        listener,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                    )
+                };
+                if fd >= 0 {
+                    shared.add(Counter::Accepted, 1);
+                    inner.acceptor.refuse(fd, shared);
+                }
+            }
+        })
+        .map_err(|e| Error::Fail(format!("cannot start the prefork turnstile thread: {e}")))
 }
 
 impl Server for Prefork {

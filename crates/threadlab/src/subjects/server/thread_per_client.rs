@@ -67,7 +67,7 @@ struct ThreadPerClient {
 }
 
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
-    let listener = net::listen(cfg.listen, cfg.backlog, false, false)?;
+    let listener = net::listen(cfg.listen, cfg.backlog, false)?;
     let addr = net::local_addr(&listener)?;
     let inner = Arc::new(Inner {
         shared: Shared::new(cfg, DESIGN.id)?,
@@ -133,6 +133,7 @@ fn serve_client(inner: &Inner, fd: RawFd) {
         id: crate::sys::gettid() as u16,
         after_reply: None,
         in_child: false,
+        crowded: None,
     };
     blocking::serve(fd, &mut buf, &mut reader, &w, Until::Closed);
     shared.sub(Counter::ConnectionsOpen, 1);

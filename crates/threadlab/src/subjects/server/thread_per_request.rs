@@ -61,7 +61,7 @@ struct ThreadPerRequest {
 }
 
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
-    let listener = net::listen(cfg.listen, cfg.backlog, false, true)?;
+    let listener = net::listen(cfg.listen, cfg.backlog, true)?;
     let addr = net::local_addr(&listener)?;
     let inner = Arc::new(Inner {
         shared: Shared::new(cfg, DESIGN.id)?,
@@ -204,6 +204,7 @@ fn serve_request(inner: &Inner, token: u64, mut p: Parked) {
         id: crate::sys::gettid() as u16,
         after_reply: None,
         in_child: false,
+        crowded: None,
     };
     match blocking::serve(p.fd, &mut p.buf, &mut p.reader, &w, Until::OneFrame) {
         Ended::Open if !shared.stopping() => {

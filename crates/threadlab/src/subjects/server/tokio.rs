@@ -42,7 +42,7 @@ thread_local! {
 }
 
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
-    let listener = net::listen(cfg.listen, cfg.backlog, false, true)?;
+    let listener = net::listen(cfg.listen, cfg.backlog, true)?;
     let addr = net::local_addr(&listener)?;
     let shared = Arc::new(Shared::new(cfg, DESIGN.id)?);
     let cpus = cfg.cpus.clone();
@@ -160,12 +160,12 @@ async fn serve(mut s: tokio::net::TcpStream, shared: Arc<Shared>) {
             }
             Step::Frame(r) => {
                 if r.kind == RequestKind::Echo {
-                    spin_us(r.work_spin_us);
+                    spin_us(r.work_spin_us, &shared);
                     if r.work_block_us > 0 {
                         tokio::time::sleep(Duration::from_micros(r.work_block_us as u64)).await;
                     }
                 }
-                let loopback = s.peer_addr().is_ok_and(|a| a.ip().is_loopback());
+                let loopback = s.peer_addr().is_ok_and(|a| net::is_loopback(a.ip()));
                 prepare(&r, reader.started_ns(), &mut buf, &shared, worker, loopback)
             }
         };
@@ -211,7 +211,7 @@ impl Drop for TokioServer {
         self.shared.request_stop();
         if let Some(rt) = self.rt.take() {
             // Tasks still running are dropped: their sockets close.
-            rt.shutdown_timeout(Duration::from_secs(1));
+            rt.shutdown_timeout(Duration::from_millis(500));
         }
     }
 }

@@ -566,11 +566,13 @@ mod tests {
     fn where_permitted_the_wake_ups_are_matched_and_no_mount_is_left_behind() {
         let env = crate::measure::env::capture();
         let cancel = crate::cancel::Cancel::never();
+        let host = crate::measure::host::HostLog::default();
         let ctx = Ctx {
             mode: crate::experiments::Mode::Tiny,
             cancel: &cancel,
             progress: &|_| {},
             env: &env,
+            host: &host,
         };
         let Some((a, b)) = crate::measure::placement::cpu_pair() else {
             return;

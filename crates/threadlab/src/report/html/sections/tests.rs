@@ -47,6 +47,7 @@ fn an_experiment_its_function_knows_nothing_of_gets_the_generic_charts() {
         conclusion: None,
         attempts: vec![],
         drift_note: None,
+        host: None,
     };
     let c = charts(&e);
     assert_eq!(c.len(), 2, "one chart of curves, one of metrics");

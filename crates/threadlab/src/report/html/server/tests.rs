@@ -146,6 +146,7 @@ fn experiment() -> ExperimentResult {
         conclusion: Some("When each request blocks for 1000 us (400/s), ...".into()),
         attempts: vec![],
         drift_note: None,
+        host: None,
     }
 }
 

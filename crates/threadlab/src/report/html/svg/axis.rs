@@ -356,6 +356,8 @@ pub fn fmt_tick(v: f64) -> String {
     };
     if a == 0.0 {
         "0".into()
+    } else if !v.is_finite() || a >= crate::measure::units::FIXED_MAX {
+        crate::measure::units::fmt_fixed(v, 0)
     } else if a >= 1e9 {
         format!("{}G", trim(format!("{:.1}", v / 1e9)))
     } else if a >= 1e6 {
@@ -384,7 +386,9 @@ pub fn fmt_bytes(v: f64) -> String {
         (1.0, "")
     };
     let x = b / div;
-    if (x - x.round()).abs() < 1e-9 {
+    if !x.is_finite() || x >= crate::measure::units::FIXED_MAX {
+        format!("{}{suffix}", crate::measure::units::fmt_fixed(x, 0))
+    } else if (x - x.round()).abs() < 1e-9 {
         format!("{}{suffix}", x.round())
     } else {
         format!("{x:.1}{suffix}")

@@ -1,0 +1,378 @@
+//! The trial loop behind every sampler call: calibrate each row, then trials until the rows'
+//! medians are known to their targets (or the budget or the trial limit ends it), then keep the
+//! trials the host left alone.
+
+use std::time::{Duration, Instant};
+
+use super::{BatchFn, InterleavedRow, Sampler, Source, MIN_TRIALS, RESIZE_FACTOR};
+use crate::error::{Error, Result};
+use crate::measure::drift::phase_probe;
+use crate::measure::host::{delay_between, run_delays, steal_between, steal_ticks};
+use crate::measure::pair::round_trip_ns;
+use crate::measure::stats::{median, median_ci_pct, Stop, Summary, TrialLog};
+
+/// A reading counts as quiet when both of its parts are within `QUIET_MARGIN` of the best
+/// reading of its group.
+pub const QUIET_MARGIN: f64 = 0.10;
+
+/// The trials taken while the machine was quiet: `phases[k]` is read before trial k and
+/// `phases[k + 1]` after it, and a trial is quiet when both are (a phase of the host that began
+/// in the middle of a trial shows in the reading after it).
+pub fn quiet_rounds(phases: &[[f64; 2]]) -> Vec<usize> {
+    let best = |k: usize| phases.iter().map(|p| p[k]).fold(f64::INFINITY, f64::min);
+    let (bw, bs) = (best(0), best(1));
+    let quiet =
+        |p: &[f64; 2]| p[0] <= bw * (1.0 + QUIET_MARGIN) && p[1] <= bs * (1.0 + QUIET_MARGIN);
+    (0..phases.len().saturating_sub(1))
+        .filter(|&k| quiet(&phases[k]) && quiet(&phases[k + 1]))
+        .collect()
+}
+
+/// The machine read between two trials.
+struct Reading {
+    /// The phase probe (throughput-bound loop, system call), when the filter is on.
+    phase: Option<[f64; 2]>,
+    /// Steal ticks per CPU.
+    steal: Vec<(usize, u64)>,
+}
+
+impl Reading {
+    fn now(filter: bool) -> Reading {
+        Reading {
+            phase: filter.then(phase_probe),
+            steal: if filter { steal_ticks() } else { Vec::new() },
+        }
+    }
+}
+
+/// One trial: every row's batch figures (per-op ns), and the CPU pair's distance.
+struct Trial {
+    batches: Vec<Vec<f64>>,
+    pair_ns: Option<f64>,
+}
+
+/// Which trials to keep, and why the others were set aside.
+struct Selection {
+    kept: Vec<usize>,
+    steal: usize,
+    disturbed: usize,
+}
+
+fn select(readings: &[Reading], taken: usize, cpus: &[usize]) -> Selection {
+    let phases: Vec<[f64; 2]> = readings.iter().filter_map(|r| r.phase).collect();
+    let quiet: Vec<usize> = if phases.len() == readings.len() && !phases.is_empty() {
+        quiet_rounds(&phases)
+    } else {
+        (0..taken).collect()
+    };
+    let stolen = |k: usize| steal_between(&readings[k].steal, &readings[k + 1].steal, cpus) > 0;
+    let (mut steal, mut disturbed) = (0, 0);
+    let mut good = Vec::new();
+    for k in 0..taken {
+        if stolen(k) {
+            steal += 1;
+        } else if !quiet.contains(&k) {
+            disturbed += 1;
+        } else {
+            good.push(k);
+        }
+    }
+    if good.len() >= MIN_TRIALS {
+        Selection {
+            kept: good,
+            steal,
+            disturbed,
+        }
+    } else {
+        // Disturbed throughout: keep everything, and say how many were disturbed.
+        Selection {
+            kept: (0..taken).collect(),
+            steal,
+            disturbed,
+        }
+    }
+}
+
+/// Runs one batch of a row: per-op ns.
+fn call(
+    row: &mut InterleavedRow<'_>,
+    subject: Option<&mut BatchFn<'_>>,
+    iters: u64,
+) -> Result<f64> {
+    let took = match (&mut row.source, subject) {
+        (Source::Value(f), _) => return f(),
+        (Source::Batch(b), _) => b(iters)?,
+        (Source::Fresh(_), Some(b)) => b(iters)?,
+        (Source::Fresh(_), None) => {
+            return Err(Error::Fail(
+                "a fresh row was run without its subject".into(),
+            ))
+        }
+    };
+    Ok(took.as_nanos() as f64 / iters as f64)
+}
+
+/// Grows the batch until one lasts at least `min_batch` and the warm-up time since `start` has
+/// passed (calibration doubles as warm-up); returns that batch size.
+fn calibrate(s: &Sampler, batch: &mut BatchFn<'_>, start: Instant) -> Result<u64> {
+    let mut iters: u64 = 1;
+    loop {
+        s.cancel.check()?;
+        let took = batch(iters)?;
+        let warm = start.elapsed() >= s.cfg.warmup;
+        if took >= s.cfg.min_batch {
+            if warm {
+                return Ok(iters);
+            }
+        } else if iters < (1 << 40) {
+            // Jump straight to the size the last batch suggests, with a margin.
+            let per_op = took.as_secs_f64() / iters as f64;
+            let want = if per_op > 0.0 {
+                (s.cfg.min_batch.as_secs_f64() * 1.2 / per_op).ceil() as u64
+            } else {
+                iters * 2
+            };
+            iters = want.clamp(iters + 1, iters.saturating_mul(16));
+        } else {
+            return Err(Error::Fail(
+                "the operation is too fast to time: the batch never reached the minimum length"
+                    .into(),
+            ));
+        }
+    }
+}
+
+/// Calibrates (and warms up) one row: its batch size.
+fn prepare(s: &Sampler, row: &mut InterleavedRow<'_>) -> Result<u64> {
+    let start = Instant::now();
+    let warm_up = |row: &mut InterleavedRow<'_>, mut subject: Option<BatchFn<'_>>, n: u64| {
+        while start.elapsed() < s.cfg.warmup {
+            s.cancel.check()?;
+            call(row, subject.as_mut(), n)?;
+        }
+        Ok(n)
+    };
+    let fixed = match row.source {
+        Source::Value(_) => Some(1),
+        _ => row.fixed_iters,
+    };
+    let mut subject = match &mut row.source {
+        Source::Fresh(make) => Some(make()?),
+        _ => None,
+    };
+    match (fixed, subject.as_mut(), &mut row.source) {
+        (Some(n), _, _) => warm_up(row, subject, n),
+        (None, Some(b), _) => calibrate(s, b, start),
+        (None, None, Source::Batch(b)) => calibrate(s, b, start),
+        (None, None, _) => Err(Error::Fail("a row without a batch to calibrate".into())),
+    }
+}
+
+/// The outcome of one row of a trial.
+enum RowState {
+    Live(u64),
+    Skipped(String),
+}
+
+pub(super) fn run(
+    s: &Sampler,
+    rows: &mut [InterleavedRow<'_>],
+) -> Result<Vec<std::result::Result<Summary, String>>> {
+    let mut state: Vec<RowState> = Vec::with_capacity(rows.len());
+    for row in rows.iter_mut() {
+        state.push(match prepare(s, row) {
+            Ok(n) => RowState::Live(n),
+            Err(Error::Skip(reason)) => RowState::Skipped(reason),
+            Err(e) => return Err(e),
+        });
+    }
+    let live_rows = state
+        .iter()
+        .filter(|st| matches!(st, RowState::Live(_)))
+        .count();
+    let budget = s.cfg.budget * live_rows.max(1) as u32;
+    let min_trials = s.cfg.min_trials.max(MIN_TRIALS);
+    let max_trials = s.cfg.max_trials.max(min_trials);
+    // Figures the caller measures itself are each a replication already (a fresh buffer, a
+    // fresh timer): one per trial.
+    let all_values = rows.iter().all(|r| matches!(r.source, Source::Value(_)));
+    let rounds = if all_values { 1 } else { s.cfg.rounds.max(1) };
+    let start = Instant::now();
+    let mut readings = vec![Reading::now(s.cfg.phase_filter)];
+    let mut trials: Vec<Trial> = Vec::new();
+    let stop = loop {
+        s.cancel.check()?;
+        let pair_ns = match s.span.pair {
+            Some((a, b)) if s.cfg.phase_filter => match round_trip_ns(a, b) {
+                Ok(ns) => Some(ns),
+                Err(Error::Skip(_)) => None,
+                Err(e) => return Err(e),
+            },
+            _ => None,
+        };
+        let trial = run_trial(s, rows, &mut state, trials.len(), rounds)?;
+        readings.push(Reading::now(s.cfg.phase_filter));
+        trials.push(Trial {
+            batches: trial,
+            pair_ns,
+        });
+        let sel = select(&readings, trials.len(), &s.span.cpus);
+        let spent = start.elapsed();
+        if trials.len() >= max_trials {
+            break Stop::Limit;
+        }
+        if sel.kept.len() >= min_trials {
+            let precise = rows.iter().zip(&state).enumerate().all(|(i, (row, st))| {
+                !matches!(st, RowState::Live(_))
+                    || values_of(&trials, &sel.kept, i)
+                        .and_then(|v| median_ci_pct(&v))
+                        .is_some_and(|ci| ci <= row.precision.target_pct())
+            });
+            if precise {
+                break Stop::Precision;
+            }
+            if spent > budget {
+                break Stop::Budget;
+            }
+        }
+        // A machine disturbed throughout: too few trials are kept however many are taken.
+        let set_aside = trials.len() - sel.kept.len();
+        if trials.len() >= MIN_TRIALS && set_aside > 0 && spent > budget * 2 {
+            break Stop::Budget;
+        }
+        if state.iter().all(|st| matches!(st, RowState::Skipped(_))) {
+            break Stop::Budget;
+        }
+    };
+    let sel = select(&readings, trials.len(), &s.span.cpus);
+    if let Some(log) = s.host {
+        log.record_set_aside(
+            if sel.kept.len() < trials.len() {
+                sel.steal
+            } else {
+                0
+            },
+            if sel.kept.len() < trials.len() {
+                sel.disturbed
+            } else {
+                0
+            },
+        );
+    }
+    let pair_ns: Vec<f64> = sel.kept.iter().filter_map(|&k| trials[k].pair_ns).collect();
+    Ok(rows
+        .iter()
+        .zip(state)
+        .enumerate()
+        .map(|(i, (row, st))| {
+            let iters = match st {
+                RowState::Skipped(reason) => return Err(reason),
+                RowState::Live(n) => n,
+            };
+            let batches: Vec<Vec<f64>> = sel
+                .kept
+                .iter()
+                .map(|&k| trials[k].batches[i].clone())
+                .collect();
+            let values: Vec<f64> = batches.iter().map(|b| median(b)).collect();
+            let log = TrialLog {
+                taken: trials.len(),
+                kept: sel.kept.len(),
+                steal: sel.steal,
+                disturbed: sel.disturbed,
+                stop,
+                target_pct: row.precision.target_pct(),
+                ci_pct: median_ci_pct(&values),
+                pair_ns: pair_ns.clone(),
+            };
+            Summary::from_trials(batches, iters, Some(log))
+                .ok_or_else(|| "the samples were not finite numbers".to_string())
+        })
+        .collect())
+}
+
+/// A live row's trial figures (the median of each kept trial's batches).
+fn values_of(trials: &[Trial], kept: &[usize], row: usize) -> Option<Vec<f64>> {
+    kept.iter()
+        .map(|&k| {
+            let b = &trials[k].batches[row];
+            (!b.is_empty()).then(|| median(b))
+        })
+        .collect()
+}
+
+/// One trial of every live row: fresh subjects, warm-up, `rounds` rounds. Returns each row's
+/// batch figures (empty for a skipped row).
+fn run_trial(
+    s: &Sampler,
+    rows: &mut [InterleavedRow<'_>],
+    state: &mut [RowState],
+    index: usize,
+    rounds: usize,
+) -> Result<Vec<Vec<f64>>> {
+    let mut subjects: Vec<Option<BatchFn<'_>>> = Vec::with_capacity(rows.len());
+    for (row, st) in rows.iter_mut().zip(state.iter_mut()) {
+        let subject = match (&mut row.source, &*st) {
+            (Source::Fresh(make), RowState::Live(_)) => match make() {
+                Ok(b) => Some(b),
+                Err(Error::Skip(reason)) => {
+                    *st = RowState::Skipped(reason);
+                    None
+                }
+                Err(e) => return Err(e),
+            },
+            _ => None,
+        };
+        subjects.push(subject);
+    }
+    let delays_before = s.host.map(|_| run_delays());
+    let t0 = Instant::now();
+    let mut batches: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); rows.len()];
+    // Round 0 warms up what is new: a fresh subject, or, in the first trial, every row (each
+    // cooled while the others calibrated). Rounds 1..=rounds are kept.
+    for round in 0..=rounds {
+        for (i, row) in rows.iter_mut().enumerate() {
+            let RowState::Live(iters) = state[i] else {
+                continue;
+            };
+            let fresh = matches!(row.source, Source::Fresh(_));
+            if round == 0 && !(fresh || index == 0) {
+                continue;
+            }
+            s.cancel.check()?;
+            let per_op = match call(row, subjects[i].as_mut(), iters) {
+                Ok(v) => v,
+                Err(Error::Skip(reason)) => {
+                    state[i] = RowState::Skipped(reason);
+                    subjects[i] = None;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if round > 0 {
+                batches[i].push(per_op);
+            }
+            // An operation whose cost jumped after calibration (a lock convoy, a cache that
+            // stopped fitting) would make every later batch far too long: re-size the batch to
+            // the cost just seen. Figures stay per operation, so they remain comparable.
+            let took = Duration::from_nanos((per_op * iters as f64) as u64);
+            if took > s.cfg.min_batch * RESIZE_FACTOR
+                && iters > 1
+                && row.fixed_iters.is_none()
+                && !matches!(row.source, Source::Value(_))
+            {
+                let want = (s.cfg.min_batch.as_secs_f64() * 1.2 / (per_op / 1e9)).ceil() as u64;
+                state[i] = RowState::Live(want.max(1));
+            }
+        }
+    }
+    let wall = t0.elapsed();
+    if let (Some(log), Some(before)) = (s.host, delays_before) {
+        log.record_trial(
+            wall.as_nanos() as u64,
+            delay_between(&before, &run_delays()),
+        );
+    }
+    drop(subjects);
+    Ok(batches)
+}
