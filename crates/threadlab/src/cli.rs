@@ -632,9 +632,14 @@ fn doctor(args: DoctorArgs) -> Result<i32> {
     };
     let results = runner::run(&plan, &cancel, progress.as_ref());
     progress.clear();
+    // Rendered from a cleaned copy, as run's table is: no text from the machine can act on
+    // the terminal.
     say!(
         "{}",
-        report::doctor::render(&results, terminal_width().unwrap_or(160) as usize)
+        report::doctor::render(
+            &report::terminal::cleaned(&results),
+            terminal_width().unwrap_or(160) as usize
+        )
     );
     saving.save(&results)?;
     say_err!("done in {:.1} s", started.elapsed().as_secs_f64());
