@@ -9,8 +9,9 @@
 //! A second signal ends the process at once, from the handler, with only async-signal-safe
 //! calls: it SIGKILLs the child processes registered by `ChildGuard` (the Go toolchain, a
 //! probe, the Go peer) with everything they started (`measure::proctree`), unlinks the
-//! temporary files registered by `TempFileGuard` (a results file being written), and `_exit`s
-//! with 128 + the signal. Forked measurement partners die with the lab anyway
+//! temporary files registered by `TempFileGuard` (a results file being written), writes back
+//! the machine settings registered by `RestoreFileGuard` (a sysfs or /proc/sys value doctor
+//! changed), and `_exit`s with 128 + the signal. Forked measurement partners die with the lab anyway
 //! (PR_SET_PDEATHSIG).
 
 use std::ffi::CString;
@@ -125,6 +126,22 @@ extern "C" fn on_signal(sig: libc::c_int) {
             // it), so it cannot name another process. kill_tree is async-signal-safe and ends
             // what the child started too (the Go toolchain's compiler and linker).
             crate::measure::proctree::kill_tree(pid);
+        }
+    }
+    for slot in RESTORES.iter() {
+        if slot.ready.load(Ordering::SeqCst) {
+            // SAFETY: a ready slot holds a NUL-terminated path and `len` value bytes written
+            // before `ready` was set; open, write and close are async-signal-safe.
+            unsafe {
+                let fd = libc::open(
+                    slot.path.as_ptr() as *const libc::c_char,
+                    libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC,
+                );
+                if fd >= 0 {
+                    libc::write(fd, slot.value.as_ptr() as *const libc::c_void, slot.len);
+                    libc::close(fd);
+                }
+            }
         }
     }
     for slot in TEMPS.iter() {
@@ -245,6 +262,92 @@ impl Drop for TempFileGuard {
     }
 }
 
+/// A file (a sysfs or /proc/sys setting) the second signal must write a value back into.
+struct RestoreSlot {
+    taken: AtomicBool,
+    ready: AtomicBool,
+    path: [u8; 512],
+    value: [u8; 256],
+    len: usize,
+}
+
+/// A `RestoreSlot` with a const constructor, shared with the handler.
+struct RestoreSlotCell(std::cell::UnsafeCell<RestoreSlot>);
+
+// SAFETY: as TempSlotCell: the taken/ready protocol orders every access to path, value, len.
+unsafe impl Sync for RestoreSlotCell {}
+
+impl RestoreSlotCell {
+    const fn new() -> RestoreSlotCell {
+        RestoreSlotCell(std::cell::UnsafeCell::new(RestoreSlot {
+            taken: AtomicBool::new(false),
+            ready: AtomicBool::new(false),
+            path: [0; 512],
+            value: [0; 256],
+            len: 0,
+        }))
+    }
+}
+
+impl std::ops::Deref for RestoreSlotCell {
+    type Target = RestoreSlot;
+    fn deref(&self) -> &RestoreSlot {
+        // SAFETY: see TempSlotCell's Deref.
+        unsafe { &*self.0.get() }
+    }
+}
+
+static RESTORES: [RestoreSlotCell; 8] = [const { RestoreSlotCell::new() }; 8];
+
+/// Registers a setting's original value for the second-signal cleanup: while the guard lives,
+/// a second signal writes `value` into `path` before the process ends. Register before
+/// changing the setting, drop after restoring it. Err when the path or value is too long or
+/// every slot is taken (the caller must not change the setting then).
+pub struct RestoreFileGuard(usize);
+
+impl RestoreFileGuard {
+    pub fn register(path: &Path, value: &[u8]) -> Result<RestoreFileGuard> {
+        let c = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| Error::Fail(format!("{} has a NUL byte", path.display())))?;
+        let bytes = c.as_bytes_with_nul();
+        if bytes.len() > 512 || value.len() > 256 {
+            return Err(Error::Fail(format!(
+                "{}: path or value too long to restore from a signal handler",
+                path.display()
+            )));
+        }
+        for (i, slot) in RESTORES.iter().enumerate() {
+            if slot
+                .taken
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                // SAFETY: this thread owns the slot (taken) and `ready` is false, so neither
+                // the handler nor another thread reads or writes it meanwhile.
+                unsafe {
+                    let s = &mut *RESTORES[i].0.get();
+                    s.path[..bytes.len()].copy_from_slice(bytes);
+                    s.value[..value.len()].copy_from_slice(value);
+                    s.len = value.len();
+                }
+                slot.ready.store(true, Ordering::SeqCst);
+                return Ok(RestoreFileGuard(i));
+            }
+        }
+        Err(Error::Fail(
+            "too many machine settings changed at once to restore them from a signal handler"
+                .into(),
+        ))
+    }
+}
+
+impl Drop for RestoreFileGuard {
+    fn drop(&mut self) {
+        RESTORES[self.0].ready.store(false, Ordering::SeqCst);
+        RESTORES[self.0].taken.store(false, Ordering::SeqCst);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,6 +374,13 @@ mod tests {
         assert_eq!(n(), before + 1);
         drop(g);
         assert_eq!(n(), before);
+        let r = RestoreFileGuard::register(Path::new("/tmp/setting"), b"0\n").unwrap();
+        let i = r.0;
+        assert!(RESTORES[i].ready.load(Ordering::SeqCst));
+        assert_eq!(RESTORES[i].len, 2);
+        drop(r);
+        assert!(!RESTORES[i].taken.load(Ordering::SeqCst));
+        assert!(RestoreFileGuard::register(Path::new("/tmp/x"), &[b'1'; 257]).is_err());
         let t = TempFileGuard::register(Path::new("/tmp/x"));
         let i = t.0.unwrap();
         assert!(TEMPS[i].ready.load(Ordering::SeqCst));

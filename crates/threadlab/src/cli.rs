@@ -33,6 +33,9 @@ macro_rules! say_err {
     }};
 }
 
+mod doctor;
+pub use doctor::DoctorArgs;
+
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::experiments::{self, Experiment, Mode};
@@ -69,6 +72,10 @@ pub enum Command {
     Export(ExportArgs),
     /// Serve one server design until interrupted: the far end of `run server --target`.
     Serve(ServeArgs),
+    /// What this machine does to threads, and which settings would change it: the facts, then
+    /// each setting measured A/B (off, on, off, on ...) with its effect, a 95% interval, its CPU
+    /// cost and how to apply it. About 100 s.
+    Doctor(DoctorArgs),
     /// Describe this machine as the results file records it.
     Env {
         /// Print JSON instead of text.
@@ -294,6 +301,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         }
         Command::Probe { what, mode, cpu } => probe(&what, &mode, cpu),
         Command::Run(args) => run(args),
+        Command::Doctor(args) => doctor::run(args),
         Command::Report(args) => report_command(args),
         Command::Compare(args) => compare_command(args),
         Command::Export(args) => export_command(args),
@@ -481,42 +489,14 @@ fn run(args: RunArgs) -> Result<i32> {
     } else {
         Mode::Quick
     };
-    let mut outputs: Vec<(Format, PathBuf)> = Vec::new();
-    match (&args.json, args.no_save) {
-        (Some(p), _) => outputs.push((Format::Json, p.clone())),
-        (None, false) => outputs.push((Format::Json, PathBuf::from("threadlab-results.json"))),
-        (None, true) => {}
-    }
-    if let Some(p) = &args.csv {
-        outputs.push((Format::Csv, p.clone()));
-    }
-    if let Some(p) = &args.markdown {
-        outputs.push((Format::Markdown, p.clone()));
-    }
-    // The report goes beside the results file unless named or not wanted; not beside a
-    // device, FIFO or stream (`--json /dev/stdout` must not create /dev/stdout.html).
-    let json_path = outputs
-        .iter()
-        .find(|(f, _)| *f == Format::Json)
-        .map(|(_, p)| p.clone());
-    let json_is_file = match &json_path {
-        Some(j) => !report::output::check_one("--json", j)?.is_direct(),
-        None => false,
-    };
-    let html_path = match (&args.html, &json_path, args.no_save) {
-        (Some(p), _, _) => Some(p.clone()),
-        (None, Some(j), false) if json_is_file => Some(report_path_for(j)),
-        _ => None,
-    };
-    let mut named: Vec<(&str, &std::path::Path)> = outputs
-        .iter()
-        .map(|(f, p)| (f.flag(), p.as_path()))
-        .collect();
-    if let Some(p) = &html_path {
-        named.push(("--html", p.as_path()));
-    }
-    let mut checked = report::output::check_all(&named)?;
-    let html_out = html_path.as_ref().and_then(|_| checked.pop());
+    let saving = Saving::plan(OutputArgs {
+        json: args.json.as_deref(),
+        default_json: "threadlab-results.json",
+        csv: args.csv.as_deref(),
+        markdown: args.markdown.as_deref(),
+        html: args.html.as_deref(),
+        no_save: args.no_save,
+    })?;
 
     let cancel = Cancel::install()?;
     let progress = make_progress();
@@ -546,17 +526,7 @@ fn run(args: RunArgs) -> Result<i32> {
         let text = table::render(&report::terminal::cleaned(&results), &style);
         let _ = write!(std::io::stdout(), "{text}");
     }
-    for ((format, _), out) in outputs.iter().zip(&checked) {
-        out.write(format.render(&results)?.as_bytes())?;
-        say_err!("wrote {}", out.given.display());
-    }
-    if let Some(out) = &html_out {
-        let source = json_path
-            .as_deref()
-            .map_or_else(|| "a run that was not saved".to_string(), file_name);
-        out.write(html::render(&results, &source).as_bytes())?;
-        say_err!("wrote {}", out.given.display());
-    }
+    saving.save(&results)?;
     say_err!("done in {:.1} s", started.elapsed().as_secs_f64());
 
     if let Some(sig) = cancel.signal() {
@@ -567,6 +537,87 @@ fn run(args: RunArgs) -> Result<i32> {
         .iter()
         .any(|e| e.status == Status::Failed);
     Ok(if failed { 1 } else { 0 })
+}
+
+/// The output flags of `run` and `doctor`.
+struct OutputArgs<'a> {
+    json: Option<&'a Path>,
+    default_json: &'a str,
+    csv: Option<&'a Path>,
+    markdown: Option<&'a Path>,
+    html: Option<&'a Path>,
+    no_save: bool,
+}
+
+/// The files a run writes, each checked before the first measurement.
+struct Saving {
+    outputs: Vec<(Format, PathBuf)>,
+    checked: Vec<report::output::Output>,
+    html_out: Option<report::output::Output>,
+    json_path: Option<PathBuf>,
+}
+
+impl Saving {
+    fn plan(a: OutputArgs) -> Result<Saving> {
+        let mut outputs: Vec<(Format, PathBuf)> = Vec::new();
+        match (a.json, a.no_save) {
+            (Some(p), _) => outputs.push((Format::Json, p.to_path_buf())),
+            (None, false) => outputs.push((Format::Json, PathBuf::from(a.default_json))),
+            (None, true) => {}
+        }
+        if let Some(p) = a.csv {
+            outputs.push((Format::Csv, p.to_path_buf()));
+        }
+        if let Some(p) = a.markdown {
+            outputs.push((Format::Markdown, p.to_path_buf()));
+        }
+        // The report goes beside the results file unless named or not wanted; not beside a
+        // device, FIFO or stream (`--json /dev/stdout` must not create /dev/stdout.html).
+        let json_path = outputs
+            .iter()
+            .find(|(f, _)| *f == Format::Json)
+            .map(|(_, p)| p.clone());
+        let json_is_file = match &json_path {
+            Some(j) => !report::output::check_one("--json", j)?.is_direct(),
+            None => false,
+        };
+        let html_path = match (a.html, &json_path, a.no_save) {
+            (Some(p), _, _) => Some(p.to_path_buf()),
+            (None, Some(j), false) if json_is_file => Some(report_path_for(j)),
+            _ => None,
+        };
+        let mut named: Vec<(&str, &std::path::Path)> = outputs
+            .iter()
+            .map(|(f, p)| (f.flag(), p.as_path()))
+            .collect();
+        if let Some(p) = &html_path {
+            named.push(("--html", p.as_path()));
+        }
+        let mut checked = report::output::check_all(&named)?;
+        let html_out = html_path.as_ref().and_then(|_| checked.pop());
+        Ok(Saving {
+            outputs,
+            checked,
+            html_out,
+            json_path,
+        })
+    }
+
+    fn save(&self, results: &RunResults) -> Result<()> {
+        for ((format, _), out) in self.outputs.iter().zip(&self.checked) {
+            out.write(format.render(results)?.as_bytes())?;
+            say_err!("wrote {}", out.given.display());
+        }
+        if let Some(out) = &self.html_out {
+            let source = self
+                .json_path
+                .as_deref()
+                .map_or_else(|| "a run that was not saved".to_string(), file_name);
+            out.write(html::render(results, &source).as_bytes())?;
+            say_err!("wrote {}", out.given.display());
+        }
+        Ok(())
+    }
 }
 
 /// The experiments to run with the server experiment aimed at `target` (the only one when

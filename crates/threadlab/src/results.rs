@@ -237,6 +237,11 @@ pub struct Metric {
     /// For a ratio row: the two metrics it divides, computed per round of interleaved sampling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ratio_of: Option<[String; 2]>,
+    /// A 95% confidence interval for the median, [low, high] in the metric's unit, where the
+    /// metric states one: doctor's effects carry the distribution-free interval of their
+    /// per-round ratios (measure::significance::median_interval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<[f64; 2]>,
     /// Each trial's batch figures in this metric's unit, in the order taken; `values[i]` is the
     /// median of `batches[i]`. Empty for metrics that are not made of trials.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -351,6 +356,7 @@ impl Metric {
             values: s.values.clone(),
             modes,
             ratio_of: None,
+            interval: None,
             batches: s.batches.clone(),
             trials: s.trials.clone(),
             flags: Vec::new(),
@@ -386,6 +392,7 @@ impl Metric {
             values: vec![value],
             modes: None,
             ratio_of: None,
+            interval: None,
             batches: Vec::new(),
             trials: None,
             flags: Vec::new(),

@@ -426,6 +426,8 @@ fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: 
         // trial's batches, so `values[i]` (run i's median) is the median of `batches[i]`.
         batches: _,
         trials,
+        // Recomputed below from the runs' medians, where the runs stated one.
+        interval: _,
         // Kept from the metric as the runs reported it.
         historical: _,
         direction: _,
@@ -433,6 +435,10 @@ fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: 
         flags: _,
         histograms: _,
     } = fresh;
+    let interval = m
+        .interval
+        .and(crate::measure::significance::median_interval(&values))
+        .map(|i| [i.lo, i.hi]);
     Metric {
         id,
         unit,
@@ -455,6 +461,7 @@ fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: 
         historical: m.historical.clone(),
         direction: m.direction,
         ratio_of: m.ratio_of.clone(),
+        interval,
         flags,
         histograms: m.histograms.clone(),
     }

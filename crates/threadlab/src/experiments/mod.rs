@@ -22,6 +22,7 @@ use crate::seeds::{self, Study};
 
 pub mod coop;
 pub mod create;
+pub mod doctor;
 pub mod fairness;
 pub mod latency;
 pub mod ordering;
@@ -647,6 +648,7 @@ pub fn registry() -> Vec<&'static dyn Experiment> {
         &latency::Latency,
         &coop::Coop,
         &server::LOCAL,
+        &doctor::SUITE,
     ]
 }
 

@@ -7,6 +7,9 @@
 //! - A percentile bootstrap interval for the ratio of two medians (criterion's approach for the
 //!   change of a statistic), with a fixed seed so the same files give the same interval.
 //! - Holm's step-down correction, for testing many metrics at once.
+//! - A distribution-free interval for a median (the sign test's order statistics, at the ranks
+//!   `stats::median_ci_ranks` gives), for figures taken as paired rounds whose per-round ratio
+//!   is the quantity of interest (doctor's A/B).
 
 use crate::measure::stats::median;
 
@@ -237,6 +240,30 @@ pub fn holm_adjust(p: &[f64]) -> Vec<f64> {
     adjusted
 }
 
+/// A distribution-free 95% confidence interval for the median of `values`, at the order
+/// statistics `stats::median_ci_ranks` gives (the sign test's interval: exact for any n, which
+/// matters for the 6-12 paired rounds an A/B takes, where a bootstrap understates the width).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MedianInterval {
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// The interval above; None for fewer than 6 values (even [min, max] then covers less than
+/// 95%) or a value that is not finite.
+pub fn median_interval(values: &[f64]) -> Option<MedianInterval> {
+    if values.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let (lo, hi) = crate::measure::stats::median_ci_ranks(values.len())?;
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    Some(MedianInterval {
+        lo: sorted[lo],
+        hi: sorted[hi],
+    })
+}
+
 /// A small, fast, seedable generator (Steele, Lea & Flood's SplitMix64).
 pub struct SplitMix64(pub u64);
 
@@ -371,6 +398,24 @@ mod tests {
         assert!((adj[1] - 0.09).abs() < 1e-12); // max(2 x 0.04, 0.09)
         assert!((adj[3] - 0.5).abs() < 1e-12);
         assert!(holm_adjust(&[]).is_empty());
+    }
+
+    #[test]
+    fn median_interval_uses_the_sign_tests_order_statistics() {
+        let v: Vec<f64> = (1..=10).map(f64::from).collect();
+        // n = 10: P(B <= 1) = 11/1024 <= 0.025 < P(B <= 2) = 56/1024, so x(2)..x(9).
+        let i = median_interval(&v).unwrap();
+        assert_eq!((i.lo, i.hi), (2.0, 9.0));
+        // n = 6: only [min, max] reaches 95%; the order given does not matter.
+        let i = median_interval(&[6.0, 1.0, 5.0, 2.0, 4.0, 3.0]).unwrap();
+        assert_eq!((i.lo, i.hi), (1.0, 6.0));
+        // n = 5: even [min, max] covers 93.75%, below 95%.
+        assert!(median_interval(&[1.0, 2.0, 3.0, 4.0, 5.0]).is_none());
+        assert!(median_interval(&[1.0, f64::NAN, 3.0, 4.0, 5.0, 6.0]).is_none());
+        assert!(median_interval(&[]).is_none());
+        let v: Vec<f64> = (1..=40).map(f64::from).collect();
+        let i = median_interval(&v).unwrap();
+        assert_eq!((i.lo, i.hi), (14.0, 27.0));
     }
 
     #[test]

@@ -97,6 +97,36 @@ fn rows(env: &Environment) -> Vec<(&'static str, String)> {
             "kvm_halt_poll_parameters",
             params(&env.kvm_halt_poll_parameters),
         ),
+        (
+            "cpuidle_states",
+            crate::measure::env::describe_states(&env.cpuidle_states),
+        ),
+        (
+            "pm_qos_resume_latency_us",
+            opt(&env.pm_qos_resume_latency_us),
+        ),
+        (
+            "cpu_dma_latency_us",
+            opt_or(&env.cpu_dma_latency_us, "not readable"),
+        ),
+        ("llc_shared_cpu_lists", list(&env.llc_shared_cpu_lists)),
+        ("llc_description", opt(&env.llc_description)),
+        ("kernel_hz", opt(&env.kernel_hz)),
+        (
+            "nohz_full_cpus",
+            opt_or(&env.nohz_full_cpus, "not supported"),
+        ),
+        ("isolated_cpus", opt(&env.isolated_cpus)),
+        (
+            "cpu_vulnerabilities",
+            if env.cpu_vulnerabilities.is_empty() {
+                UNKNOWN.to_string()
+            } else {
+                let (m, v, n) = crate::measure::env::mitigation_counts(&env.cpu_vulnerabilities);
+                format!("{m} mitigated, {v} vulnerable, {n} not affected")
+            },
+        ),
+        ("timer_slack_ns", opt(&env.timer_slack_ns)),
         ("frequency_governor", opt(&env.frequency_governor)),
         ("frequency_driver", opt(&env.frequency_driver)),
         (
@@ -197,6 +227,8 @@ fn rows(env: &Environment) -> Vec<(&'static str, String)> {
                 |[a, b]| format!("{a}-{b} ({} ports)", b - a + 1),
             ),
         ),
+        ("net_core_busy_read", opt(&env.net_core_busy_read)),
+        ("net_core_busy_poll", opt(&env.net_core_busy_poll)),
         ("glibc_version", env.glibc_version.clone()),
         ("build_profile", env.build_profile.clone()),
         ("target", env.target.clone()),
@@ -206,6 +238,10 @@ fn rows(env: &Environment) -> Vec<(&'static str, String)> {
                 .map_or_else(|| UNKNOWN.to_string(), |m| format!("{m} MiB")),
         ),
         ("transparent_hugepages", opt(&env.transparent_hugepages)),
+        (
+            "transparent_hugepages_defrag",
+            opt(&env.transparent_hugepages_defrag),
+        ),
         ("perf_event_paranoid", opt(&env.perf_event_paranoid)),
         (
             "timer_resolution_ns",

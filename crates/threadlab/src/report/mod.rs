@@ -3,6 +3,7 @@
 
 pub mod compare;
 pub mod csv;
+pub mod doctor;
 pub mod env;
 pub mod html;
 pub mod markdown;

@@ -106,6 +106,70 @@ pub(super) fn topology(online: Option<usize>) -> (Option<usize>, Option<usize>) 
     }
 }
 
+/// A CPU's last-level cache: the highest-level cache sysfs lists for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastLevelCache {
+    pub level: u32,
+    /// "Unified", "Data", ...
+    pub kind: String,
+    /// As sysfs gives it, e.g. "32768K".
+    pub size: String,
+    /// The CPUs sharing it.
+    pub shared_with: Vec<usize>,
+}
+
+/// The last-level cache of `cpu`, or None when sysfs does not describe its caches.
+pub fn last_level_cache(cpu: usize) -> Option<LastLevelCache> {
+    let dir = std::path::PathBuf::from(format!("/sys/devices/system/cpu/cpu{cpu}/cache"));
+    let mut best: Option<LastLevelCache> = None;
+    for index in 0..16 {
+        let d = dir.join(format!("index{index}"));
+        let Some(level) = read_trim(d.join("level")).and_then(|l| l.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Some(shared_with) =
+            read_trim(d.join("shared_cpu_list")).and_then(|l| parse_cpu_list(&l))
+        else {
+            continue;
+        };
+        if best.as_ref().map_or(true, |b| level > b.level) {
+            best = Some(LastLevelCache {
+                level,
+                kind: read_trim(d.join("type")).unwrap_or_default(),
+                size: read_trim(d.join("size")).unwrap_or_default(),
+                shared_with,
+            });
+        }
+    }
+    best
+}
+
+/// The groups of `cpus` that share a last-level cache (each sorted, in order of their first
+/// CPU); None when the cache topology is hidden.
+pub fn llc_groups(cpus: &[usize]) -> Option<Vec<Vec<usize>>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for &cpu in cpus {
+        let shared = last_level_cache(cpu)?.shared_with;
+        let mine: Vec<usize> = shared.into_iter().filter(|c| cpus.contains(c)).collect();
+        if !groups.iter().any(|g| g.contains(&cpu)) {
+            groups.push(if mine.is_empty() { vec![cpu] } else { mine });
+        }
+    }
+    (!groups.is_empty()).then_some(groups)
+}
+
+/// The CPUs of each online NUMA node, in node order; None when sysfs does not list them.
+pub fn numa_nodes() -> Option<Vec<Vec<usize>>> {
+    let online = read_trim("/sys/devices/system/node/online").and_then(|s| parse_cpu_list(&s))?;
+    online
+        .iter()
+        .map(|n| {
+            read_trim(format!("/sys/devices/system/node/node{n}/cpulist"))
+                .and_then(|s| parse_cpu_list(&s))
+        })
+        .collect()
+}
+
 /// Turbo state: intel_pstate/no_turbo ("1" = turbo off) wins over cpufreq/boost ("1" = on).
 pub(super) fn turbo_state(no_turbo: Option<&str>, boost: Option<&str>) -> Option<bool> {
     match (no_turbo.map(str::trim), boost.map(str::trim)) {

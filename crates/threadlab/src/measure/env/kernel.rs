@@ -189,6 +189,52 @@ pub(super) fn timer_resolution_ns() -> Option<u64> {
     sec.checked_mul(1_000_000_000)?.checked_add(nsec)
 }
 
+/// The kernel's tick rate (CONFIG_HZ): the coarse clocks advance once per tick, so their
+/// resolution is one tick. It bounds how often the scheduler looks at a CPU that never sleeps.
+pub(super) fn kernel_hz() -> Option<u32> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    if rc != 0 || ts.tv_sec != 0 || ts.tv_nsec <= 0 {
+        return None;
+    }
+    // Round: a tick of 4,000,000 ns is 250 Hz; 3,333,333 ns is 300 Hz.
+    u32::try_from((1_000_000_000 + ts.tv_nsec / 2) / ts.tv_nsec).ok()
+}
+
+/// The calling thread's timer slack, ns (PR_GET_TIMERSLACK): how late the kernel may fire its
+/// sleeps to batch them with other timers (50 µs by default; real-time threads get none).
+pub(super) fn timer_slack_ns() -> Option<u64> {
+    // SAFETY: PR_GET_TIMERSLACK takes no pointer and returns the slack.
+    let v = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
+    u64::try_from(v).ok()
+}
+
+/// Each CPU vulnerability file under `dir` (/sys/devices/system/cpu/vulnerabilities) and what
+/// the kernel does about it; None when the folder does not exist.
+pub(super) fn vulnerabilities(dir: &Path) -> Option<BTreeMap<String, String>> {
+    module_parameters(dir, |_| true)
+}
+
+/// The mitigations that cost something on kernel entry or a switch, counted from the
+/// vulnerability map: (mitigated, vulnerable, not affected).
+pub fn mitigation_counts(v: &BTreeMap<String, String>) -> (usize, usize, usize) {
+    let mut counts = (0, 0, 0);
+    for status in v.values() {
+        if status.starts_with("Not affected") {
+            counts.2 += 1;
+        } else if status.starts_with("Vulnerable") {
+            counts.1 += 1;
+        } else {
+            counts.0 += 1;
+        }
+    }
+    counts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +307,34 @@ mod tests {
             boot_options_of_note("mitigations=off nosmt threadirqs ro"),
             vec!["mitigations=off", "nosmt", "threadirqs"]
         );
+    }
+
+    #[test]
+    fn tick_rate_and_slack_on_this_machine() {
+        // Every Linux configuration ticks at 100 to 1000 Hz.
+        let hz = kernel_hz().expect("a coarse clock");
+        assert!((100..=1000).contains(&hz), "{hz}");
+        assert!(timer_slack_ns().is_some());
+    }
+
+    #[test]
+    fn mitigations_are_counted_by_status() {
+        let v: BTreeMap<String, String> = [
+            ("meltdown", "Not affected"),
+            (
+                "spectre_v1",
+                "Mitigation: usercopy/swapgs barriers and __user pointer sanitization",
+            ),
+            ("spectre_v2", "Mitigation: Retpolines; IBPB: conditional"),
+            (
+                "mds",
+                "Vulnerable: Clear CPU buffers attempted, no microcode",
+            ),
+        ]
+        .iter()
+        .map(|(k, s)| (k.to_string(), s.to_string()))
+        .collect();
+        assert_eq!(mitigation_counts(&v), (2, 1, 1));
     }
 
     #[test]

@@ -35,6 +35,48 @@ pub(super) fn parse_procs_running(s: &str) -> Option<u64> {
     })
 }
 
+/// Time the CPUs spent so far by kind, USER_HZ ticks, summed over the `cpuN` lines of
+/// /proc/stat whose N is in `cpus` (all when empty).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuTimes {
+    /// user + nice + system + irq + softirq (guest time is inside user).
+    pub busy: u64,
+    /// idle + iowait: for the scheduler, which counts a polling idle CPU as idle.
+    pub idle: u64,
+    /// Time the hypervisor ran something else while this guest wanted the CPU.
+    pub steal: u64,
+}
+
+impl CpuTimes {
+    pub fn total(&self) -> u64 {
+        self.busy + self.idle + self.steal
+    }
+}
+
+pub(super) fn parse_cpu_times(stat: &str, cpus: &[usize]) -> Option<CpuTimes> {
+    let mut t = CpuTimes::default();
+    let mut any = false;
+    for l in stat.lines() {
+        let mut f = l.split_whitespace();
+        let Some(cpu) = f.next().and_then(|c| c.strip_prefix("cpu")) else {
+            continue;
+        };
+        let Ok(n) = cpu.parse::<usize>() else {
+            continue; // the all-CPU line
+        };
+        if !cpus.is_empty() && !cpus.contains(&n) {
+            continue;
+        }
+        let v: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
+        let at = |i: usize| v.get(i).copied().unwrap_or(0);
+        t.busy += at(0) + at(1) + at(2) + at(5) + at(6);
+        t.idle += at(3) + at(4);
+        t.steal += at(7);
+        any = true;
+    }
+    any.then_some(t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,6 +93,18 @@ mod tests {
         assert_eq!(parse_loadavg("0.1 0.2"), None);
         assert_eq!(parse_loadavg("0.1 0.2 0.3 x"), None);
         assert_eq!(parse_loadavg("nan 0.2 0.3 1/2 3"), None);
+    }
+
+    #[test]
+    fn cpu_times_by_kind() {
+        let stat = "cpu  10 0 5 100 2 0 0 3 0 0\ncpu0 5 1 2 50 1 1 1 2 0 0\n\
+                    cpu1 5 0 3 50 1 0 0 1 0 0\nintr 1\n";
+        let all = parse_cpu_times(stat, &[]).unwrap();
+        assert_eq!((all.busy, all.idle, all.steal), (18, 102, 3));
+        let one = parse_cpu_times(stat, &[1]).unwrap();
+        assert_eq!((one.busy, one.idle, one.steal), (8, 51, 1));
+        assert_eq!(one.total(), 60);
+        assert_eq!(parse_cpu_times(stat, &[7]), None);
     }
 
     #[test]

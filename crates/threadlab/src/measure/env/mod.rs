@@ -23,6 +23,18 @@
 //! - `cpuidle_driver`, `cpuidle_governor`: deep idle states add microseconds to every wake-up.
 //! - `haltpoll_parameters`, `cpuidle_haltpoll_parameters`, `kvm_halt_poll_parameters`: how long an
 //!   idle CPU polls before halting; polling turns a guest's wake-up from a VM exit into a store.
+//! - `cpuidle_states`: each idle state's exit latency; a wake-up of an idle CPU pays the exit of
+//!   the state it was in.
+//! - `pm_qos_resume_latency_us`, `cpu_dma_latency_us`: power-management limits that forbid idle
+//!   states slower to leave than the limit (0 keeps idle CPUs polling).
+//! - `llc_shared_cpu_lists`, `llc_description`: CPUs that share a last-level cache hand data to
+//!   each other through it; across caches a hand-off costs more.
+//! - `kernel_hz`: the tick rate; how often the scheduler looks at a CPU that never sleeps.
+//! - `nohz_full_cpus`, `isolated_cpus`: CPUs kept free of the tick and of ordinary tasks.
+//! - `cpu_vulnerabilities`: each mitigation adds work to kernel entry, exit or switches.
+//! - `timer_slack_ns`: how late a sleep may fire so that the kernel can batch timers.
+//! - `transparent_hugepages_defrag`: whether a huge-page fault may stall to compact memory.
+//! - `net_core_busy_read`, `net_core_busy_poll`: socket busy polling, machine-wide.
 //! - `frequency_governor`, `frequency_driver`, `cpu_mhz`, `turbo_enabled`: clock speed scales every
 //!   CPU-bound figure and ramps up only after load appears.
 //! - `loadavg_start`, `runnable_tasks_start`, `procs_running_start`: other work competes for the CPUs.
@@ -53,9 +65,10 @@
 //! Capturing never panics: anything that cannot be read (containers hide much of `/sys`) is `None`,
 //! an empty list, or `"unknown"`.
 //!
-//! One file per concern: `cpu` (cpuinfo, topology), `kernel` (uname, preemption, boot options,
-//! clock, glibc), `virt` (hypervisor, container), `cgroup` (quota, cpuset), `limits` (rlimits,
-//! real-time permission), `load` (load average). Facts other parts of the lab also need (the
+//! One file per concern: `cpu` (cpuinfo, topology, caches), `kernel` (uname, preemption, boot
+//! options, clock, tick, mitigations, glibc), `idle` (cpuidle states, PM QoS, residency), `virt`
+//! (hypervisor, container), `cgroup` (quota, cpuset), `limits` (rlimits, real-time permission),
+//! `load` (load average, CPU time by kind), `net` (the network stack's sysctls). Facts other parts of the lab also need (the
 //! affinity mask, cores, SCHED_FIFO) come from `measure::placement` and `measure::sched`, so that
 //! the environment records exactly what the experiments act on. How the environment is shown
 //! and judged lives in `report::env` and `report::warnings`.
@@ -68,11 +81,20 @@ use crate::measure::placement::{allowed_cpus, parse_cpu_list};
 
 mod cgroup;
 mod cpu;
+mod idle;
 mod kernel;
 mod limits;
 mod load;
 mod net;
 mod virt;
+
+pub use cpu::{last_level_cache, llc_groups, numa_nodes, LastLevelCache};
+pub use idle::{
+    cpu_dma_latency_us, describe_states, idle_residency, idle_states, idle_states_at,
+    resume_latency_summary, IdleResidency, IdleState,
+};
+pub use kernel::mitigation_counts;
+pub use load::CpuTimes;
 
 const UNKNOWN: &str = "unknown";
 
@@ -138,6 +160,38 @@ pub struct Environment {
     /// own host's values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kvm_halt_poll_parameters: Option<BTreeMap<String, String>>,
+    /// The cpuidle states of the first allowed CPU, shallowest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpuidle_states: Vec<IdleState>,
+    /// Per-CPU resume-latency limits, "VALUE on CPUS" groups ("0": no limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pm_qos_resume_latency_us: Option<String>,
+    /// The global CPU-latency limit programs hold through /dev/cpu_dma_latency, µs
+    /// (2,000,000,000: none); absent when it cannot be read (root only on most systems).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_dma_latency_us: Option<i64>,
+    /// The distinct groups of allowed CPUs sharing a last-level cache, as CPU lists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub llc_shared_cpu_lists: Vec<String>,
+    /// The first allowed CPU's last-level cache, e.g. "L3 Unified 32768K".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llc_description: Option<String>,
+    /// CONFIG_HZ, from the coarse clock's resolution (one tick).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_hz: Option<u32>,
+    /// CPUs in adaptive-tick mode (/sys/devices/system/cpu/nohz_full); absent when the kernel
+    /// has no such file, empty when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nohz_full_cpus: Option<String>,
+    /// CPUs isolated from the scheduler's balancing (isolcpus=); empty when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolated_cpus: Option<String>,
+    /// /sys/devices/system/cpu/vulnerabilities: each issue and what the kernel does about it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cpu_vulnerabilities: BTreeMap<String, String>,
+    /// This process's timer slack at start, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer_slack_ns: Option<u64>,
     pub frequency_governor: Option<String>,
     pub frequency_driver: Option<String>,
     /// "cpu MHz" of the first CPU in /proc/cpuinfo.
@@ -199,6 +253,12 @@ pub struct Environment {
     pub net_ipv4_tcp_tw_reuse: Option<u32>,
     /// Ephemeral ports, [first, last].
     pub net_ipv4_ip_local_port_range: Option<[u32; 2]>,
+    /// `net.core.busy_read`, µs (0: sockets never busy-poll unless they ask, SO_BUSY_POLL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_core_busy_read: Option<u64>,
+    /// `net.core.busy_poll`, µs, for poll and select.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_core_busy_poll: Option<u64>,
     /// glibc version, or "not glibc".
     pub glibc_version: String,
     /// "debug" or "release".
@@ -207,6 +267,10 @@ pub struct Environment {
     pub target: String,
     pub memory_total_mib: Option<u64>,
     pub transparent_hugepages: Option<String>,
+    /// /sys/kernel/mm/transparent_hugepage/defrag: whether a huge-page fault may stall to
+    /// compact memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transparent_hugepages_defrag: Option<String>,
     pub perf_event_paranoid: Option<i32>,
     /// `clock_getres(CLOCK_MONOTONIC)` in nanoseconds.
     pub timer_resolution_ns: Option<u64>,
@@ -278,6 +342,9 @@ pub fn capture() -> Environment {
     let ceilings = limits::ceilings(proc_sys);
     let net = net::net_sysctls(proc_sys);
     let module = |name: &str| Path::new("/sys/module").join(name).join("parameters");
+    let allowed = allowed_cpus();
+    let first_cpu = allowed.first().copied().unwrap_or(0);
+    let llc = cpu::last_level_cache(first_cpu);
 
     Environment {
         hostname,
@@ -285,7 +352,7 @@ pub fn capture() -> Environment {
         cpu_vendor: cpuinfo.vendor.clone(),
         cpu_flags_of_note: cpu::flags_of_note(&cpuinfo.flags),
         logical_cpus,
-        allowed_cpus: allowed_cpus(),
+        allowed_cpus: allowed.clone(),
         physical_cores,
         smt,
         numa_nodes: read_trim("/sys/devices/system/node/online")
@@ -317,6 +384,23 @@ pub fn capture() -> Environment {
         kvm_halt_poll_parameters: kernel::module_parameters(&module("kvm"), |p| {
             p.starts_with("halt_poll")
         }),
+        cpuidle_states: idle::idle_states(first_cpu),
+        pm_qos_resume_latency_us: idle::resume_latency_summary(&allowed),
+        cpu_dma_latency_us: idle::cpu_dma_latency_us().ok(),
+        llc_shared_cpu_lists: cpu::llc_groups(&allowed)
+            .unwrap_or_default()
+            .iter()
+            .map(|g| cpu_list_text(g))
+            .collect(),
+        llc_description: llc.map(|c| format!("L{} {} {}", c.level, c.kind, c.size)),
+        kernel_hz: kernel::kernel_hz(),
+        nohz_full_cpus: read("/sys/devices/system/cpu/nohz_full").map(|s| none_if_null(&s)),
+        isolated_cpus: read("/sys/devices/system/cpu/isolated").map(|s| none_if_null(&s)),
+        cpu_vulnerabilities: kernel::vulnerabilities(Path::new(
+            "/sys/devices/system/cpu/vulnerabilities",
+        ))
+        .unwrap_or_default(),
+        timer_slack_ns: kernel::timer_slack_ns(),
         frequency_governor: read_trim("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
         frequency_driver: read_trim("/sys/devices/system/cpu/cpu0/cpufreq/scaling_driver"),
         cpu_mhz: cpuinfo.mhz,
@@ -359,6 +443,8 @@ pub fn capture() -> Environment {
         net_ipv4_tcp_max_syn_backlog: net.tcp_max_syn_backlog,
         net_ipv4_tcp_tw_reuse: net.tcp_tw_reuse,
         net_ipv4_ip_local_port_range: net.ip_local_port_range,
+        net_core_busy_read: net.busy_read,
+        net_core_busy_poll: net.busy_poll,
         glibc_version: kernel::glibc_version(),
         build_profile: if cfg!(debug_assertions) {
             "debug"
@@ -375,6 +461,9 @@ pub fn capture() -> Environment {
             .and_then(kernel::parse_meminfo_total_kib)
             .map(|kib| kib / 1024),
         transparent_hugepages: read("/sys/kernel/mm/transparent_hugepage/enabled")
+            .as_deref()
+            .and_then(kernel::selected_choice),
+        transparent_hugepages_defrag: read("/sys/kernel/mm/transparent_hugepage/defrag")
             .as_deref()
             .and_then(kernel::selected_choice),
         perf_event_paranoid: read_num("/proc/sys/kernel/perf_event_paranoid"),
@@ -436,6 +525,45 @@ impl Environment {
     }
 }
 
+/// Time the CPUs in `cpus` (all when empty) spent busy, idle and stolen so far (/proc/stat).
+pub fn cpu_times(cpus: &[usize]) -> Option<CpuTimes> {
+    read("/proc/stat")
+        .as_deref()
+        .and_then(|s| load::parse_cpu_times(s, cpus))
+}
+
+/// A CPU list in the kernel's compact form: [0, 1, 2, 5] -> "0-2,5".
+pub fn cpu_list_text(cpus: &[usize]) -> String {
+    let mut v = cpus.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let start = v[i];
+        while i + 1 < v.len() && v[i + 1] == v[i] + 1 {
+            i += 1;
+        }
+        parts.push(if v[i] == start {
+            start.to_string()
+        } else {
+            format!("{start}-{}", v[i])
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+/// A sysfs CPU list where the kernel writes "(null)" or nothing for none: "" for none.
+fn none_if_null(s: &str) -> String {
+    let t = s.trim();
+    if t == "(null)" {
+        String::new()
+    } else {
+        t.to_string()
+    }
+}
+
 fn read(path: impl AsRef<Path>) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
@@ -468,6 +596,15 @@ mod tests {
         let json = serde_json::to_string(&env).unwrap();
         let back: Environment = serde_json::from_str(&json).unwrap();
         assert_eq!(back, env);
+    }
+
+    #[test]
+    fn cpu_lists_are_compact() {
+        assert_eq!(cpu_list_text(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(cpu_list_text(&[3]), "3");
+        assert_eq!(cpu_list_text(&[]), "");
+        assert_eq!(none_if_null("(null)\n"), "");
+        assert_eq!(none_if_null("2-3\n"), "2-3");
     }
 
     #[test]

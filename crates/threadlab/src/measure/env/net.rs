@@ -14,6 +14,11 @@ pub(super) struct NetSysctls {
     pub(super) tcp_tw_reuse: Option<u32>,
     /// `net.ipv4.ip_local_port_range`: the ephemeral ports one client address can use.
     pub(super) ip_local_port_range: Option<[u32; 2]>,
+    /// `net.core.busy_read`: µs a blocking read spins on the device queue before sleeping
+    /// (0: never), for every socket without its own SO_BUSY_POLL.
+    pub(super) busy_read: Option<u64>,
+    /// `net.core.busy_poll`: the same for poll and select.
+    pub(super) busy_poll: Option<u64>,
 }
 
 /// Reads the sysctls through `read`, which maps a path under /proc/sys to the file's text, so
@@ -29,6 +34,8 @@ pub(super) fn net_sysctls(read: impl Fn(&str) -> Option<String>) -> NetSysctls {
         ip_local_port_range: read("net/ipv4/ip_local_port_range")
             .as_deref()
             .and_then(parse_port_range),
+        busy_read: num(read("net/core/busy_read")),
+        busy_poll: num(read("net/core/busy_poll")),
     }
 }
 
@@ -53,6 +60,8 @@ mod tests {
             ("net/ipv4/tcp_max_syn_backlog", "2048\n"),
             ("net/ipv4/tcp_tw_reuse", "2\n"),
             ("net/ipv4/ip_local_port_range", "32768\t60999\n"),
+            ("net/core/busy_read", "0\n"),
+            ("net/core/busy_poll", "0\n"),
         ]
         .into_iter()
         .collect();
@@ -64,6 +73,8 @@ mod tests {
                 tcp_max_syn_backlog: Some(2048),
                 tcp_tw_reuse: Some(2),
                 ip_local_port_range: Some([32768, 60999]),
+                busy_read: Some(0),
+                busy_poll: Some(0),
             }
         );
         // A namespace that hides /proc/sys/net: every value unknown, nothing invented.

@@ -16,6 +16,7 @@
 
 pub mod advice;
 pub mod compare;
+pub mod doctor;
 pub mod sections;
 pub mod server;
 pub mod svg;
@@ -150,7 +151,9 @@ pub fn render(r: &RunResults, source: &str) -> String {
     for (e, id, _) in &sections {
         let _ = write!(body, "<a href=\"#{id}\">{}</a>", esc(&e.name));
     }
-    body.push_str("<a href=\"#advice\">what to choose</a></nav>\n");
+    body.push_str(
+        "<a href=\"#advice\">what to choose</a><a href=\"#change\">what to change</a></nav>\n",
+    );
 
     for (e, id, charts) in &sections {
         body.push_str(&experiment_section(e, id, charts));
@@ -166,6 +169,7 @@ pub fn render(r: &RunResults, source: &str) -> String {
         })
         .collect();
     body.push_str(&advice::render(r, &index));
+    body.push_str(&doctor::render(r));
     let _ = writeln!(
         body,
         "<footer>Written by threadlab {} from {}. Self-contained: it loads nothing from the network. \

@@ -1,0 +1,245 @@
+//! `doctor`: what this machine does to threads, and what to change, measured.
+//!
+//! 1. The facts that shape thread performance here (`facts`), each with what it means.
+//! 2. Settings a program or root can change at run time (`knobs`), each measured A/B in one
+//!    run (`ab`: off, on, off, on ...) on the figures it moves (`figures`), with the effect as
+//!    an on/off ratio and its 95% interval, the CPU it burns (`cost`) and how to apply it
+//!    (`record`). What cannot be tried here is listed with the reason.
+//! 3. Where a cross-CPU wake-up's time goes (`attribution`): traced where the kernel lets us,
+//!    inferred from the A/B otherwise.
+//! 4. Machine-wide settings only with `--allow-machine-changes`, each restored and checked
+//!    (`machine`); everything else is scoped to a file descriptor or a thread.
+//!
+//! The quick suite runs the knobs that matter most with fewer rounds; `threadlab doctor` (the
+//! full mode) runs them all.
+
+mod ab;
+mod attribution;
+mod cost;
+mod facts;
+mod figures;
+mod knobs;
+mod machine;
+mod record;
+mod tables;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
+use crate::measure::env::cpu_times;
+use crate::measure::placement::{allowed_cpus, cpu_pair};
+use crate::seeds::Study;
+
+use ab::{run_knob, AbPlan};
+use figures::Measure;
+use knobs::{catalogue, Here, Planned};
+use machine::Machine;
+
+/// doctor reproduces no study: its "study" line says what it is instead.
+pub const DOCTOR: Study = Study {
+    citation: "threadlab doctor: this machine's settings measured A/B (the methods of \
+               cyclictest, rtla timerlat and tuned, applied to thread figures); no historical \
+               study",
+    label: "this machine",
+};
+
+const INFO: Info = Info {
+    name: "doctor",
+    study: &DOCTOR,
+    measures: "what this machine does to threads (idle states, PM QoS, topology, tick, \
+               throttling, steal ...) and which settings change it: each measured A/B (off, \
+               on, off, on ...) with its effect, a 95% interval, its CPU cost and how to apply it",
+    rough_secs: [3.0, 6.0, 100.0],
+};
+
+/// The knobs the quick suite measures, each on the figure it moves most, within the quick
+/// suite's few seconds.
+const QUICK: &[(&str, &[Measure])] = &[
+    ("idle_latency", &[Measure::Wake, Measure::Handoff]),
+    ("spin_then_park", &[Measure::Handoff]),
+    ("timer_slack", &[Measure::Timer]),
+    ("same_cpu", &[Measure::Handoff]),
+];
+
+/// The doctor experiment. The suite's instance never changes machine-wide settings;
+/// `threadlab doctor --allow-machine-changes` makes one that may.
+pub struct Doctor {
+    pub allow_machine_changes: bool,
+    /// Where machine-wide settings live ("/" unless a test points it at a stand-in folder).
+    pub machine_root: Option<PathBuf>,
+    /// Measure only these knobs (every one when empty).
+    pub only: Vec<String>,
+}
+
+pub static SUITE: Doctor = Doctor {
+    allow_machine_changes: false,
+    machine_root: None,
+    only: Vec::new(),
+};
+
+/// Every knob's id, in the order they are measured.
+pub const KNOBS: &[&str] = &[
+    "idle_latency",
+    "haltpoll_window",
+    "cpu_resume_latency",
+    "same_cpu",
+    "other_core",
+    "smt_sibling",
+    "other_llc",
+    "other_node",
+    "sched_fifo",
+    "nice_background",
+    "sched_idle_background",
+    "timer_slack",
+    "spin_then_park",
+    "busy_poll",
+    "thp",
+    "rt_throttling",
+    "cpufreq_performance",
+    "nohz_full",
+    "mitigations",
+    "autogroup",
+];
+
+fn plan(mode: Mode) -> AbPlan {
+    match mode {
+        Mode::Tiny => AbPlan {
+            rounds: 2,
+            phase: Duration::from_millis(4),
+            knob_phases: false,
+        },
+        Mode::Quick => AbPlan {
+            rounds: 6,
+            phase: Duration::from_millis(40),
+            knob_phases: false,
+        },
+        Mode::Full => AbPlan {
+            rounds: 10,
+            phase: Duration::from_millis(120),
+            knob_phases: true,
+        },
+    }
+}
+
+impl Doctor {
+    fn machine(&self) -> std::result::Result<Machine, String> {
+        if !self.allow_machine_changes {
+            return Err("a machine-wide setting: changed only by `threadlab doctor \
+                        --allow-machine-changes` (recorded before, restored after each phase \
+                        and checked)"
+                .into());
+        }
+        let root = self
+            .machine_root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/"));
+        Machine::open(&root)
+    }
+
+    /// Which planned knobs this run measures; the others are listed with the reason.
+    fn selected(&self, mode: Mode, p: &Planned) -> Option<String> {
+        if !self.only.is_empty() && !self.only.iter().any(|o| o == p.id()) {
+            return Some(format!(
+                "not asked for this time (threadlab doctor {})",
+                self.only.join(" ")
+            ));
+        }
+        match (mode, p) {
+            (Mode::Full, _) | (_, Planned::NotHere(_)) => None,
+            (Mode::Tiny, _) => None,
+            (_, Planned::Try(k)) if QUICK.iter().any(|(id, _)| *id == k.id) => None,
+            _ => Some(
+                "not in the quick suite, which keeps the settings that matter most: \
+                 `threadlab doctor` (or `threadlab run doctor --full`) measures it"
+                    .into(),
+            ),
+        }
+    }
+}
+
+impl Doctor {
+    /// The knob as this mode measures it: the quick suite keeps only its main figures.
+    fn narrowed(&self, mode: Mode, k: &knobs::Knob) -> knobs::Knob {
+        let mut k = k.clone();
+        if mode == Mode::Quick {
+            if let Some((_, keep)) = QUICK.iter().find(|(id, _)| *id == k.id) {
+                k.measures.retain(|m| keep.contains(m));
+            }
+        }
+        k
+    }
+}
+
+impl Experiment for Doctor {
+    fn info(&self) -> &'static Info {
+        &INFO
+    }
+
+    fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
+        let cpus = allowed_cpus();
+        let (a, b) = cpu_pair().ok_or_else(|| {
+            Error::Skip(
+                "this process may use one CPU only: doctor's figures need two (a waker and a \
+                 woken thread on different CPUs)"
+                    .into(),
+            )
+        })?;
+        let steal_before = cpu_times(&cpus);
+        let mut machine = self.machine();
+        let replayed = machine
+            .as_ref()
+            .map(|m| m.replayed.clone())
+            .unwrap_or_default();
+        let planned = catalogue(&Here {
+            env: ctx.env,
+            cpus: &cpus,
+            a,
+            b,
+            machine: machine.as_ref().map_err(|e| e.clone()),
+        });
+        let plan = plan(ctx.mode);
+        let mut report = tables::Report::new(replayed);
+        for p in &planned {
+            if let Some(why) = self.selected(ctx.mode, p) {
+                report.not_tried(p, &why, out);
+                continue;
+            }
+            let k = match p {
+                Planned::NotHere(n) => {
+                    report.not_tried(p, &n.reason, out);
+                    continue;
+                }
+                Planned::Try(k) => k,
+            };
+            ctx.step(&format!("doctor.{}", k.id))?;
+            let k = &self.narrowed(ctx.mode, k);
+            let run = run_knob(
+                k,
+                &plan,
+                &cpus,
+                machine.as_mut().ok(),
+                ctx.cancel,
+                ctx.progress,
+            );
+            match run {
+                Ok(run) => report.measured(k, &run, out),
+                Err(Error::Skip(why)) => report.not_tried(p, &why, out),
+                Err(Error::Fail(why)) => {
+                    report.not_tried(p, &format!("could not be measured: {why}"), out)
+                }
+                Err(e) => {
+                    report.finish(ctx, out, &machine, None);
+                    return Err(e);
+                }
+            }
+        }
+        ctx.step("doctor.split")?;
+        let split = attribution::wakeup_split(ctx, a, b, &report.effects, &planned);
+        report.split(split);
+        let steal = facts::steal_pct(steal_before, cpu_times(&cpus));
+        report.finish(ctx, out, &machine, steal);
+        Ok(())
+    }
+}
