@@ -113,6 +113,7 @@ pub fn calibrate(
         measure: sizes.peak_measure,
         windows: sizes.windows,
         spin: spin_for(cpus),
+        give_up_above_ns: None,
     };
     let mut meter = Meter::for_server(null.server.as_ref());
     let result = gen.run(&plan, cancel, &mut || meter.usage())?;
@@ -189,6 +190,7 @@ pub fn visit(
             measure: sizes.peak_measure,
             windows: sizes.windows,
             spin,
+            give_up_above_ns: None,
         };
         let result = gen.run(&peak, cancel, &mut || meter.usage())?;
         made.push(record(name, Pattern::Peak, trial, 0.0, few, result, failed));
@@ -270,6 +272,7 @@ pub fn visit(
             measure: sizes.rate_measure,
             windows: sizes.windows,
             spin,
+            give_up_above_ns: None,
         };
         let result = gen.run(&plan, cancel, &mut || meter.usage())?;
         let mut rec = record(name, Pattern::Rate, trial, sizes.rate, many, result, failed);
@@ -448,6 +451,7 @@ pub fn scale(
         measure: len,
         windows: 7,
         spin: spin_for(cpus),
+        give_up_above_ns: None,
     };
     let result = gen.run(&plan, cancel, &mut || meter.usage())?;
     let mut rec = record(name, Pattern::Scale, 0, n as f64, n, result, failed);
