@@ -19,8 +19,8 @@ pub fn limit_of(d: &str) -> (&'static str, &'static str) {
         "prefork" => (
             "its N processes",
             "its N processes, one connection each: while all are held and another waits, a \
-             held connection idle or half-sent for 0.5 s is closed (its process takes the \
-             waiting one), and one still waiting after 0.7 s is answered BUSY by the parent; a \
+             held connection idle or half-sent for 0.5 s is closed and its process takes the \
+             waiting one, and one still waiting after 0.7 s is answered BUSY by the parent; a \
              non-reader holds its process until the frame deadline",
         ),
         "pool" => (

@@ -41,8 +41,9 @@ pub fn pinned_beside(out: &Outcome, d: &str, suffix: &str) -> String {
         .map_or(String::new(), |p| format!("; pinned {}", us(Some(p))))
 }
 
-/// The range of `server.<d>.<suffix>.unpinned.vs_pinned` over the designs, with the design at
-/// the far end from 1: (lowest, highest, (design, its ratio)).
+/// The range of `server.<d>.<suffix>.unpinned.vs_pinned` over the designs that kept up with
+/// their plan in both placements, with the design at the far end from 1: (lowest, highest,
+/// (design, its ratio)).
 fn ratio_range(
     out: &Outcome,
     running: &[Running],
@@ -51,11 +52,12 @@ fn ratio_range(
     let all: Vec<(&'static str, f64)> = running
         .iter()
         .filter_map(|r| {
-            out.median(&format!(
+            out.metric(&format!(
                 "server.{}.{suffix}.unpinned.vs_pinned",
                 r.info.name
             ))
-            .map(|v| (r.info.name, v))
+            .filter(|m| !m.flags.iter().any(|f| f == "saturated"))
+            .map(|m| (r.info.name, m.median))
         })
         .filter(|(_, v)| v.is_finite() && *v > 0.0)
         .collect();
@@ -66,6 +68,21 @@ fn ratio_range(
         .copied()
         .max_by(|a, b| a.1.ln().abs().total_cmp(&b.1.ln().abs()))?;
     Some((lo, hi, far))
+}
+
+/// The designs whose open-loop point fell behind its plan in one of the placements.
+fn fell_behind(out: &Outcome, running: &[Running]) -> Vec<&'static str> {
+    running
+        .iter()
+        .filter(|r| {
+            out.metric(&format!(
+                "server.{}.rate.p99.unpinned.vs_pinned",
+                r.info.name
+            ))
+            .is_some_and(|m| m.flags.iter().any(|f| f == "saturated"))
+        })
+        .map(|r| r.info.name)
+        .collect()
 }
 
 /// The conclusion's sentences on many long connections.
@@ -122,7 +139,7 @@ pub fn many_connections(out: &Outcome, running: &[Running], rate: &Record) -> St
             "What pinning changes on this machine (server on its own CPUs, generator on \
              another), default placement over pinned per design: p99 {:.2}x to {:.2}x (most for \
              {}), server CPU per request {:.2}x to {:.2}x (most for {}){}; the study's rows and \
-             the lab's other rows stay pinned. ",
+             the lab's other rows stay pinned{}. ",
             p.0,
             p.1,
             far(p.2, "rate.p99"),
@@ -132,7 +149,15 @@ pub fn many_connections(out: &Outcome, running: &[Running], rate: &Record) -> St
             peak.map_or(String::new(), |k| format!(
                 ", closed-loop peak {:.2}x to {:.2}x",
                 k.0, k.1
-            ))
+            )),
+            match fell_behind(out, running).as_slice() {
+                [] => String::new(),
+                late => format!(
+                    " ({} left out: the open-loop point fell behind its plan in one of the \
+                     placements)",
+                    late.join(", ")
+                ),
+            }
         ));
     }
     s

@@ -94,6 +94,8 @@ fn ratio_range(e: &ExperimentResult, designs: &[String], suffix: &str) -> Option
     let v: Vec<f64> = designs
         .iter()
         .filter_map(|d| design_metric(e, d, &format!("{suffix}.unpinned.vs_pinned")))
+        // A design that fell behind its plan in one placement is not a placement effect.
+        .filter(|m| !m.flags.iter().any(|f| f == "saturated"))
         .map(|m| m.median)
         .filter(|v| v.is_finite() && *v > 0.0)
         .collect();
