@@ -9,10 +9,11 @@ use std::time::Duration;
 use crate::cancel::Cancel;
 use crate::error::Result;
 
-use super::loadgen::{listen_counters, Arrivals, Generator, LoadMode, Plan, StepResult};
+use super::loadgen::{listen_counters, Arrivals, Generator, LoadMode, Plan, StepResult, Window};
 use super::meter::{Footprint, Meter};
 use super::setup::{trim_heap, Cpus, NofileRaised, Sizes, SLO_P99_NS};
 use super::Running;
+use crate::measure::placement::PinGuard;
 
 /// Which pattern a record comes from.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -23,6 +24,7 @@ pub enum Pattern {
     Rate,
     Block,
     Spin,
+    /// A probe of the capacity search at this offered rate.
     Sweep(f64),
     Overload,
     Scale,
@@ -47,6 +49,7 @@ pub struct Record {
     /// The state the lab was in, for designs whose cost depends on it (a fork copies the
     /// lab's address space).
     pub state: Option<String>,
+    pub placed: Placed,
 }
 
 impl Record {
@@ -69,13 +72,36 @@ pub struct Records {
     pub skipped: Vec<(&'static str, &'static str, String)>,
     /// The generator's ceiling, replies per second of its own CPU.
     pub ceiling: Option<f64>,
+    /// The limits step, per design.
+    pub limits: Vec<super::limits::LimitsRecord>,
 }
 
 impl Records {
+    /// A design's records of a pattern, pinned.
     pub fn of<'a>(&'a self, design: &'a str, pattern: Pattern) -> impl Iterator<Item = &'a Record> {
+        self.of_placed(design, pattern, Placed::Pinned)
+    }
+
+    pub fn of_placed<'a>(
+        &'a self,
+        design: &'a str,
+        pattern: Pattern,
+        placed: Placed,
+    ) -> impl Iterator<Item = &'a Record> {
         self.all
             .iter()
-            .filter(move |r| r.design == design && r.pattern == pattern)
+            .filter(move |r| r.design == design && r.pattern == pattern && r.placed == placed)
+    }
+
+    /// Notes that a design could not run a pattern (once, however many trials ask).
+    pub fn skip(&mut self, design: &'static str, pattern: &'static str, why: String) {
+        if !self
+            .skipped
+            .iter()
+            .any(|(d, p, _)| *d == design && *p == pattern)
+        {
+            self.skipped.push((design, pattern, why));
+        }
     }
 }
 
@@ -113,6 +139,7 @@ pub fn calibrate(
         measure: sizes.peak_measure,
         windows: sizes.windows,
         spin: spin_for(cpus),
+        give_up_above_ns: None,
     };
     let mut meter = Meter::for_server(null.server.as_ref());
     let result = gen.run(&plan, cancel, &mut || meter.usage())?;
@@ -130,12 +157,65 @@ pub fn calibrate(
         connect_failures: failures as u64,
         usage_unavailable: None,
         state: None,
+        placed: Placed::Pinned,
     });
     Ok(())
 }
 
+/// Where a visit ran the design and the generator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placed {
+    /// Servers on the server CPUs, the generator on the client CPU.
+    Pinned,
+    /// The default placement: the server's threads, children and the generator allowed on
+    /// every CPU, placed by the kernel.
+    Unpinned,
+}
+
+impl Placed {
+    /// The key under which a visit that could not run is noted (`emit::skipped_ids`).
+    pub fn pattern_key(self) -> &'static str {
+        match self {
+            Placed::Pinned => "all",
+            Placed::Unpinned => "unpinned",
+        }
+    }
+}
+
+/// Whether a design's closed-loop peak or CPU per request at the open-loop point (in either
+/// placement) is not yet known to `sizes.precision_pct`: the half-width of the
+/// distribution-free 95% interval of the median of their windows, over the trials so far.
+/// Steps that fell behind their plan are left out: more of them would not make them precise.
+/// The open-loop p99 is not asked: on a VM whose host takes a CPU for a few milliseconds
+/// now and then, a share of its windows hold such a stall whatever the number of trials.
+pub fn imprecise(records: &Records, design: &str, sizes: &Sizes) -> bool {
+    use crate::measure::stats::median_ci_pct;
+    let windows = |pattern: Pattern, placed: Placed, f: &dyn Fn(&Window) -> Option<f64>| {
+        records
+            .of_placed(design, pattern, placed)
+            .filter(|r| super::emit::fell_behind(r).is_none())
+            .flat_map(|r| r.result.windows.iter())
+            .filter_map(f)
+            .collect::<Vec<f64>>()
+    };
+    let cpu = |w: &Window| (w.completed > 0).then(|| w.usage.cpu_ns as f64 / w.completed as f64);
+    let peak = |w: &Window| Some(w.completed as f64);
+    [Placed::Pinned, Placed::Unpinned]
+        .into_iter()
+        .any(|placed| {
+            [
+                windows(Pattern::Rate, placed, &cpu),
+                windows(Pattern::Peak, placed, &peak),
+            ]
+            .iter()
+            .any(|v| median_ci_pct(v).is_some_and(|ci| ci > sizes.precision_pct))
+        })
+}
+
 /// One design's visit in one trial: peak and blocking work on a few connections, then the
-/// open-loop point on many (and in full mode the sweep, the overload step and spinning work).
+/// open-loop point on many (and in full mode spinning work, and in the first trial the search
+/// for the capacity and the overload step). In the default placement only the headline
+/// patterns run: peak and the open-loop point.
 #[allow(clippy::too_many_arguments)]
 pub fn visit(
     cancel: &Cancel,
@@ -144,12 +224,24 @@ pub fn visit(
     sizes: &Sizes,
     pattern: &[u8],
     trial: usize,
+    placed: Placed,
     records: &mut Records,
     step: &dyn Fn(&str) -> Result<()>,
 ) -> Result<()> {
     let name = r.info.name;
     let addr = r.server.local_addr();
-    let spin = spin_for(cpus);
+    let pinned = placed == Placed::Pinned;
+    // Unpinned, the generator shares the CPUs with the server: spinning would take the
+    // server's time.
+    let (spin, _free, how) = if pinned {
+        (spin_for(cpus), None, "")
+    } else {
+        (
+            Duration::ZERO,
+            Some(PinGuard::pin_set(&cpus.all)?),
+            ", default placement",
+        )
+    };
     let holds = (r.info.holds)(&r.cfg);
     let overflow_before = listen_counters();
     let mut made: Vec<Record> = Vec::new();
@@ -160,21 +252,26 @@ pub fn visit(
             crate::subjects::server::usage::rss_bytes(None) as f64 / 1048576.0
         )
     });
+    let record = |pattern: Pattern, offered: f64, conns: usize, result, failed| {
+        let mut rec = record(name, pattern, trial, offered, conns, result, failed);
+        rec.placed = placed;
+        rec
+    };
 
     // A few connections: peak (closed loop) and blocking work.
     let few = sizes.peak_conns.max(sizes.block_conns);
     if holds.is_some_and(|h| h < few) {
-        records.skipped.push((
+        records.skip(
             name,
-            "peak",
+            if pinned { "peak" } else { "peak.unpinned" },
             format!(
                 "holds {} connections at once, the pattern keeps {few}",
                 holds.unwrap_or(0)
             ),
-        ));
+        );
     } else {
         step(&format!(
-            "{name}: closed-loop peak, {} connections",
+            "{name}: closed-loop peak, {} connections{how}",
             sizes.peak_conns
         ))?;
         let mut gen = Generator::new(addr, Some(r.info.id), pattern, few)?;
@@ -189,65 +286,60 @@ pub fn visit(
             measure: sizes.peak_measure,
             windows: sizes.windows,
             spin,
+            give_up_above_ns: None,
         };
         let result = gen.run(&peak, cancel, &mut || meter.usage())?;
-        made.push(record(name, Pattern::Peak, trial, 0.0, few, result, failed));
-        step(&format!(
-            "{name}: {} us of blocking work per request at {:.0}/s",
-            sizes.block_us, sizes.block_rate
-        ))?;
-        let block = Plan {
-            work: (0, sizes.block_us),
-            mode: LoadMode::Open {
-                rate: sizes.block_rate,
-                arrivals: Arrivals::Constant,
-            },
-            warmup: sizes.block_warm,
-            measure: sizes.block_measure,
-            ..peak.clone()
-        };
-        let result = gen.run(&block, cancel, &mut || meter.usage())?;
-        made.push(record(
-            name,
-            Pattern::Block,
-            trial,
-            sizes.block_rate,
-            few,
-            result,
-            0,
-        ));
-        if let Some((spin_us, rate)) = sizes.spin {
+        made.push(record(Pattern::Peak, 0.0, few, result, failed));
+        if pinned {
             step(&format!(
-                "{name}: {spin_us} us of spinning work per request"
+                "{name}: {} us of blocking work per request at {:.0}/s",
+                sizes.block_us, sizes.block_rate
             ))?;
-            let spinning = Plan {
-                work: (spin_us, 0),
+            let block = Plan {
+                work: (0, sizes.block_us),
                 mode: LoadMode::Open {
-                    rate,
+                    rate: sizes.block_rate,
                     arrivals: Arrivals::Constant,
                 },
-                ..block.clone()
+                warmup: sizes.block_warm,
+                measure: sizes.block_measure,
+                ..peak.clone()
             };
-            let result = gen.run(&spinning, cancel, &mut || meter.usage())?;
-            made.push(record(name, Pattern::Spin, trial, rate, few, result, 0));
+            let result = gen.run(&block, cancel, &mut || meter.usage())?;
+            made.push(record(Pattern::Block, sizes.block_rate, few, result, 0));
+            if let Some((spin_us, rate)) = sizes.spin {
+                step(&format!(
+                    "{name}: {spin_us} us of spinning work per request"
+                ))?;
+                let spinning = Plan {
+                    work: (spin_us, 0),
+                    mode: LoadMode::Open {
+                        rate,
+                        arrivals: Arrivals::Constant,
+                    },
+                    ..block.clone()
+                };
+                let result = gen.run(&spinning, cancel, &mut || meter.usage())?;
+                made.push(record(Pattern::Spin, rate, few, result, 0));
+            }
         }
     }
 
     // Many long connections at a fixed offered rate; memory per connection.
     let many = sizes.rate_conns;
     if holds.is_some_and(|h| h < many) {
-        records.skipped.push((
+        records.skip(
             name,
-            "rate",
+            if pinned { "rate" } else { "rate.unpinned" },
             format!(
                 "a {name} server holds at most {} connections at once (one per process); this \
                  pattern keeps {many} open",
                 holds.unwrap_or(0)
             ),
-        ));
+        );
     } else {
         step(&format!(
-            "{name}: {many} long connections, open loop at {:.0}/s",
+            "{name}: {many} long connections, open loop at {:.0}/s{how}",
             sizes.rate
         ))?;
         let mut gen = Generator::new(addr, Some(r.info.id), pattern, many)?;
@@ -270,59 +362,43 @@ pub fn visit(
             measure: sizes.rate_measure,
             windows: sizes.windows,
             spin,
+            give_up_above_ns: None,
         };
         let result = gen.run(&plan, cancel, &mut || meter.usage())?;
-        let mut rec = record(name, Pattern::Rate, trial, sizes.rate, many, result, failed);
+        let mut rec = record(Pattern::Rate, sizes.rate, many, result, failed);
         rec.footprint = Some((before, after));
-        made.push(rec);
-
-        if let (Some((fractions, len)), Some(ceiling)) = (sizes.sweep, records.ceiling) {
-            // One open-loop step (Poisson arrivals, `seed`) at `rate` for `len`, recorded;
-            // whether it met the latency target.
-            let mut at = |rate: f64, seed: u64, len: Duration, pattern: Pattern, what: &str| {
-                step(&format!("{name}: {what} at {rate:.0}/s"))?;
-                let p = Plan {
-                    mode: LoadMode::Open {
-                        rate,
-                        arrivals: Arrivals::Poisson { seed },
-                    },
-                    warmup: len / 4,
-                    measure: len,
-                    ..plan.clone()
-                };
-                let result = gen.run(&p, cancel, &mut || meter.usage())?;
-                let ok = meets_target(&result);
-                made.push(record(name, pattern, trial, rate, many, result, 0));
-                Ok::<bool, crate::error::Error>(ok)
+        if let (true, 0, Some(search), Some(ceiling)) =
+            (pinned, trial, &sizes.capacity, records.ceiling)
+        {
+            let mut probe = super::capacity::Prober {
+                gen: &mut gen,
+                meter: &mut meter,
+                plan: &plan,
+                cancel,
+                step,
+                name,
+                made: Vec::new(),
             };
-            let mut capacity = None;
-            for &f in fractions {
-                let rate = (ceiling * f).max(100.0);
-                if !at(rate, 0x5eed, len, Pattern::Sweep(rate), "sweep")? {
-                    break;
-                }
-                capacity = Some(rate);
+            let cap = super::capacity::search(&mut probe, &rec, ceiling, search)?;
+            if let (Some(cap), Some((factor, len))) = (cap, sizes.overload) {
+                probe.at(
+                    cap * factor,
+                    0x0e7,
+                    search.warm,
+                    len,
+                    Pattern::Overload,
+                    None,
+                )?;
             }
-            // The lowest fraction already missed the target (a noisy host, a slow design):
-            // halve the rate, up to three times, so that the capacity is a measured rate or
-            // known to be below the lowest one tried.
-            if capacity.is_none() {
-                let mut rate = (ceiling * fractions[0]).max(100.0) / 2.0;
-                for _ in 0..3 {
-                    if rate < 100.0 {
-                        break;
-                    }
-                    let what = "sweep below the lowest fraction";
-                    if at(rate, 0x5eed, len, Pattern::Sweep(rate), what)? {
-                        capacity = Some(rate);
-                        break;
-                    }
-                    rate /= 2.0;
-                }
-            }
-            if let (Some(cap), Some((factor, over_len))) = (capacity, sizes.overload) {
-                at(cap * factor, 0x0e7, over_len, Pattern::Overload, "overload")?;
-            }
+            let probes = std::mem::take(&mut probe.made);
+            made.push(rec);
+            made.extend(
+                probes
+                    .into_iter()
+                    .map(|(pattern, offered, result)| record(pattern, offered, many, result, 0)),
+            );
+        } else {
+            made.push(rec);
         }
     }
     let overflow = match (overflow_before, listen_counters()) {
@@ -448,6 +524,7 @@ pub fn scale(
         measure: len,
         windows: 7,
         spin: spin_for(cpus),
+        give_up_above_ns: None,
     };
     let result = gen.run(&plan, cancel, &mut || meter.usage())?;
     let mut rec = record(name, Pattern::Scale, 0, n as f64, n, result, failed);
@@ -472,14 +549,17 @@ pub fn meets_target(r: &StepResult) -> bool {
 /// Waits (up to 10 s) until the server has let go of the visit's connections: closed, and
 /// their forked children exited and reaped, so that the next design is not measured while
 /// this one tears down a thousand processes.
-fn quiesce(r: &Running, cancel: &Cancel) -> Result<()> {
+pub fn quiesce(r: &Running, cancel: &Cancel) -> Result<()> {
     let resting = (r.info.holds)(&r.cfg).unwrap_or(0) as u64;
+    // A program's counts come from a STATS request, whose own connection is open while it
+    // is answered.
+    let asking = r.server.program_pid().is_some() as u64;
     let end = std::time::Instant::now() + Duration::from_secs(10);
     while std::time::Instant::now() < end {
         cancel.check()?;
         let open = r.server.counts().connections_open;
         let live = r.server.children().map_or(0, |c| c.live);
-        if open == 0 && live <= resting {
+        if open <= asking && live <= resting {
             break;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -508,5 +588,6 @@ fn record(
         connect_failures,
         usage_unavailable: None,
         state: None,
+        placed: Placed::Pinned,
     }
 }

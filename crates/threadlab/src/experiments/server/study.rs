@@ -72,7 +72,9 @@ pub fn measure(
             let name = r.info.name;
             let (addr, fork_state) = forks.addr_and_note(i, r);
             let study_design = name == THREAD || name == FORK;
-            let row_sizes: Vec<u32> = if sizes.study_all_sizes || (study_design && !same) {
+            // The sizes are the study's question about its two designs (Figs. 4 and 5); the
+            // others answer at 1 KiB, beside them.
+            let row_sizes: Vec<u32> = if study_design && !same {
                 sizes.study_sizes.to_vec()
             } else {
                 vec![1024]

@@ -498,15 +498,36 @@ fn server_answer(e: &ExperimentResult) -> Option<Answer> {
         rests_on.push(("server", "server-fig4"));
         rests_on.push(("server", "server-fork-ratio"));
     }
-    let cpu = best_design(e, &designs, "cpu_per_request", true, true);
-    let p99 = best_design(e, &designs, "rate.p99", true, true);
+    // Many connections: the default placement's figures (what a program gets) when the file
+    // has them, with what pinning would change.
+    let unpinned = designs
+        .iter()
+        .any(|d| server::design_metric(e, d, "cpu_per_request.unpinned").is_some());
+    let (cpu_id, p99_id, placed) = if unpinned {
+        (
+            "cpu_per_request.unpinned",
+            "rate.p99.unpinned",
+            " in the default placement",
+        )
+    } else {
+        ("cpu_per_request", "rate.p99", "")
+    };
+    let pinned = |d: &str, suffix: &str| {
+        server::design_metric(e, d, suffix)
+            .filter(|_| unpinned)
+            .map_or(String::new(), |m| format!(", pinned {}", readable(m)))
+    };
+    let cpu = best_design(e, &designs, cpu_id, true, true);
+    let p99 = best_design(e, &designs, p99_id, true, true);
     match (cpu, p99) {
         (Some((dc, vc, fc)), Some((dl, vl, fl))) => {
             parts.push(format!(
-                "for many long connections, {dc} spent the least server CPU per request ({vc}{}; \
-                 CPU per request) and {dl} had the lowest p99 at the open-loop point ({vl}{}; \
-                 latency spectrum)",
+                "for many long connections{placed}, {dc} spent the least server CPU per request \
+                 ({vc}{}{}; CPU per request) and {dl} had the lowest p99 at the open-loop point \
+                 ({vl}{}{}; latency spectrum)",
+                pinned(&dc, "cpu_per_request"),
                 flagged(&fc),
+                pinned(&dl, "rate.p99"),
                 flagged(&fl)
             ));
             rests_on.push(("server", "server-cpu"));
@@ -514,13 +535,18 @@ fn server_answer(e: &ExperimentResult) -> Option<Answer> {
         }
         (Some((dc, vc, fc)), None) => {
             parts.push(format!(
-                "for many long connections, {dc} spent the least server CPU per request ({vc}{}; \
-                 CPU per request)",
+                "for many long connections{placed}, {dc} spent the least server CPU per request \
+                 ({vc}{}{}; CPU per request)",
+                pinned(&dc, "cpu_per_request"),
                 flagged(&fc)
             ));
             rests_on.push(("server", "server-cpu"));
         }
         _ => {}
+    }
+    if let Some(text) = server::pinning_effect(e, &designs) {
+        parts.push(text);
+        rests_on.push(("server", "server-placement"));
     }
     if let Some((d, v, f)) = best_design(e, &designs, "block.p99", true, true) {
         parts.push(format!(
@@ -537,6 +563,10 @@ fn server_answer(e: &ExperimentResult) -> Option<Answer> {
             flagged(&f)
         ));
         rests_on.push(("server", "server-memory"));
+    }
+    if let Some(text) = server::limits_summary(e, &designs) {
+        parts.push(text);
+        rests_on.push(("server", "server-limits"));
     }
     // A capacity flagged client_bound is a floor (every rate passed): higher, not doubtful.
     if let Some((d, v, f)) = best_design(e, &designs, "capacity", false, false) {

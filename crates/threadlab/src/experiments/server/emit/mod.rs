@@ -11,7 +11,7 @@ use crate::measure::units::Unit;
 use crate::results::{Metric, SerializedHistogram, Table};
 
 use super::loadgen::{histogram, Window};
-use super::steps::{Pattern, Record, Records};
+use super::steps::{Pattern, Placed, Record, Records};
 use super::Running;
 
 /// A step whose generator was busier than this share of the time may have held the load back.
@@ -191,6 +191,18 @@ pub fn metrics(out: &mut Outcome, records: &Records, running: &[Running], placem
 
 /// The ids a pattern would have given a design.
 pub fn skipped_ids(d: &str, pattern: &str) -> Vec<String> {
+    match pattern {
+        "unpinned" => return placement::ids(d),
+        "peak.unpinned" | "rate.unpinned" => {
+            let peak = pattern == "peak.unpinned";
+            return placement::ids(d)
+                .into_iter()
+                .filter(|id| id.contains(".peak.") == peak)
+                .collect();
+        }
+        "limits" => return limits::ids(d),
+        _ => {}
+    }
     let ids: &[&str] = match pattern {
         "peak" => &["peak", "block.p99", "block.achieved"],
         "rate" => &["rate.p99", "cpu_per_request", "rss_per_connection"],
@@ -523,39 +535,41 @@ fn spin(e: &mut Emit, records: &Records, d: &str) {
 }
 
 fn sweep(e: &mut Emit, records: &Records, d: &str) {
-    let steps: Vec<&Record> = records
+    let probes: Vec<&Record> = records
         .all
         .iter()
         .filter(|r| r.design == d && matches!(r.pattern, Pattern::Sweep(_)))
         .collect();
-    if steps.is_empty() {
+    if probes.is_empty() {
         return;
     }
+    // The search starts from the first trial's open-loop point: one of the rates tried.
+    let point = records.of(d, Pattern::Rate).find(|r| r.trial == 0);
+    let mut tried: Vec<&Record> = point.into_iter().chain(probes).collect();
+    tried.sort_by(|a, b| a.offered.total_cmp(&b.offered));
     let ok = |r: &Record| super::steps::meets_target(&r.result);
-    let mut cap: f64 = 0.0;
-    let mut all_ok = true;
-    for r in &steps {
-        if ok(r) {
-            cap = cap.max(r.offered);
-        } else {
-            all_ok = false;
-        }
-    }
-    let tried: Vec<String> = steps.iter().map(|r| format!("{:.0}", r.offered)).collect();
-    if !steps.iter().any(|r| ok(r)) {
+    let passed = tried.iter().copied().rfind(|r| ok(r));
+    // A rate missed when none of its probes (a miss is probed twice) met the target.
+    let missed = passed.map_or(tried.first().copied(), |best| {
+        tried.iter().copied().find(|r| {
+            r.offered > best.offered && !tried.iter().any(|x| x.offered == r.offered && ok(x))
+        })
+    });
+    let rates = tried
+        .iter()
+        .map(|r| format!("{:.0}{}", r.offered, if ok(r) { "" } else { " (missed)" }))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let target_ms = super::setup::SLO_P99_NS / 1_000_000;
+    let Some(best) = passed else {
         // No rate met the target: there is no capacity figure, only a bound.
-        let lowest = steps
-            .iter()
-            .min_by(|a, b| a.offered.total_cmp(&b.offered))
-            .expect("steps is not empty");
+        let lowest = tried[0];
         e.out.skip(
             &format!("server.{d}.capacity"),
             format!(
-                "no offered rate tried met p99 <= {} ms with 99% of the planned requests \
-                 answered (rates tried: {}/s over {} connections; at the lowest, {:.0}/s, p99 \
-                 was {:.2} ms): the capacity at this target is below {:.0}/s here",
-                super::setup::SLO_P99_NS / 1_000_000,
-                tried.join(", "),
+                "no offered rate tried met p99 <= {target_ms} ms with 99% of the planned \
+                 requests answered (rates tried: {rates}/s over {} connections; at the lowest, \
+                 {:.0}/s, p99 was {:.2} ms): the capacity at this target is below {:.0}/s here",
                 lowest.connections,
                 lowest.offered,
                 lowest.result.latency.value_at_quantile(0.99) as f64 / 1e6,
@@ -563,26 +577,36 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
             ),
         );
         return;
-    }
-    let mut f = union_flags(steps.iter().copied(), e.ceiling);
-    if all_ok && !f.contains(&"client_bound".to_string()) {
+    };
+    // The figure is the passing step's; a missed step above it only bounds it, but a
+    // generator that could not offer the load would make that bound doubtful.
+    let mut f = flags(best, e.ceiling);
+    let generator_bound = tried
+        .iter()
+        .any(|r| flags(r, e.ceiling).contains(&"client_bound".into()));
+    if (missed.is_none() || generator_bound) && !f.contains(&"client_bound".to_string()) {
         f.push("client_bound".into());
     }
     e.single(
         &format!("server.{d}.capacity"),
         Unit::PerS,
-        cap,
+        best.offered,
         format!(
-            "the highest offered rate with p99 <= {} ms and 99% of the planned requests answered, \
-             open loop over {} \
-             connections; rates tried: {}{}",
-            super::setup::SLO_P99_NS / 1_000_000,
-            steps[0].connections,
-            tried.join(", "),
-            if all_ok {
-                " (every rate passed: the capacity is at least this, limited by the generator)"
-            } else {
-                ""
+            "the highest offered rate with p99 <= {target_ms} ms and 99% of the planned \
+             requests answered, open loop over {} connections, found by bisection from the \
+             open-loop point ({:.0} ms probes after a warm-up, a probe certain to miss ended \
+             early, a miss probed again unless the server fell behind: a stall of the host can \
+             make one probe miss at any rate); rates tried: {rates}{}",
+            best.connections,
+            tried
+                .iter()
+                .find(|r| r.pattern != Pattern::Rate)
+                .map_or(0.0, |r| r.result.measured_ns as f64 / 1e6),
+            match missed {
+                None => " (every rate passed, up to half the generator's ceiling: the \
+                         capacity is at least this, limited by the generator)"
+                    .to_string(),
+                Some(m) => format!("; between {:.0}/s and {:.0}/s", best.offered, m.offered),
             }
         ),
         &f,
@@ -787,16 +811,24 @@ pub fn validity_table(records: &Records) -> Table {
         let res = &r.result;
         t.row(vec![
             r.design.to_string(),
-            match r.pattern {
-                Pattern::Calibration => "calibration".into(),
-                Pattern::Peak => "peak (closed)".into(),
-                Pattern::Rate => "open loop".into(),
-                Pattern::Block => "blocking work".into(),
-                Pattern::Spin => "spinning work".into(),
-                Pattern::Sweep(x) => format!("sweep {x:.0}"),
-                Pattern::Overload => "overload".into(),
-                Pattern::Scale => "c10k".into(),
-            },
+            format!(
+                "{}{}",
+                match r.pattern {
+                    Pattern::Calibration => "calibration".into(),
+                    Pattern::Peak => "peak (closed)".into(),
+                    Pattern::Rate => "open loop".into(),
+                    Pattern::Block => "blocking work".into(),
+                    Pattern::Spin => "spinning work".into(),
+                    Pattern::Sweep(x) => format!("capacity probe {x:.0}"),
+                    Pattern::Overload => "overload".into(),
+                    Pattern::Scale => "c10k".into(),
+                },
+                if r.placed == Placed::Unpinned {
+                    ", default placement"
+                } else {
+                    ""
+                }
+            ),
             (r.trial + 1).to_string(),
             r.connections.to_string(),
             if r.offered > 0.0 {
@@ -832,5 +864,7 @@ pub fn validity_table(records: &Records) -> Table {
     t
 }
 
+pub mod limits;
+pub mod placement;
 #[cfg(test)]
 mod tests;

@@ -41,6 +41,7 @@ fn step(offered: f64, planned: u64, answered: u64, completed: u64) -> Record {
         connect_failures: 0,
         usage_unavailable: None,
         state: None,
+        placed: Placed::Pinned,
     }
 }
 

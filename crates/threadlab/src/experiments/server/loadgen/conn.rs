@@ -143,6 +143,7 @@ impl<'p> Generator<'p> {
             measure: Duration::ZERO,
             windows: 1,
             spin: Duration::ZERO,
+            give_up_above_ns: None,
         };
         let ids: Vec<u32> = (first..self.conns.len())
             .filter(|&i| self.conns[i].st == St::Idle)

@@ -80,6 +80,10 @@ pub struct Plan {
     pub windows: usize,
     /// Spin instead of sleeping this long before a planned send (0 when sharing a CPU).
     pub spin: Duration,
+    /// A latency target (ns) the step only has to be judged against: once more than 1% of
+    /// the requests planned for the measured period have taken longer, its p99 is above the
+    /// target whatever the rest do, and the step ends early (open loop only).
+    pub give_up_above_ns: Option<u64>,
 }
 
 /// Failures by class.

@@ -64,6 +64,16 @@ impl<'p> Generator<'p> {
             LoadMode::Closed => Box::new(|| 0),
         };
         let open = matches!(plan.mode, LoadMode::Open { .. });
+        // Requests of the measured period allowed above the target before the p99 is known to
+        // miss it (see `Plan::give_up_above_ns`).
+        let give_up = match (plan.give_up_above_ns, plan.mode) {
+            (Some(ns), LoadMode::Open { rate, .. }) => Some((
+                ns,
+                (0.01 * rate * plan.measure.as_secs_f64()).floor() as u64,
+            )),
+            _ => None,
+        };
+        let mut over_target = 0u64;
         let mut next_planned = t0;
         let mut planning = true;
         let mut saturated: Option<String> = None;
@@ -160,7 +170,10 @@ impl<'p> Generator<'p> {
             } else {
                 now >= end
             };
-            if finished_plan && in_flight == 0 && boundary > windows {
+            // A step cut short ends once its last request is answered: the windows left
+            // would only show an idle server.
+            let cut_short = open && saturated.is_some();
+            if finished_plan && in_flight == 0 && (boundary > windows || cut_short) {
                 break;
             }
             if now > drain_end || self.live() == 0 {
@@ -220,6 +233,18 @@ impl<'p> Generator<'p> {
                     let lat = d.now_ns - d.planned_ns;
                     let svc = d.now_ns - d.sent_ns;
                     if let Some(w) = window_of(d.planned_ns) {
+                        if let Some((target, allowed)) = give_up {
+                            over_target += (lat > target) as u64;
+                            if over_target > allowed && saturated.is_none() {
+                                saturated = Some(format!(
+                                    "over 1% of the requests planned in the measured period took \
+                                     longer than {:.2} ms: the p99 misses that target whatever \
+                                     the rest do; step stopped early",
+                                    target as f64 / 1e6
+                                ));
+                                planning = false;
+                            }
+                        }
                         record(&mut win_latency[w], lat);
                         record(&mut win_service[w], svc);
                         record(&mut latency, lat);

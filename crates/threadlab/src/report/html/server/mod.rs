@@ -1,7 +1,9 @@
 //! The server experiment's section: the PThreads study's Figs. 4 and 5 redrawn beside today's
 //! designs, the fork/thread ratio then and now, the latency percentile spectrum at the
 //! open-loop point (from the stored HdrHistograms), and per design the server CPU per request,
-//! the blocking-work p99, the memory per connection and the capacity at the latency target.
+//! its headline figures pinned and in the default placement, the blocking-work p99, the memory
+//! per connection, the capacity at the latency target and a well-behaved client's fate beside
+//! misbehaving connections.
 //!
 //! Designs are whatever `server.<design>.…` ids the file holds, in the order first seen, the
 //! study's two (thread_per_client, fork_per_client) first: a design added later (`green`)
@@ -65,6 +67,7 @@ pub fn charts(e: &ExperimentResult) -> Vec<Chart> {
         },
         &flags_note,
     ));
+    v.extend(placement_charts(e, &designs, &flags_note));
     v.extend(design_bars(
         e,
         &designs,
@@ -121,6 +124,7 @@ pub fn charts(e: &ExperimentResult) -> Vec<Chart> {
         },
         &flags_note,
     ));
+    v.extend(limits_chart(e, &designs, &flags_note));
     v
 }
 
@@ -163,12 +167,15 @@ pub fn design_metric<'a>(
 
 mod bars;
 mod figures;
+mod placement;
 mod ratios;
 mod rows;
 mod spectrum;
 
 use bars::*;
 use figures::*;
+use placement::{limits_chart, placement_charts};
+pub use placement::{limits_summary, pinning_effect};
 use ratios::*;
 pub use rows::*;
 pub use spectrum::*;

@@ -223,3 +223,55 @@ fn without_histograms_the_spectrum_rests_on_the_percentile_metrics() {
     let row = s.numbers.iter().find(|r| r[0] == "epoll").unwrap();
     assert_eq!(&row[1..5], ["40.00", "-", "90.00", "400.0"]);
 }
+
+#[test]
+fn the_default_placement_and_the_limits_step_get_charts_and_sentences() {
+    let mut e = experiment();
+    let c = charts(&e);
+    assert!(c
+        .iter()
+        .all(|c| !c.key.contains("placement") && c.key != "server-limits"));
+    assert_eq!(pinning_effect(&e, &designs(&e)), None);
+    assert_eq!(limits_summary(&e, &designs(&e)), None);
+    for (d, f, served) in [
+        ("epoll", 1.0, 100.0),
+        ("green", 0.8, 100.0),
+        ("fork_per_client", 4.0, 50.0),
+    ] {
+        for (s, u, v) in [
+            ("rate.p99.unpinned", Unit::Us, 120.0 * f),
+            ("cpu_per_request.unpinned", Unit::Us, 25.0 * f),
+            ("peak.unpinned", Unit::PerS, 5e4 / f),
+            ("rate.p99.unpinned.vs_pinned", Unit::Ratio, 1.3 * f),
+            ("cpu_per_request.unpinned.vs_pinned", Unit::Ratio, 0.8),
+            ("limits.p50", Unit::Us, 80.0 * f),
+            ("limits.max", Unit::Us, 300.0 * f),
+            ("limits.served", Unit::Percent, served),
+            ("limits.busy", Unit::Count, 100.0 - served),
+            ("limits.unanswered", Unit::Count, 0.0),
+        ] {
+            e.metrics.push(metric(&format!("server.{d}.{s}"), u, v));
+        }
+    }
+    let c = charts(&e);
+    let keys: Vec<&str> = c.iter().map(|c| c.key.as_str()).collect();
+    for k in [
+        "server-placement",
+        "server-placement-cpu",
+        "server-placement-peak",
+        "server-limits",
+    ] {
+        assert!(keys.contains(&k), "{k} missing from {keys:?}");
+    }
+    let p = c.iter().find(|c| c.key == "server-placement").unwrap();
+    assert!(p.numbers[0][1].starts_with("pinned (") && p.numbers[0][2].starts_with("default"));
+    let ds = designs(&e);
+    let effect = pinning_effect(&e, &ds).unwrap();
+    assert!(effect.contains("1.04x to 5.20x in p99"), "{effect}");
+    assert!(effect.contains("0.80x to 0.80x in server CPU"), "{effect}");
+    let limits = limits_summary(&e, &ds).unwrap();
+    assert!(
+        limits.contains("served every time by epoll, green; fork_per_client 50% served, 50 BUSY"),
+        "{limits}"
+    );
+}

@@ -10,11 +10,16 @@ use super::steps::{Pattern, Records};
 use super::study::{ratio_id, row_id, FORK, THREAD};
 use super::Running;
 
+mod limits;
+mod placement;
+
+pub use placement::placement_table;
+
 /// The study's Fig. 4 figures for a 1 KB short connection, ms.
 const THEN_FORK_MS: f64 = 4.7;
 const THEN_THREAD_MS: f64 = 4.0;
 
-fn us(v: Option<f64>) -> String {
+pub(super) fn us(v: Option<f64>) -> String {
     match v {
         Some(v) if v >= 1000.0 => format!("{:.2} ms", v / 1000.0),
         Some(v) if v >= 100.0 => format!("{v:.0} us"),
@@ -146,7 +151,7 @@ fn short(p: Pattern) -> &'static str {
 }
 
 /// The design with the smallest median of `metric` among `running` (filtered by `keep`).
-fn best<'a>(
+pub(super) fn best<'a>(
     out: &Outcome,
     running: &'a [Running],
     metric: &str,
@@ -230,27 +235,9 @@ pub fn conclusion(
             us(Some(cross)),
         ));
     }
-    // 2. Many connections.
+    // 2. Many connections, in the default placement when it was measured.
     if let Some(rate) = records.all.iter().find(|r| r.pattern == Pattern::Rate) {
-        let cpu = |d: &str| out.median(&format!("server.{d}.cpu_per_request"));
-        if let Some((low, v)) = best(out, running, "cpu_per_request", |_| true) {
-            s.push_str(&format!(
-                "With {} long connections at {:.0} requests/s, the least server CPU per \
-                 request was {low}'s ({}); ",
-                rate.connections,
-                rate.offered,
-                us(Some(v))
-            ));
-        }
-        if let (Some(e), Some(t)) = (cpu("epoll"), cpu(THREAD)) {
-            s.push_str(&format!(
-                "epoll {} against thread_per_client {} ({:.2}x). ",
-                us(Some(e)),
-                us(Some(t)),
-                out.median("server.epoll.vs_thread_per_client.cpu_per_request")
-                    .unwrap_or(e / t)
-            ));
-        }
+        s.push_str(&placement::many_connections(out, running, rate));
         if let Some((low, v)) = best(out, running, "rss_per_connection", |_| true) {
             let tpc = out.median(&format!("server.{THREAD}.rss_per_connection"));
             s.push_str(&format!(
@@ -296,9 +283,11 @@ pub fn conclusion(
             }
         ));
     }
-    // 4. What to choose here.
+    // 4. Slow clients.
+    s.push_str(&limits::sentence(records));
+    // 5. What to choose here.
     let few = best(out, running, "short.1kib.mean", |_| true);
-    let many = best(out, running, "cpu_per_request", |r| {
+    let many = placement::best_placed(out, running, "cpu_per_request", |r| {
         matches!(r.info.model, Model::EventLoop | Model::Runtime)
     });
     let limit_us = 10.0 * sizes.block_us as f64;
@@ -321,10 +310,15 @@ pub fn conclusion(
             us(Some(v))
         ));
     }
-    if let Some((d, v)) = many {
+    if let Some((d, v, unpinned)) = many {
         advice.push(format!(
-            "many long connections without blocking work: {d} ({} CPU per request)",
-            us(Some(v))
+            "many long connections without blocking work: {d} ({} CPU per request{})",
+            us(Some(v)),
+            if unpinned {
+                placement::pinned_beside(out, d, "cpu_per_request")
+            } else {
+                String::new()
+            }
         ));
     }
     if let Some((d, v)) = blocking {
