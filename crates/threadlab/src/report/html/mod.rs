@@ -503,8 +503,20 @@ fn metric_table(e: &ExperimentResult) -> String {
         );
     }
     out.push_str("</tbody></table></div>\n<details><summary>Methods in full</summary><dl class=\"methods\">\n");
+    // Metrics that share a method word for word (a design's figures at several sizes) are
+    // listed once, under all their ids, in the order of their first appearance.
+    let mut groups: Vec<(Vec<&str>, &str)> = Vec::new();
     for m in &e.metrics {
-        let _ = writeln!(out, "<dt>{}</dt><dd>{}</dd>", esc(&m.id), esc(&m.note));
+        match groups.iter_mut().find(|(_, note)| *note == m.note) {
+            Some((ids, _)) => ids.push(&m.id),
+            None => groups.push((vec![&m.id], &m.note)),
+        }
+    }
+    for (ids, note) in groups {
+        for id in ids {
+            let _ = writeln!(out, "<dt>{}</dt>", esc(id));
+        }
+        let _ = writeln!(out, "<dd>{}</dd>", esc(note));
     }
     out.push_str("</dl></details>\n");
     out
