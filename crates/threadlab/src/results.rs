@@ -201,6 +201,13 @@ pub struct Historical {
     pub source: String,
 }
 
+/// The flag of a figure decided by a race between threads (who wins a contended lock, whether a
+/// spinning partner sees a flip before it next yields or sleeps) whose outcome can last longer
+/// than all of a run's trials: back-to-back runs of one build read `sync.ticket.contended.same_cpu`
+/// 5.5, 6.0, 6.2, 8.9 and 12.7 ns and `switch.thread.yield.cross_cpu` 206-282 ns, each run's
+/// trials agreeing. `compare` calls a change of such a figure unstable, never slower.
+pub const RACE_FLAG: &str = "race";
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Metric {
     pub id: String,
@@ -252,7 +259,8 @@ pub struct Metric {
     pub trials: Option<TrialLog>,
     /// Why this figure should not be taken at face value, as stable snake_case names (the
     /// server experiment: `client_bound`, `listen_overflow`, `little_law_mismatch`,
-    /// `saturated`, `errors`); empty when there is nothing to say.
+    /// `saturated`, `errors`; spin hand-offs across CPUs and contended locks: `race`, see
+    /// `RACE_FLAG`); empty when there is nothing to say.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flags: Vec<String>,
     /// Histograms the metric was read from, serialized, so that any percentile can be

@@ -278,7 +278,8 @@ fn creation(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
             Unit::Us,
             placement,
             "pthread_create + pthread_join of a thread that returns at once, default attributes \
-                 (glibc reuses cached stacks), creator and thread on one CPU; nothing subtracted",
+                 (glibc reuses cached stacks), creator and thread on one CPU; nothing subtracted; \
+                 counterpart: `taskset -c 0 scripts/agreement/create_join.c` (docs/agreement.md)",
             create_join_batch,
         )
         .row(
@@ -289,7 +290,8 @@ fn creation(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
                  attributes, neither creator nor thread pinned: the kernel places the new thread \
                  (on a VM often on the other, idle vCPU, whose wake-up from its idle state the \
                  join then waits for), as a program that sets no affinity gets it; nothing \
-                 subtracted",
+                 subtracted; counterpart: scripts/agreement/create_join.c run bare, its loop in \
+                 main (docs/agreement.md)",
             |n| default_placed(&|| create_join_batch(n)),
         )
         .row(

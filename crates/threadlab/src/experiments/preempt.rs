@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Interleaved, Outcome};
+use crate::measure::pair::CacheLine;
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::{mono_ns, thread_cpu_ns};
 use crate::measure::spawn::spawn_scoped;
@@ -310,7 +311,9 @@ fn check_cost(
 /// spinning on another CPU, per batch.
 fn flag_latency(ctx: &Ctx, out: &mut Outcome, cpus: (usize, usize)) -> Result<()> {
     const STOP: u32 = u32::MAX;
-    let turn = AtomicU32::new(0);
+    // On a line of its own, not in this frame (see CacheLine).
+    let turn = Box::new(CacheLine(AtomicU32::new(0)));
+    let turn = &turn.0;
     let _pin = PinGuard::pin(cpus.0)?;
     std::thread::scope(|s| {
         let partner = spawn_scoped(s, "the partner thread", || -> Result<()> {

@@ -22,6 +22,14 @@ const ROUND_TRIPS: u64 = 1_000;
 /// Spins before a side gives up on its partner (it was descheduled for seconds, or is gone).
 const SPIN_LIMIT: u64 = 2_000_000_000;
 
+/// A value on a cache line of its own (128 bytes: adjacent-line prefetch pairs lines). Words two
+/// threads pass between them live in one, never in a stack frame: a frame's place within its
+/// line follows the stack's random base, so a spilled register or a return address written
+/// beside the shared word would make each process of a run fast or slow for its whole life.
+#[repr(align(128))]
+#[derive(Default)]
+pub struct CacheLine<T>(pub T);
+
 /// The round trip of a cache line between `a` and `b`, ns: this thread (pinned to `a` for the
 /// call) writes an odd number, a partner pinned to `b` answers with the next even one. The
 /// faster of two readings of `ROUND_TRIPS` round trips each, so a reading that the host

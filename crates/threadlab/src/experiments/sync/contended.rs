@@ -339,6 +339,7 @@ pub fn contended_metrics(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         // Whether each row's two threads ended a batch on one CPU (rows the kernel places).
         let together: [Cell<Option<bool>>; 3] = Default::default();
         let t = &together[..];
+        let ids: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
         let mut group = Interleaved::new();
         match *lock {
             "pthread" => lock_group::<PthreadMutex>(&mut group, ctx.cancel, rows, t),
@@ -348,6 +349,13 @@ pub fn contended_metrics(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
             other => return Err(Error::Fail(format!("unknown lock {other}"))),
         }
         group.measure(ctx, out)?;
+        // Who wins the lock, and for how long, is a race whose regime can outlast a run.
+        for id in &ids {
+            if let Some(m) = out.metric_mut(id) {
+                m.flags.push(crate::results::RACE_FLAG.to_string());
+                m.note = format!("[{}] {}", crate::results::RACE_FLAG, m.note);
+            }
+        }
     }
     Ok(())
 }

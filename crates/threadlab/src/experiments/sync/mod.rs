@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Interleaved, Outcome, Probe};
-use crate::measure::driver::Driver;
 use crate::measure::placement::{
     cpu_pair, home_cpu, pin_current_thread, place_current_thread, PinGuard, Placement,
 };
@@ -160,9 +159,11 @@ struct WakeShared {
 struct Waiter {
     sh: Arc<WakeShared>,
     handle: Option<std::thread::JoinHandle<()>>,
-    /// The waking (measuring) thread: fresh with the waiter, placed on the waker's CPUs, so
-    /// that no scheduler history (where it last woke whom) carries over from another trial.
-    waker: Driver,
+    /// Where the waking (measuring) thread runs during a batch. The waker is the measuring
+    /// thread itself, as in a program whose main thread wakes a worker: a fresh waker woken
+    /// by the measuring thread for each batch (`Driver`) drew the waiter onto its own CPU in
+    /// every batch (2.4 us, against 20-23 us for the C loop in scripts/agreement).
+    waker_cpus: Vec<usize>,
 }
 
 impl Waiter {
@@ -215,7 +216,7 @@ impl Waiter {
         let w = Waiter {
             sh,
             handle: Some(handle),
-            waker: Driver::start(&waker_cpus)?,
+            waker_cpus,
         };
         wait_until(
             || w.sh.waiter_tid.load(Ordering::Acquire) != 0 || w.sh.failed.load(Ordering::Acquire),
@@ -230,8 +231,8 @@ impl Waiter {
     /// Sum of `n` wake-up latencies, woken from the waker thread, and whether most of them
     /// woke the waiter on the waker's own CPU.
     fn batch(&self, n: u64) -> Result<(Duration, bool)> {
-        let sh = Arc::clone(&self.sh);
-        self.waker.run(move || wake_batch(&sh, n))?
+        let _pin = PinGuard::pin_set(&self.waker_cpus)?;
+        wake_batch(&self.sh, n)
     }
 }
 
@@ -318,7 +319,7 @@ fn wake_group(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         "from just before FUTEX_WAKE to the waiter running, both threads on one CPU: includes \
          the wake syscall, the waker blocking (it waits for the waiter's reply) and the switch; \
          the waiter was verified asleep (procfs state S) before each wake; a fresh waiting \
-         thread each trial",
+         thread each trial; counterpart: scripts/agreement/futex_wake.c 0 0 (docs/agreement.md)",
     );
     match cpu_pair() {
         Some((a, b)) => add(
@@ -329,7 +330,7 @@ fn wake_group(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
             "from just before FUTEX_WAKE to the waiter running on another CPU that was idle: \
              includes the wake syscall, the inter-processor interrupt and the idle CPU's exit \
              from its idle state (see cpuidle in the environment); a fresh waiting thread each \
-             trial",
+             trial; counterpart: scripts/agreement/futex_wake.c 0 1 (docs/agreement.md)",
         ),
         None => out.skip("sync.wake.cross_cpu", "this process may use only one CPU"),
     }
@@ -342,7 +343,9 @@ fn wake_group(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
             "from just before FUTEX_WAKE to the waiter running, neither thread pinned: the \
              kernel chooses where the woken thread runs (wake-affine: often the waker's CPU, \
              sometimes the idle one), as it does for a program that sets no affinity; the \
-             waiter was verified asleep before each wake; a fresh waiting thread each trial",
+             waiter was verified asleep before each wake; a fresh waiting thread each trial; the \
+             waker is the measuring thread with its pin lifted for the batch; counterpart: \
+             scripts/agreement/futex_wake.c -1 -1 (docs/agreement.md)",
         );
     } else {
         out.skip("sync.wake.unpinned", "this process may use only one CPU");
@@ -380,7 +383,8 @@ impl Experiment for SyncCosts {
                     placement,
                     "pthread_mutex_lock + unlock of a default mutex, never contended, in a process \
                      with more than one thread (a second thread sleeps), so glibc uses its atomic \
-                     path; loop overhead (~1 ns) not subtracted",
+                     path; loop overhead (~1 ns) not subtracted; counterpart: \
+                     scripts/agreement/mutex_pair.c (docs/agreement.md)",
                     |n| Ok(pthread_mutex_pairs(&pthread, n)),
                 )
                 .row(

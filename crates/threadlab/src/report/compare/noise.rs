@@ -78,6 +78,8 @@ pub const PAIR_REGIME_RATIO: f64 = 1.3;
 
 /// The share of batches whose threads shared a CPU moved more than this between the runs: the
 /// kernel placed them differently (a hand-off on one CPU is a switch, on two a wake-up).
+pub use crate::results::RACE_FLAG;
+
 pub const COLOCATION_REGIME_SHIFT: f64 = 0.5;
 
 /// Why a metric's regime differs between A and B, when it does: the CPUs it ran on were at a
@@ -103,6 +105,18 @@ pub fn regime_change(ma: &Metric, mb: &Metric) -> Option<String> {
                 tb * 100.0
             ));
         }
+    }
+    if [ma, mb]
+        .iter()
+        .any(|m| m.flags.iter().any(|f| f == RACE_FLAG))
+    {
+        return Some(
+            "a race between threads decides this figure, and its outcome can outlast all the \
+             trials of a run (in back-to-back runs of the same build on one machine, such \
+             figures moved up to 2x while each run's trials agreed): run both again, or read \
+             the rows on one CPU"
+                .to_string(),
+        );
     }
     let bimodal: Vec<&str> = [("A", ma), ("B", mb)]
         .iter()

@@ -292,6 +292,48 @@ fn trial_metric(id: &str, values: &[f64], pair_ns: f64) -> Metric {
 }
 
 #[test]
+fn a_figure_decided_by_a_race_is_unstable_when_it_moves_and_a_steady_one_beside_it_is_caught() {
+    let o = Options {
+        fail_if_slower_pct: Some(10.0),
+        ..Options::default()
+    };
+    let raced = |base: f64| {
+        let mut m = trial_metric("x.lock.contended", &steady(base), 45.0);
+        m.flags = vec![crate::results::RACE_FLAG.to_string()];
+        m
+    };
+    // Each run's trials agree; between the runs the lock settled differently (+40%).
+    let a = with_metrics(
+        run("a", &[]),
+        vec![raced(6.0), trial_metric("x.steady", &steady(100.0), 45.0)],
+    );
+    let b = with_metrics(
+        run("b", &[]),
+        vec![raced(8.4), trial_metric("x.steady", &steady(100.0), 45.0)],
+    );
+    let c = compare_pair(&a, &b, &o).unwrap();
+    assert_eq!(c.rows[0].verdict, Verdict::Unstable, "{c:#?}");
+    assert!(!c.rows[1].verdict.flagged());
+    assert_eq!(c.exit_status(), 0);
+    assert!(render_pair_text(&c).contains("a race between threads decides this figure"));
+    // The steady metric x 1.2 in B: caught beside it.
+    let b = with_metrics(
+        run("b", &[]),
+        vec![
+            raced(8.4),
+            trial_metric(
+                "x.steady",
+                &steady(100.0).iter().map(|v| v * 1.2).collect::<Vec<_>>(),
+                45.0,
+            ),
+        ],
+    );
+    let c = compare_pair(&a, &b, &o).unwrap();
+    assert_eq!(c.rows[1].verdict, Verdict::Slower);
+    assert_eq!(c.exit_status(), 1);
+}
+
+#[test]
 fn a_hand_off_whose_threads_the_kernel_placed_apart_in_one_run_only_is_unstable() {
     let o = Options {
         fail_if_slower_pct: Some(10.0),
