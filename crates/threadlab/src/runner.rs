@@ -50,18 +50,6 @@ pub const MAX_ATTEMPTS: usize = 3;
 /// Default drift threshold, percent.
 pub const DEFAULT_DRIFT_PCT: f64 = 5.0;
 
-impl Mode {
-    /// Total time re-measuring may add to a run: about a quarter of the suite in quick, so the
-    /// quick suite stays within its bar even on a drifting host.
-    pub fn remeasure_budget(self) -> Duration {
-        self.pick(
-            Duration::from_secs(5),
-            Duration::from_secs(15),
-            Duration::from_secs(600),
-        )
-    }
-}
-
 /// The two drift references, read once.
 #[derive(Clone, Copy)]
 struct Reading {
