@@ -17,6 +17,7 @@
 pub mod advice;
 pub mod compare;
 pub mod doctor;
+mod parts;
 pub mod sections;
 pub mod server;
 pub mod svg;
