@@ -600,10 +600,7 @@ pub struct Probe {
 }
 
 /// Every out-of-process probe; `cli.rs` dispatches `__probe` through this table.
-pub const PROBES: &[Probe] = &[
-    sync::MUTEX_SINGLE_PROBE,
-    crate::subjects::peers::balance::BALANCE_PROBE,
-];
+pub const PROBES: &[Probe] = &[sync::MUTEX_SINGLE_PROBE, create::balance::BALANCE_PROBE];
 
 pub fn find_probe(name: &str) -> Option<&'static Probe> {
     PROBES.iter().find(|p| p.name == name)
