@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::measure::env::Environment;
 use crate::measure::host::HostActivity;
-use crate::measure::stats::{two_modes, ModeCluster, Summary, TrialLog, NOISY_IQR_FRACTION};
+use crate::measure::stats::{two_modes, ModeCluster, Summary, TrialLog};
 use crate::measure::units::{Direction, Unit};
 
 /// Bumped whenever a field is renamed or its meaning changes; adding a field does not bump it.
@@ -423,9 +423,6 @@ impl Metric {
             .then(|| (self.q3 - self.q1) / 2.0 / self.median.abs() * 100.0)
     }
 }
-
-/// The noisy threshold the tables and docs name, as a percentage.
-pub const NOISY_IQR_PCT: f64 = NOISY_IQR_FRACTION * 100.0;
 
 fn one() -> u32 {
     1
