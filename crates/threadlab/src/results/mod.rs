@@ -11,6 +11,9 @@ use crate::measure::host::HostActivity;
 use crate::measure::stats::{two_modes, ModeCluster, Summary, TrialLog};
 use crate::measure::units::{Direction, Unit};
 
+pub mod flag;
+pub mod ids;
+
 /// Bumped whenever a field is renamed or its meaning changes; adding a field does not bump it.
 /// 2: every metric keeps its samples (`values`), `cv` is computed from them, `direction`,
 /// `modes`, `ratio_of`, structured `tables`, re-measuring `attempts`, `repeat`.
@@ -272,10 +275,13 @@ pub struct SerializedHistogram {
     pub unit: Unit,
     /// Values recorded.
     pub count: u64,
-    /// "hdr-v2-deflate-base64".
+    /// `HDR_ENCODING`.
     pub encoding: String,
     pub data: String,
 }
+
+/// The encoding `SerializedHistogram::encoding` names for HdrHistogram V2 + DEFLATE, base64.
+pub const HDR_ENCODING: &str = "hdr-v2-deflate-base64";
 
 /// A curve: y against x, e.g. creation time against number created.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

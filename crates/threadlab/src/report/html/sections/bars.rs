@@ -12,9 +12,7 @@ pub(super) fn all_with_history(e: &ExperimentResult) -> Vec<&str> {
 
 /// A label for a metric inside its experiment's section: the id without the experiment.
 pub(super) fn short_id<'a>(e: &ExperimentResult, id: &'a str) -> &'a str {
-    id.strip_prefix(e.name.as_str())
-        .and_then(|s| s.strip_prefix('.'))
-        .unwrap_or(id)
+    ids::within(&e.name, id)
 }
 
 /// The distinct first clauses of the metrics' notes: how they were measured.

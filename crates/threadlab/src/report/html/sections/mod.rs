@@ -16,6 +16,7 @@ use crate::report::html::svg::{
     Reference, Scale,
 };
 use crate::report::{fmt_value, fmt_with_unit, short_note};
+use crate::results::ids;
 use crate::results::{ExperimentResult, Metric, Series, Table};
 use crate::seeds;
 
