@@ -315,6 +315,15 @@ pub fn fell_behind(rec: &Record) -> Option<String> {
     None
 }
 
+/// How a figure of a step is taken: one value per window, or one over the whole step.
+enum Take<'a> {
+    Windows(&'a dyn Fn(&Window) -> Option<f64>),
+    Step(f64),
+}
+
+/// The open-loop point: latency from the planned send and from the actual send, the tail over
+/// the whole step, the generator's own lag, throughput, the server's CPU and switches per
+/// reply, errors and the memory per connection. One row per metric, in the order emitted.
 fn rate(e: &mut Emit, records: &Records, d: &str) {
     let recs: Vec<&Record> = records.of(d, Pattern::Rate).collect();
     if recs.is_empty() {
@@ -331,132 +340,128 @@ fn rate(e: &mut Emit, records: &Records, d: &str) {
          connections, 1 KiB; latency from the planned send (no coordinated omission){}",
         saturated_note(&recs)
     );
-    for (q, name, statistic) in [(0.5, "p50", stat::RATE_P50), (0.99, "p99", stat::RATE_P99)] {
-        let v = per_window(&recs, |w| {
-            us_of(if q == 0.5 {
-                w.latency_p50_ns
-            } else {
-                w.latency_p99_ns
-            })
-        });
-        let id = sid::id(d, statistic);
-        e.windows(
-            &id,
-            Unit::Us,
-            &v,
-            format!(
-                "{ctx}; one value per window (median of the windows' {name}); over the whole \
-                 step {name} = {:.1} us",
-                quantile_us(&lat, q).unwrap_or(f64::NAN)
-            ),
-            &f,
-        );
-        if statistic == stat::RATE_P99 {
-            if let Some(m) = e.out.metric_mut(&id) {
-                m.histograms = [
-                    (sid::histogram::LATENCY, &lat),
-                    (sid::histogram::SERVICE, &svc),
-                    (sid::histogram::SEND_LAG, &lag),
-                    (sid::histogram::SERVER_SERVICE, &srv),
-                ]
-                .into_iter()
-                .filter_map(|(n, h)| serialize(n, h))
-                .collect();
-            }
-        }
-    }
-    let svc_p99 = per_window(&recs, |w| us_of(w.service_p99_ns));
-    e.windows(
-        &sid::id(d, stat::RATE_UNCORRECTED_P99),
-        Unit::Us,
-        &svc_p99,
-        "the same requests' p99 from their actual send (what a closed-loop tool would print); \
-         beside rate.p99 it shows how much waiting the correction adds"
-            .into(),
-        &f,
-    );
-    e.single(
-        &sid::id(d, stat::RATE_P999),
-        Unit::Us,
-        quantile_us(&lat, 0.999).unwrap_or(f64::NAN),
-        format!("{ctx}; p99.9 of the whole step ({} requests)", lat.len()),
-        &f,
-    );
-    e.single(
-        &sid::id(d, stat::RATE_MAX),
-        Unit::Us,
-        lat.max() as f64 / 1e3,
-        format!("{ctx}; the slowest request of the step"),
-        &f,
-    );
-    e.single(
-        &sid::id(d, stat::RATE_SEND_LAG_P99),
-        Unit::Us,
-        quantile_us(&lag, 0.99).unwrap_or(f64::NAN),
-        "the generator's own lag (actual send minus the later of the planned time and the \
-         connection freeing): its health, not the server's"
-            .into(),
-        &f,
-    );
-    let ach = per_window(&recs, |w| {
-        Some(w.completed as f64 / (w.length_ns as f64 / 1e9))
-    });
-    e.windows(
-        &sid::id(d, stat::RATE_ACHIEVED),
-        Unit::PerS,
-        &ach,
-        format!("replies per second; offered {offered:.0}/s"),
-        &f,
-    );
     if let Some(why) = &recs[0].usage_unavailable {
         for s in [stat::CPU_PER_REQUEST, stat::SWITCHES_PER_REQUEST] {
             e.out.skip(&sid::id(d, s), why.clone());
         }
     }
-    let cpu = per_window(&recs, |w| {
-        (w.completed > 0 && recs[0].usage_unavailable.is_none())
-            .then(|| w.usage.cpu_ns as f64 / w.completed as f64 / 1e3)
-    });
-    e.windows(
-        &sid::id(d, stat::CPU_PER_REQUEST),
-        Unit::Us,
-        &cpu,
+    let usage = recs[0].usage_unavailable.is_none();
+    let whole = |name: &str, q: f64| {
         format!(
-            "server CPU time (user + system, its children included) per reply at the open-loop \
-             point: {}; one value per window{}",
-            meter_text(d),
-            recs[0]
-                .state
-                .as_ref()
-                .map_or(String::new(), |s| format!("; {s}"))
-        ),
-        &f,
-    );
-    let sw = per_window(&recs, |w| {
-        (w.completed > 0 && recs[0].usage_unavailable.is_none())
-            .then(|| w.usage.switches() as f64 / w.completed as f64)
-    });
-    e.windows(
-        &sid::id(d, stat::SWITCHES_PER_REQUEST),
-        Unit::Count,
-        &sw,
-        "server context switches (voluntary + involuntary, children included) per reply at the \
-         open-loop point; one value per window"
-            .into(),
-        &f,
-    );
+            "{ctx}; one value per window (median of the windows' {name}); over the whole \
+             step {name} = {:.1} us",
+            quantile_us(&lat, q).unwrap_or(f64::NAN)
+        )
+    };
+    let p50 = |w: &Window| us_of(w.latency_p50_ns);
+    let p99 = |w: &Window| us_of(w.latency_p99_ns);
+    let svc_p99 = |w: &Window| us_of(w.service_p99_ns);
+    let achieved = |w: &Window| Some(w.completed as f64 / (w.length_ns as f64 / 1e9));
+    let cpu = |w: &Window| {
+        (w.completed > 0 && usage).then(|| w.usage.cpu_ns as f64 / w.completed as f64 / 1e3)
+    };
+    let switches = |w: &Window| {
+        (w.completed > 0 && usage).then(|| w.usage.switches() as f64 / w.completed as f64)
+    };
     let errors: u64 = recs.iter().map(|r| r.errors()).sum();
-    e.single(
-        &sid::id(d, stat::ERRORS),
-        Unit::Count,
-        errors as f64,
-        format!(
-            "client-side failures while connecting {conns} connections and during the open-loop \
-             step ({}); address exhaustion counts as the client's",
-            recs[0].result.failures.describe()
+    let rows: [(&str, Unit, Take, String); 10] = [
+        (
+            stat::RATE_P50,
+            Unit::Us,
+            Take::Windows(&p50),
+            whole("p50", 0.5),
         ),
-        &f,
-    );
+        (
+            stat::RATE_P99,
+            Unit::Us,
+            Take::Windows(&p99),
+            whole("p99", 0.99),
+        ),
+        (
+            stat::RATE_UNCORRECTED_P99,
+            Unit::Us,
+            Take::Windows(&svc_p99),
+            "the same requests' p99 from their actual send (what a closed-loop tool would \
+             print); beside rate.p99 it shows how much waiting the correction adds"
+                .into(),
+        ),
+        (
+            stat::RATE_P999,
+            Unit::Us,
+            Take::Step(quantile_us(&lat, 0.999).unwrap_or(f64::NAN)),
+            format!("{ctx}; p99.9 of the whole step ({} requests)", lat.len()),
+        ),
+        (
+            stat::RATE_MAX,
+            Unit::Us,
+            Take::Step(lat.max() as f64 / 1e3),
+            format!("{ctx}; the slowest request of the step"),
+        ),
+        (
+            stat::RATE_SEND_LAG_P99,
+            Unit::Us,
+            Take::Step(quantile_us(&lag, 0.99).unwrap_or(f64::NAN)),
+            "the generator's own lag (actual send minus the later of the planned time and the \
+             connection freeing): its health, not the server's"
+                .into(),
+        ),
+        (
+            stat::RATE_ACHIEVED,
+            Unit::PerS,
+            Take::Windows(&achieved),
+            format!("replies per second; offered {offered:.0}/s"),
+        ),
+        (
+            stat::CPU_PER_REQUEST,
+            Unit::Us,
+            Take::Windows(&cpu),
+            format!(
+                "server CPU time (user + system, its children included) per reply at the \
+                 open-loop point: {}; one value per window{}",
+                meter_text(d),
+                recs[0]
+                    .state
+                    .as_ref()
+                    .map_or(String::new(), |s| format!("; {s}"))
+            ),
+        ),
+        (
+            stat::SWITCHES_PER_REQUEST,
+            Unit::Count,
+            Take::Windows(&switches),
+            "server context switches (voluntary + involuntary, children included) per reply \
+             at the open-loop point; one value per window"
+                .into(),
+        ),
+        (
+            stat::ERRORS,
+            Unit::Count,
+            Take::Step(errors as f64),
+            format!(
+                "client-side failures while connecting {conns} connections and during the \
+                 open-loop step ({}); address exhaustion counts as the client's",
+                recs[0].result.failures.describe()
+            ),
+        ),
+    ];
+    for (statistic, unit, take, note) in rows {
+        let id = sid::id(d, statistic);
+        match take {
+            Take::Windows(figure) => e.windows(&id, unit, &per_window(&recs, figure), note, &f),
+            Take::Step(v) => e.single(&id, unit, v, note, &f),
+        }
+    }
+    if let Some(m) = e.out.metric_mut(&sid::id(d, stat::RATE_P99)) {
+        m.histograms = [
+            (sid::histogram::LATENCY, &lat),
+            (sid::histogram::SERVICE, &svc),
+            (sid::histogram::SEND_LAG, &lag),
+            (sid::histogram::SERVER_SERVICE, &srv),
+        ]
+        .into_iter()
+        .filter_map(|(n, h)| serialize(n, h))
+        .collect();
+    }
     footprint(e, recs[0], d, "", &f);
 }
 
