@@ -38,6 +38,11 @@ const REGISTRY: &[(&str, ChartsFn)] = &[
     ("server", super::server::charts),
 ];
 
+/// The experiments that have a section function of their own.
+pub fn with_own_charts() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().map(|(name, _)| *name)
+}
+
 /// The charts of one experiment's section: its own function's, or the generic ones when it
 /// has none (or when that function finds nothing it knows in the file).
 pub fn charts(e: &ExperimentResult) -> Vec<Chart> {
