@@ -1,12 +1,11 @@
 //! No two folders of `src/` import each other, directly or round a longer loop: the lab flows
 //! one way (command line, runner, experiments, results, report; measure below them), and a
-//! circle between folders is where that flow starts to blur. The reader is uthread's
-//! (`crates/uthread/tests/support/module_paths.rs`), shared so that both crates are held to
-//! the same rule.
+//! circle between folders is where that flow starts to blur. The reader and the circle finder
+//! are in tests/support/module_paths.rs.
 
 use std::path::Path;
 
-#[path = "../../uthread/tests/support/module_paths.rs"]
+#[path = "support/module_paths.rs"]
 mod module_paths;
 
 use module_paths::{check_the_checker, folder_circles, read_crate};

@@ -8,12 +8,9 @@
 //! counts as a reference to the folder's wiring module, which sits above everything in the
 //! folder: lower layers must name the file that defines an item.
 
-use std::path::Path;
-
-#[path = "support/module_paths.rs"]
-mod module_paths;
-
-use module_paths::{check_the_checker, folder_circles, read_crate, references};
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
 
 /// Lowest first. A module may use only modules strictly earlier in this list (and itself, and
 /// its own children when it is a folder's wiring module).
@@ -92,6 +89,266 @@ fn placed(module: &str) -> Option<(usize, &'static str)> {
     }
 }
 
+/// The module a source file defines: `src/lib.rs` is the root, `src/a/mod.rs` is `a`,
+/// `src/a/b.rs` is `a::b`.
+fn module_of(rel: &Path) -> String {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let file = parts.pop().unwrap_or_default();
+    let stem = file.trim_end_matches(".rs");
+    if stem != "mod" && stem != "lib" {
+        parts.push(stem.to_string());
+    }
+    parts.join("::")
+}
+
+/// Source text without comments, string literals and char literals, so that a path named in
+/// prose or in a message is not taken for a use.
+fn strip(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = String::with_capacity(src.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"//") {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if b[i..].starts_with(b"/*") {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i..].starts_with(b"/*") {
+                    depth += 1;
+                    i += 2;
+                } else if b[i..].starts_with(b"*/") {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        } else if b[i] == b'r' && (b[i..].starts_with(b"r\"") || b[i..].starts_with(b"r#")) {
+            // Raw string: r"..." or r#"..."#.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while j < b.len() && b[j] == b'#' {
+                hashes += 1;
+                j += 1;
+            }
+            if j < b.len() && b[j] == b'"' {
+                let close: Vec<u8> = std::iter::once(b'"')
+                    .chain(std::iter::repeat(b'#').take(hashes))
+                    .collect();
+                j += 1;
+                while j < b.len() && !b[j..].starts_with(&close) {
+                    j += 1;
+                }
+                i = j + close.len();
+                out.push_str("\"\"");
+            } else {
+                out.push(b[i] as char);
+                i += 1;
+            }
+        } else if b[i] == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if b[i] == b'\''
+            && i + 2 < b.len()
+            && (b[i + 2] == b'\'' || (b[i + 1] == b'\\' && b[i + 3..].contains(&b'\'')))
+        {
+            // A char literal ('x' or '\n'); lifetimes ('a) fall through untouched.
+            i += 1;
+            while i < b.len() && b[i] != b'\'' {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("' '");
+        } else {
+            // Copy one UTF-8 character.
+            let ch = src[i..].chars().next().unwrap_or(' ');
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    PathSep,
+    Open,
+    Close,
+    Comma,
+    Other,
+}
+
+fn tokens(src: &str) -> Vec<Tok> {
+    let b = src.as_bytes();
+    let mut v = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_alphabetic() || c == b'_' {
+            let s = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            v.push(Tok::Ident(src[s..i].to_string()));
+            continue;
+        }
+        if b[i..].starts_with(b"::") {
+            v.push(Tok::PathSep);
+            i += 2;
+            continue;
+        }
+        match c {
+            b'{' => v.push(Tok::Open),
+            b'}' => v.push(Tok::Close),
+            b',' => v.push(Tok::Comma),
+            c if c.is_ascii_whitespace() => {}
+            _ => v.push(Tok::Other),
+        }
+        i += 1;
+    }
+    v
+}
+
+/// Reads a path (or a `use` tree) starting at `toks[*i]`, pushing every complete path it names
+/// onto `out` as segments (a group `a::{b, c::d}` gives `a::b` and `a::c::d`).
+fn read_tree(toks: &[Tok], i: &mut usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+    let mut path = prefix;
+    loop {
+        match toks.get(*i) {
+            Some(Tok::Ident(s)) => {
+                path.push(s.clone());
+                *i += 1;
+                if toks.get(*i) == Some(&Tok::PathSep) {
+                    *i += 1;
+                    continue;
+                }
+                out.push(path);
+                return;
+            }
+            Some(Tok::Open) => {
+                *i += 1;
+                loop {
+                    match toks.get(*i) {
+                        Some(Tok::Close) => {
+                            *i += 1;
+                            return;
+                        }
+                        Some(Tok::Comma) => *i += 1,
+                        None => return,
+                        Some(Tok::Ident(_)) | Some(Tok::Open) => {
+                            read_tree(toks, i, path.clone(), out);
+                            // Skip an `as name` rename.
+                            if toks.get(*i) == Some(&Tok::Ident("as".into())) {
+                                *i += 2;
+                            }
+                        }
+                        Some(_) => *i += 1,
+                    }
+                }
+            }
+            _ => {
+                // `a::*` or a path ending in something else.
+                out.push(path);
+                return;
+            }
+        }
+    }
+}
+
+/// Every module-qualified path in `src` (a file defining `module`), resolved to absolute
+/// segments from the crate root.
+fn references(module: &str, src: &str) -> Vec<Vec<String>> {
+    let toks = tokens(&strip(src));
+    let here: Vec<String> = if module.is_empty() {
+        Vec::new()
+    } else {
+        module.split("::").map(String::from).collect()
+    };
+    // Children declared in this file (`mod x;` or `mod x { .. }`) are reachable as `x::`.
+    let mut children = BTreeSet::new();
+    for w in toks.windows(2) {
+        if let (Tok::Ident(m), Tok::Ident(name)) = (&w[0], &w[1]) {
+            if m == "mod" {
+                children.insert(name.clone());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        let Tok::Ident(first) = &toks[i] else {
+            i += 1;
+            continue;
+        };
+        // Only the start of a path: not the tail of `a::first`.
+        let starts_path = i == 0 || toks[i - 1] != Tok::PathSep;
+        let qualified = toks.get(i + 1) == Some(&Tok::PathSep);
+        if !starts_path || !qualified {
+            i += 1;
+            continue;
+        }
+        let base: Option<Vec<String>> = match first.as_str() {
+            "crate" => Some(Vec::new()),
+            "self" => Some(here.clone()),
+            "super" => {
+                let mut b = here.clone();
+                let mut j = i;
+                // `super::super::..` climbs one level per `super`.
+                loop {
+                    b.pop();
+                    if toks.get(j + 2) == Some(&Tok::Ident("super".into())) {
+                        j += 2;
+                    } else {
+                        break;
+                    }
+                }
+                i = j;
+                Some(b)
+            }
+            name if children.contains(name) => {
+                let mut b = here.clone();
+                b.push(name.to_string());
+                // Re-read from the child's name itself.
+                let mut j = i + 2;
+                let mut paths = Vec::new();
+                read_tree(&toks, &mut j, b, &mut paths);
+                out.extend(paths);
+                i = j;
+                continue;
+            }
+            _ => None,
+        };
+        match base {
+            Some(b) => {
+                let mut j = i + 2;
+                read_tree(&toks, &mut j, b, &mut out);
+                i = j;
+            }
+            None => i += 1,
+        }
+    }
+    out
+}
+
 /// The module a path points into: the longest prefix of its segments that `LAYERS` names.
 fn target_module(path: &[String]) -> String {
     for n in (0..=path.len()).rev() {
@@ -139,9 +396,33 @@ fn violations(files: &[(String, String)]) -> Vec<String> {
     bad
 }
 
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in fs::read_dir(dir).expect("readable src dir") {
+        let p = e.expect("dir entry").path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
 #[test]
 fn modules_use_only_lower_layers() {
-    let (files, _) = read_crate(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut paths = Vec::new();
+    rust_files(&src, &mut paths);
+    paths.sort();
+    let files: Vec<(String, String)> = paths
+        .iter()
+        .map(|p| {
+            let rel = p.strip_prefix(&src).expect("under src");
+            (
+                module_of(rel),
+                fs::read_to_string(p).expect("readable source"),
+            )
+        })
+        .collect();
     assert!(files.len() >= 15, "found only {} files", files.len());
     let bad = violations(&files);
     assert!(
@@ -191,34 +472,4 @@ fn the_checker_reports_upward_edges() {
         let got = violations(std::slice::from_ref(&case));
         assert_eq!(got.len(), 1, "{case:?} gave {got:?}");
     }
-}
-
-/// Folders that are in a circle today: `io/` holds both the poller (the lowest layer) and the
-/// user-facing waits (above `runtime/`), so `io` and `runtime` name each other at folder level
-/// although every file keeps to its layer. An entry here must still be a circle: fixing one
-/// means deleting its line.
-const KNOWN_FOLDER_CIRCLES: &[&str] = &["io, runtime"];
-
-#[test]
-fn no_folder_import_circles() {
-    let (files, folders) = read_crate(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
-    assert!(folders.len() >= 5, "found only {} folders", folders.len());
-    let circles = folder_circles(&files, &folders);
-    let is = |c: &String, k: &str| c.starts_with(&format!("folders {k} import"));
-    let new: Vec<&String> = circles
-        .iter()
-        .filter(|c| !KNOWN_FOLDER_CIRCLES.iter().any(|k| is(c, k)))
-        .collect();
-    assert!(new.is_empty(), "folder import circles:\n  {new:?}");
-    for k in KNOWN_FOLDER_CIRCLES {
-        assert!(
-            circles.iter().any(|c| is(c, k)),
-            "`{k}` no longer import each other: delete it from KNOWN_FOLDER_CIRCLES"
-        );
-    }
-}
-
-#[test]
-fn the_circle_checker_finds_circles() {
-    check_the_checker();
 }

@@ -1,12 +1,8 @@
-//! The module paths a crate's source files name, read without a compiler: shared by the
-//! layering test here and threadlab's import-circle test (included with `#[path]`, so each
-//! crate's tests stay self-contained and neither depends on the other).
-//!
+//! The module paths a crate's source files name, read without a compiler, and the folders that
+//! import each other. The reader follows uthread's layering test (tests/layering.rs there):
 //! `references` collects every module-qualified path a file names (`crate::x::y`, `super::x`,
 //! `self::x`, and a child declared with `mod x;` then used as `x::`), resolved to absolute
 //! segments; `folder_circles` finds folders that import each other.
-
-#![allow(dead_code)] // Each including test uses the part it needs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
