@@ -3,6 +3,8 @@
 //! Data flows one way: the CLI picks experiments, each experiment measures through `measure`,
 //! returns `results`, and `report` renders them. The binary (`main.rs`, `cli.rs`) is thin.
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod cancel;
 pub mod cli;
 pub mod error;

@@ -1,6 +1,8 @@
 //! The `threadlab` binary: everything is in the library; this only prepares the process (panic
 //! hook, stack) and exits with the status the CLI chose.
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 use std::io::Write;
 
 // uthread's preemptive threads (the preempt experiment) switch inside the timer signal handler

@@ -20,7 +20,7 @@ use crate::measure::env::{self, Environment};
 use crate::measure::host::{steal_ms, steal_ticks, HostLog};
 use crate::report::warnings::env_warnings;
 use crate::results::{
-    Attempt, ExperimentResult, Metric, RunResults, Status, Warning, SCHEMA_VERSION,
+    flag, Attempt, ExperimentResult, Metric, RunResults, Status, Warning, SCHEMA_VERSION,
 };
 
 /// Where the runner reports progress (a bar on a terminal, plain lines otherwise).
@@ -49,18 +49,6 @@ pub const MAX_ATTEMPTS: usize = 3;
 
 /// Default drift threshold, percent.
 pub const DEFAULT_DRIFT_PCT: f64 = 5.0;
-
-impl Mode {
-    /// Total time re-measuring may add to a run: about a quarter of the suite in quick, so the
-    /// quick suite stays within its bar even on a drifting host.
-    pub fn remeasure_budget(self) -> Duration {
-        self.pick(
-            Duration::from_secs(5),
-            Duration::from_secs(15),
-            Duration::from_secs(600),
-        )
-    }
-}
 
 /// The two drift references, read once.
 #[derive(Clone, Copy)]
@@ -361,11 +349,6 @@ fn merge_repeats(mut runs: Vec<ExperimentResult>) -> ExperimentResult {
     merged
 }
 
-/// The "[flag, flag] " a metric's note starts with when it carries flags.
-fn flags_prefix(flags: &[String]) -> String {
-    format!("[{}] ", flags.join(", "))
-}
-
 /// One metric over the finished runs. `m` is the last finished run's (run `last_run` of `k`).
 ///
 /// Every field is named below, so a field added to `Metric` does not compile here until it is
@@ -381,19 +364,13 @@ fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: 
             flags.push(f.clone());
         }
     }
-    let body = m
-        .note
-        .strip_prefix(&flags_prefix(&m.flags))
-        .filter(|_| !m.flags.is_empty())
-        .unwrap_or(&m.note);
-    let mut note = format!(
-        "{}{body}; --repeat {k}: the median of {} runs' medians, spread across runs",
-        if flags.is_empty() {
-            String::new()
-        } else {
-            flags_prefix(&flags)
-        },
-        medians.len()
+    let mut note = flag::tagged(
+        &flags,
+        &format!(
+            "{}; --repeat {k}: the median of {} runs' medians, spread across runs",
+            flag::untagged(m),
+            medians.len()
+        ),
     );
     if !m.histograms.is_empty() {
         note.push_str(&format!(
@@ -581,7 +558,7 @@ mod tests {
             name: name.into(),
             unit: Unit::Ns,
             count: 3,
-            encoding: "hdr-v2-deflate-base64".into(),
+            encoding: crate::results::HDR_ENCODING.into(),
             data: format!("data-of-{name}"),
         }
     }

@@ -17,6 +17,8 @@ use crate::subjects::peers::go::{GoBench, GoPeer};
 use crate::subjects::peers::{green, tokio_rt};
 use crate::sys;
 
+pub mod balance;
+
 pub struct Create;
 
 extern "C" fn return_at_once(_: *mut libc::c_void) -> *mut libc::c_void {
@@ -162,7 +164,7 @@ impl Experiment for Create {
         creation(ctx, out)?;
         // Pool balance (bursts on two CPUs), in a process of its own: its pools, runtimes and
         // their threads' malloc arenas stay mapped, and every later fork here would copy them.
-        crate::subjects::peers::balance::measure_in_child(ctx, out)?;
+        balance::measure_in_child(ctx, out)?;
         let pinned = out.median("create.thread").unwrap_or(f64::NAN);
         // Advice rests on the default placement, what a program gets without pinning.
         let (thread, placed) = match out.median("create.thread.unpinned") {

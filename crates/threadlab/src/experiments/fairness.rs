@@ -20,7 +20,7 @@ use crate::measure::process::mono_ns;
 use crate::measure::spawn::{spawn_scoped, start_called_off, StartGate};
 use crate::measure::stats::{jain_index, Summary};
 use crate::measure::units::{Direction, Unit};
-use crate::results::{Metric, Series, Table};
+use crate::results::{ids, Metric, Series, Table};
 use crate::seeds;
 use crate::subjects::locks::{
     BenchLock, FifoHandoffLock, McsLock, ParkingLotFairMutex, ParkingLotMutex, PthreadMutex,
@@ -453,7 +453,7 @@ impl Experiment for Fairness {
             let placement = placement_name(&cpus[..threads.min(cpus.len())]);
             for (k, lock) in LOCKS.iter().enumerate() {
                 let r = &runs[k];
-                let id = |what: &str| format!("fairness.{lock}.t{threads}.{what}");
+                let id = |what: &str| ids::fairness::id(lock, threads, what);
                 let col =
                     |f: &dyn Fn(&FairnessRun) -> f64| -> Vec<f64> { r.iter().map(f).collect() };
                 let acquisitions: u64 = r.iter().map(|x| x.total()).sum();
@@ -474,42 +474,42 @@ impl Experiment for Fairness {
                     "Wait = from just before lock() to the first instruction inside the critical section, monotonic clock, timed on 1 acquisition in {WAIT_SAMPLE_EVERY} per thread ({timed} timed) so that clock reads do not lengthen every critical section; per-run value from an HDR histogram (3 significant digits)."
                 );
                 out.add(Metric::from_summary(
-                    &id("throughput"),
+                    &id(ids::fairness::THROUGHPUT),
                     Unit::PerS,
                     &tp,
                     &placement,
                     format!("Acquisitions/s, all threads together; {base}"),
                 ));
                 out.add(Metric::from_summary(
-                    &id("jain"),
+                    &id(ids::fairness::JAIN),
                     Unit::Index,
                     &jain,
                     &placement,
                     format!("Jain index over acquisitions per thread; 1 = equal shares, 1/{threads} = one thread took all. {base}"),
                 ).with_direction(Direction::HigherIsBetter));
                 out.add(Metric::from_summary(
-                    &id("max_min"),
+                    &id(ids::fairness::MAX_MIN),
                     Unit::Ratio,
                     &mm,
                     &placement,
                     format!("Most acquisitions by one thread / fewest; a thread with none counts as 1. {base}"),
                 ).with_direction(Direction::LowerIsBetter));
                 out.add(Metric::from_summary(
-                    &id("wait_p99"),
+                    &id(ids::fairness::WAIT_P99),
                     Unit::Us,
                     &p99,
                     &placement,
                     format!("p99 wait for the lock, sampled; {wait_note} {base}"),
                 ));
                 out.add(Metric::from_summary(
-                    &id("wait_max"),
+                    &id(ids::fairness::WAIT_MAX),
                     Unit::Us,
                     &wmax,
                     &placement,
                     format!("Longest sampled wait for the lock; {wait_note} {base}"),
                 ));
                 out.add(Metric::from_summary(
-                    &id("barging"),
+                    &id(ids::fairness::BARGING),
                     Unit::Percent,
                     &again,
                     &placement,

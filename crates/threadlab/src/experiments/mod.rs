@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::measure::env::Environment;
 use crate::measure::host::HostLog;
 use crate::measure::placement::{cpus_of, is_unpinned};
-use crate::measure::sampler::{InterleavedRow, Precision, Sampler, SamplerConfig, Span};
+use crate::measure::sampler::{InterleavedRow, Precision, Sampler, Span};
 use crate::measure::stats::Summary;
 use crate::measure::units::Unit;
 use crate::results::{Metric, Series, SkippedMetric, Table};
@@ -34,71 +34,7 @@ pub mod switch;
 pub mod sync;
 pub mod throttle;
 
-/// How much work a run does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Smallest possible: for the end-to-end tests (structure, not figures).
-    Tiny,
-    /// The default suite: every experiment, short.
-    Quick,
-    /// `--full`: the studies' full ranges and more samples.
-    Full,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Tiny => "tiny",
-            Mode::Quick => "quick",
-            Mode::Full => "full",
-        }
-    }
-
-    /// Sampling defaults for one metric in this mode.
-    pub fn sampler_config(self) -> SamplerConfig {
-        match self {
-            Mode::Tiny => SamplerConfig {
-                warmup: Duration::from_micros(200),
-                min_batch: Duration::from_micros(100),
-                // Nine: the fewest whose complete separation (p = 4e-5) survives Holm's
-                // correction over a tiny run's metrics, which the compare tests rely on.
-                min_trials: 9,
-                max_trials: 9,
-                rounds: 1,
-                budget: Duration::from_millis(20),
-                // Tiny runs check structure; the filter would only lengthen them.
-                phase_filter: false,
-            },
-            Mode::Quick => SamplerConfig {
-                warmup: Duration::from_millis(20),
-                min_batch: Duration::from_millis(2),
-                min_trials: 8,
-                max_trials: 12,
-                rounds: 3,
-                budget: Duration::from_millis(400),
-                phase_filter: true,
-            },
-            Mode::Full => SamplerConfig {
-                warmup: Duration::from_millis(100),
-                min_batch: Duration::from_millis(5),
-                min_trials: 12,
-                max_trials: 40,
-                rounds: 5,
-                budget: Duration::from_secs(4),
-                phase_filter: true,
-            },
-        }
-    }
-
-    /// Picks the value for this mode.
-    pub fn pick<T>(self, tiny: T, quick: T, full: T) -> T {
-        match self {
-            Mode::Tiny => tiny,
-            Mode::Quick => quick,
-            Mode::Full => full,
-        }
-    }
-}
+pub use crate::measure::mode::Mode;
 
 /// What an experiment gets to run with. No global state: everything comes through here.
 pub struct Ctx<'a> {
@@ -664,10 +600,7 @@ pub struct Probe {
 }
 
 /// Every out-of-process probe; `cli.rs` dispatches `__probe` through this table.
-pub const PROBES: &[Probe] = &[
-    sync::MUTEX_SINGLE_PROBE,
-    crate::subjects::peers::balance::BALANCE_PROBE,
-];
+pub const PROBES: &[Probe] = &[sync::MUTEX_SINGLE_PROBE, create::balance::BALANCE_PROBE];
 
 pub fn find_probe(name: &str) -> Option<&'static Probe> {
     PROBES.iter().find(|p| p.name == name)

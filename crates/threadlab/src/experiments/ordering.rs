@@ -23,7 +23,7 @@ use crate::measure::placement::{allowed_cpus, cpu_pair, pin_current_thread};
 use crate::measure::spawn::spawn_scoped;
 use crate::measure::stats::Summary;
 use crate::measure::units::Unit;
-use crate::results::{Metric, Table};
+use crate::results::{ids, Metric, Table};
 use crate::seeds;
 
 pub struct MemoryOrdering;
@@ -590,7 +590,7 @@ impl Experiment for MemoryOrdering {
                 format!("cpus({})", l.join(","))
             };
             for &order in ORDERS {
-                let id = format!("ordering.{}.{}", test.name(), order.name());
+                let id = ids::ordering::stem(test.name(), order.name());
                 if test_cpus.len() < test.threads() {
                     let why = format!(
                         "{} needs {} CPUs, one per thread; this process may use {}",
@@ -599,7 +599,7 @@ impl Experiment for MemoryOrdering {
                         cpus.len()
                     );
                     out.skip(&format!("{id}.relaxed_outcomes"), why.clone());
-                    out.skip(&format!("{id}.relaxed_rate"), why);
+                    out.skip(&ids::ordering::relaxed_rate(test.name(), order.name()), why);
                     continue;
                 }
                 ctx.step(&id)?;
@@ -655,7 +655,7 @@ impl Experiment for MemoryOrdering {
                 let s = Summary::from_samples(&rates, iterations)
                     .ok_or_else(|| Error::Fail("no finite rates".into()))?;
                 out.add(Metric::from_summary(
-                    &format!("{id}.relaxed_rate"),
+                    &ids::ordering::relaxed_rate(test.name(), order.name()),
                     Unit::Percent,
                     &s,
                     &placement,
@@ -671,7 +671,7 @@ impl Experiment for MemoryOrdering {
             }
         }
         let mut table = Table::new(
-            "ordering.outcomes",
+            ids::ordering::OUTCOMES_TABLE,
             "Relaxed outcomes per test and ordering",
             &[
                 "test",

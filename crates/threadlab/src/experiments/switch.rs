@@ -18,6 +18,8 @@ use crate::subjects::peers::go::{GoBench, GoPeer};
 use crate::subjects::peers::{green, tokio_rt};
 use crate::sys::{futex_wait_for, futex_wake, sched_yield};
 
+pub mod channels;
+
 pub struct Switch;
 
 /// How a party waits for its turn.
@@ -690,7 +692,7 @@ impl Experiment for Switch {
             }
         }
         // Channel ping-pong (same CPU and across two), measured unpinned: it pins its own.
-        crate::subjects::peers::channels::measure(ctx, out)?;
+        channels::measure(ctx, out)?;
         out.explain_modes(
             &ctx.idle_wakeup_modes(),
             "on one CPU nothing waits for an idle CPU, so two clusters here are two phases of the \

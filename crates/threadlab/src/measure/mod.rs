@@ -6,6 +6,7 @@ pub mod drift;
 pub mod driver;
 pub mod env;
 pub mod host;
+pub mod mode;
 pub mod pair;
 pub mod placement;
 pub mod probe;

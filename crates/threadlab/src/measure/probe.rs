@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
-use crate::experiments::Mode;
+use crate::measure::mode::Mode;
 use crate::measure::process::Supervised;
 
 /// A probe may run this long before it is stopped.

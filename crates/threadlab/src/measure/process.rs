@@ -17,9 +17,11 @@ pub struct SharedMap {
     len: usize,
 }
 
-// SAFETY: the mapping is plain memory; all access from several threads goes through atomics or
-// through raw byte copies that the experiments order with atomics.
+// SAFETY: the mapping is plain memory owned by this value (unmapped once, on drop), with no
+// tie to the thread that made it.
 unsafe impl Send for SharedMap {}
+// SAFETY: all access from several threads goes through atomics or through raw byte copies that
+// the experiments order with atomics.
 unsafe impl Sync for SharedMap {}
 
 impl SharedMap {
@@ -429,6 +431,8 @@ mod tests {
         let pid = child.pid();
         drop(child);
         // The pid is reaped: waiting again finds no such child.
+        // SAFETY: a null status pointer is allowed (the status is not wanted); WNOHANG never
+        // blocks, and a pid that is no longer our child is an error return, not undefined.
         let rc = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
         assert_eq!(rc, -1);
     }

@@ -52,6 +52,35 @@ impl Format {
     }
 }
 
+/// A tick label: short, no float dust ("0.5", "20", "5k", "2M").
+pub fn fmt_tick(v: f64) -> String {
+    let a = v.abs();
+    let trim = |s: String| {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    };
+    if a == 0.0 {
+        "0".into()
+    } else if !v.is_finite() || a >= crate::measure::units::FIXED_MAX {
+        crate::measure::units::fmt_fixed(v, 0)
+    } else if a >= 1e9 {
+        format!("{}G", trim(format!("{:.1}", v / 1e9)))
+    } else if a >= 1e6 {
+        format!("{}M", trim(format!("{:.1}", v / 1e6)))
+    } else if a >= 1e4 {
+        format!("{}k", trim(format!("{:.1}", v / 1e3)))
+    } else if a >= 1.0 {
+        trim(format!("{v:.2}"))
+    } else if a >= 1e-3 {
+        trim(format!("{v:.4}"))
+    } else {
+        format!("{v:.0e}")
+    }
+}
+
 /// Fails early, before any measurement, if `path` cannot be written (see output.rs).
 pub fn check_writable(path: &Path) -> Result<()> {
     output::check_one("output", path).map(|_| ())

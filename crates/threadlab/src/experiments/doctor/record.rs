@@ -8,6 +8,7 @@ use crate::experiments::Outcome;
 use crate::measure::significance::median_interval;
 use crate::measure::stats::median;
 use crate::measure::units::{fmt_value, Direction, Unit};
+use crate::results::ids::doctor;
 use crate::results::Metric;
 
 /// One figure's effect, for the tables and the conclusion.
@@ -107,7 +108,7 @@ fn phases_note(run: &KnobRun, f: &FigureRun) -> String {
 }
 
 fn record_figure(knob: &Knob, run: &KnobRun, f: &FigureRun, out: &mut Outcome) -> Option<Effect> {
-    let base = format!("doctor.{}.{}", knob.id, f.figure.id);
+    let base = doctor::figure(knob.id, f.figure.id);
     let (off_place, on_place) = (
         knob.off.placement_of(f.measure),
         knob.on.placement_of(f.measure),
@@ -115,7 +116,7 @@ fn record_figure(knob: &Knob, run: &KnobRun, f: &FigureRun, out: &mut Outcome) -
     let dir = Direction::LowerIsBetter;
     let mut push = |suffix: &str, values: &[f64], place: &str, label: &str| -> Option<f64> {
         let m = Metric::from_values(
-            &format!("{base}.{suffix}"),
+            &doctor::part(knob.id, f.figure.id, suffix),
             f.figure.unit,
             values,
             f.ops_per_phase.max(1),
@@ -127,10 +128,10 @@ fn record_figure(knob: &Knob, run: &KnobRun, f: &FigureRun, out: &mut Outcome) -
         out.add(m);
         Some(med)
     };
-    let off = push("off", &f.off, &off_place, &knob.off_label)?;
-    let on = push("on", &f.on, &on_place, &knob.on_label)?;
+    let off = push(doctor::OFF, &f.off, &off_place, &knob.off_label)?;
+    let on = push(doctor::ON, &f.on, &on_place, &knob.on_label)?;
     let ratios = f.ratios();
-    let id = format!("{base}.effect");
+    let id = doctor::part(knob.id, f.figure.id, doctor::EFFECT);
     if ratios.is_empty() {
         out.skip(
             &id,
@@ -162,7 +163,10 @@ fn record_figure(knob: &Knob, run: &KnobRun, f: &FigureRun, out: &mut Outcome) -
     );
     let mut m = Metric::from_values(&id, Unit::Ratio, &ratios, 1, place, note)?;
     m.interval = interval.map(|i| [i.lo, i.hi]);
-    m.ratio_of = Some([format!("{base}.on"), format!("{base}.off")]);
+    m.ratio_of = Some([
+        doctor::part(knob.id, f.figure.id, doctor::ON),
+        doctor::part(knob.id, f.figure.id, doctor::OFF),
+    ]);
     let ratio = m.median;
     out.add(m);
     Some(Effect {
@@ -177,7 +181,7 @@ fn record_figure(knob: &Knob, run: &KnobRun, f: &FigureRun, out: &mut Outcome) -
 }
 
 fn record_cost(knob: &Knob, run: &KnobRun, out: &mut Outcome) {
-    let base = format!("doctor.{}.cpu", knob.id);
+    let base = doctor::figure(knob.id, doctor::CPU);
     if run.cpu_off.is_empty() {
         out.skip(&base, run.cost_source.note());
         return;
@@ -189,9 +193,9 @@ fn record_cost(knob: &Knob, run: &KnobRun, out: &mut Outcome) {
         knob.off_label,
         knob.on_label
     );
-    for (suffix, values) in [("off", &run.cpu_off), ("on", &run.cpu_on)] {
+    for (suffix, values) in [(doctor::OFF, &run.cpu_off), (doctor::ON, &run.cpu_on)] {
         if let Some(m) = Metric::from_values(
-            &format!("{base}.{suffix}"),
+            &doctor::part(knob.id, doctor::CPU, suffix),
             Unit::Percent,
             values,
             1,
@@ -210,7 +214,7 @@ fn record_cost(knob: &Knob, run: &KnobRun, out: &mut Outcome) {
         .collect();
     let interval = median_interval(&ratios);
     if let Some(mut m) = Metric::from_values(
-        &format!("{base}.effect"),
+        &doctor::part(knob.id, doctor::CPU, doctor::EFFECT),
         Unit::Ratio,
         &ratios,
         1,
@@ -218,7 +222,10 @@ fn record_cost(knob: &Knob, run: &KnobRun, out: &mut Outcome) {
         format!("{base}.on / {base}.off round by round: how many times the CPU burned grows"),
     ) {
         m.interval = interval.map(|i| [i.lo, i.hi]);
-        m.ratio_of = Some([format!("{base}.on"), format!("{base}.off")]);
+        m.ratio_of = Some([
+            doctor::part(knob.id, doctor::CPU, doctor::ON),
+            doctor::part(knob.id, doctor::CPU, doctor::OFF),
+        ]);
         out.add(m);
     }
 }

@@ -122,20 +122,19 @@ impl Experiment for ServerExperiment {
                 ctx.step("the generator's ceiling against the null server")?;
                 steps::calibrate(ctx.cancel, null, &cpus, &sizes, &pattern, &mut records)?;
             }
-            trials(ctx, &running, &free, &cpus, &sizes, &pattern, &mut records)?;
+            let step = |what: &str| ctx.step(what);
+            let cx = steps::StepCtx {
+                cancel: ctx.cancel,
+                cpus: &cpus,
+                sizes: &sizes,
+                pattern: &pattern,
+                step: &step,
+            };
+            trials(ctx, &running, &free, &cx, &mut records)?;
             if let Some((n, len)) = sizes.scale {
                 for r in &running {
                     ctx.step(&format!("{}: {n} connections held", r.info.name))?;
-                    match steps::scale(
-                        ctx.cancel,
-                        r,
-                        &cpus,
-                        n,
-                        len,
-                        &pattern,
-                        &mut nofile,
-                        &mut records,
-                    ) {
+                    match steps::scale(&cx, r, (n, len), &mut nofile, &mut records) {
                         Ok(()) => {}
                         Err(Error::Cancelled(s)) => return Err(Error::Cancelled(s)),
                         Err(e) => records.skip(r.info.name, "c10k", e.to_string()),
@@ -232,12 +231,10 @@ fn trials(
     ctx: &Ctx,
     running: &[Running],
     free: &[Running],
-    cpus: &Cpus,
-    sizes: &setup::Sizes,
-    pattern: &[u8],
+    cx: &steps::StepCtx,
     records: &mut steps::Records,
 ) -> Result<()> {
-    let step = |what: &str| ctx.step(what);
+    let (sizes, pattern) = (cx.sizes, cx.pattern);
     let forks = |r: &&Running| r.info.model == server::Model::Processes;
     let groups: [Vec<&Running>; 2] = [
         running.iter().filter(forks).collect(),
@@ -258,9 +255,7 @@ fn trials(
                 ];
                 for (server, placed) in visits {
                     let Some(server) = server else { continue };
-                    let p = steps::visit(
-                        ctx.cancel, server, cpus, sizes, pattern, trial, placed, records, &step,
-                    );
+                    let p = steps::visit(cx, server, trial, placed, records);
                     match p {
                         Ok(()) => {}
                         Err(Error::Cancelled(s)) => return Err(Error::Cancelled(s)),

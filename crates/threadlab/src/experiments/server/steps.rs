@@ -212,39 +212,85 @@ pub fn imprecise(records: &Records, design: &str, sizes: &Sizes) -> bool {
         })
 }
 
+/// What every step of the generator shares: how to stop, where client and servers run, the
+/// sizes of the suite, the payload pattern, and where progress goes.
+pub struct StepCtx<'a> {
+    pub cancel: &'a Cancel,
+    pub cpus: &'a Cpus,
+    pub sizes: &'a Sizes,
+    pub pattern: &'a [u8],
+    pub step: &'a dyn Fn(&str) -> Result<()>,
+}
+
+/// One design's visit in one placement in one trial, as its steps see it.
+struct Visit<'a> {
+    r: &'a Running,
+    trial: usize,
+    placed: Placed,
+    /// The generator's spin before each planned send (none when it shares the CPUs).
+    spin: Duration,
+    /// Added to the progress line: the placement, when not pinned.
+    how: &'static str,
+}
+
+impl Visit<'_> {
+    fn pinned(&self) -> bool {
+        self.placed == Placed::Pinned
+    }
+
+    fn record(
+        &self,
+        pattern: Pattern,
+        offered: f64,
+        conns: usize,
+        result: StepResult,
+        failed: u64,
+    ) -> Record {
+        let mut rec = record(
+            self.r.info.name,
+            pattern,
+            self.trial,
+            offered,
+            conns,
+            result,
+            failed,
+        );
+        rec.placed = self.placed;
+        rec
+    }
+}
+
 /// One design's visit in one trial: peak and blocking work on a few connections, then the
 /// open-loop point on many (and in full mode spinning work, and in the first trial the search
 /// for the capacity and the overload step). In the default placement only the headline
 /// patterns run: peak and the open-loop point.
-#[allow(clippy::too_many_arguments)]
 pub fn visit(
-    cancel: &Cancel,
+    cx: &StepCtx,
     r: &Running,
-    cpus: &Cpus,
-    sizes: &Sizes,
-    pattern: &[u8],
     trial: usize,
     placed: Placed,
     records: &mut Records,
-    step: &dyn Fn(&str) -> Result<()>,
 ) -> Result<()> {
-    let name = r.info.name;
-    let addr = r.server.local_addr();
     let pinned = placed == Placed::Pinned;
     // Unpinned, the generator shares the CPUs with the server: spinning would take the
     // server's time.
     let (spin, _free, how) = if pinned {
-        (spin_for(cpus), None, "")
+        (spin_for(cx.cpus), None, "")
     } else {
         (
             Duration::ZERO,
-            Some(PinGuard::pin_set(&cpus.all)?),
+            Some(PinGuard::pin_set(&cx.cpus.all)?),
             ", default placement",
         )
     };
-    let holds = (r.info.holds)(&r.cfg);
+    let v = Visit {
+        r,
+        trial,
+        placed,
+        spin,
+        how,
+    };
     let overflow_before = listen_counters();
-    let mut made: Vec<Record> = Vec::new();
     let state = (r.info.model == crate::subjects::server::Model::Processes).then(|| {
         format!(
             "each child is a fork of the lab, then {} mappings and {:.0} MiB resident",
@@ -252,160 +298,14 @@ pub fn visit(
             crate::subjects::server::usage::rss_bytes(None) as f64 / 1048576.0
         )
     });
-    let record = |pattern: Pattern, offered: f64, conns: usize, result, failed| {
-        let mut rec = record(name, pattern, trial, offered, conns, result, failed);
-        rec.placed = placed;
-        rec
-    };
-
-    // A few connections: peak (closed loop) and blocking work.
-    let few = sizes.peak_conns.max(sizes.block_conns);
-    if holds.is_some_and(|h| h < few) {
-        records.skip(
-            name,
-            if pinned { "peak" } else { "peak.unpinned" },
-            format!(
-                "holds {} connections at once, the pattern keeps {few}",
-                holds.unwrap_or(0)
-            ),
-        );
-    } else {
-        step(&format!(
-            "{name}: closed-loop peak, {} connections{how}",
-            sizes.peak_conns
-        ))?;
-        let mut gen = Generator::new(addr, Some(r.info.id), pattern, few)?;
-        let failed = (few - gen.connect(few, cancel)?) as u64;
-        super::loadgen::require_live(&gen, name)?;
-        let mut meter = Meter::for_server(r.server.as_ref());
-        let peak = Plan {
-            payload: 1024,
-            work: (0, 0),
-            mode: LoadMode::Closed,
-            warmup: sizes.peak_warm,
-            measure: sizes.peak_measure,
-            windows: sizes.windows,
-            spin,
-            give_up_above_ns: None,
-        };
-        let result = gen.run(&peak, cancel, &mut || meter.usage())?;
-        made.push(record(Pattern::Peak, 0.0, few, result, failed));
-        if pinned {
-            step(&format!(
-                "{name}: {} us of blocking work per request at {:.0}/s",
-                sizes.block_us, sizes.block_rate
-            ))?;
-            let block = Plan {
-                work: (0, sizes.block_us),
-                mode: LoadMode::Open {
-                    rate: sizes.block_rate,
-                    arrivals: Arrivals::Constant,
-                },
-                warmup: sizes.block_warm,
-                measure: sizes.block_measure,
-                ..peak.clone()
-            };
-            let result = gen.run(&block, cancel, &mut || meter.usage())?;
-            made.push(record(Pattern::Block, sizes.block_rate, few, result, 0));
-            if let Some((spin_us, rate)) = sizes.spin {
-                step(&format!(
-                    "{name}: {spin_us} us of spinning work per request"
-                ))?;
-                let spinning = Plan {
-                    work: (spin_us, 0),
-                    mode: LoadMode::Open {
-                        rate,
-                        arrivals: Arrivals::Constant,
-                    },
-                    ..block.clone()
-                };
-                let result = gen.run(&spinning, cancel, &mut || meter.usage())?;
-                made.push(record(Pattern::Spin, rate, few, result, 0));
-            }
-        }
-    }
-
-    // Many long connections at a fixed offered rate; memory per connection.
-    let many = sizes.rate_conns;
-    if holds.is_some_and(|h| h < many) {
-        records.skip(
-            name,
-            if pinned { "rate" } else { "rate.unpinned" },
-            format!(
-                "a {name} server holds at most {} connections at once (one per process); this \
-                 pattern keeps {many} open",
-                holds.unwrap_or(0)
-            ),
-        );
-    } else {
-        step(&format!(
-            "{name}: {many} long connections, open loop at {:.0}/s{how}",
-            sizes.rate
-        ))?;
-        let mut gen = Generator::new(addr, Some(r.info.id), pattern, many)?;
-        let mut meter = Meter::for_server(r.server.as_ref());
-        trim_heap();
-        let before = meter.footprint();
-        let failed = (many - gen.connect(many, cancel)?) as u64;
-        super::loadgen::require_live(&gen, name)?;
-        let after = meter.footprint();
-        let plan = Plan {
-            payload: 1024,
-            work: (0, 0),
-            mode: LoadMode::Open {
-                rate: sizes.rate,
-                arrivals: Arrivals::Poisson {
-                    seed: 0x7e57 + trial as u64,
-                },
-            },
-            warmup: sizes.rate_warm,
-            measure: sizes.rate_measure,
-            windows: sizes.windows,
-            spin,
-            give_up_above_ns: None,
-        };
-        let result = gen.run(&plan, cancel, &mut || meter.usage())?;
-        let mut rec = record(Pattern::Rate, sizes.rate, many, result, failed);
-        rec.footprint = Some((before, after));
-        if let (true, 0, Some(search), Some(ceiling)) =
-            (pinned, trial, &sizes.capacity, records.ceiling)
-        {
-            let mut probe = super::capacity::Prober {
-                gen: &mut gen,
-                meter: &mut meter,
-                plan: &plan,
-                cancel,
-                step,
-                name,
-                made: Vec::new(),
-            };
-            let cap = super::capacity::search(&mut probe, &rec, ceiling, search)?;
-            if let (Some(cap), Some((factor, len))) = (cap, sizes.overload) {
-                probe.at(
-                    cap * factor,
-                    0x0e7,
-                    search.warm,
-                    len,
-                    Pattern::Overload,
-                    None,
-                )?;
-            }
-            let probes = std::mem::take(&mut probe.made);
-            made.push(rec);
-            made.extend(
-                probes
-                    .into_iter()
-                    .map(|(pattern, offered, result)| record(pattern, offered, many, result, 0)),
-            );
-        } else {
-            made.push(rec);
-        }
-    }
+    let mut made: Vec<Record> = Vec::new();
+    few_connections(cx, &v, records, &mut made)?;
+    many_connections(cx, &v, records, &mut made)?;
     let overflow = match (overflow_before, listen_counters()) {
         (Some(a), Some(b)) => Some((b.0 + b.1).saturating_sub(a.0 + a.1)),
         _ => None,
     };
-    quiesce(r, cancel)?;
+    quiesce(r, cx.cancel)?;
     let unavailable = Meter::for_server(r.server.as_ref())
         .unavailable()
         .map(str::to_string);
@@ -418,19 +318,177 @@ pub fn visit(
     Ok(())
 }
 
+/// A few connections: peak (closed loop), and pinned, blocking work and (full) spinning work.
+fn few_connections(
+    cx: &StepCtx,
+    v: &Visit,
+    records: &mut Records,
+    made: &mut Vec<Record>,
+) -> Result<()> {
+    let (r, sizes, cancel) = (v.r, cx.sizes, cx.cancel);
+    let name = r.info.name;
+    let few = sizes.peak_conns.max(sizes.block_conns);
+    if let Some(h) = (r.info.holds)(&r.cfg).filter(|h| *h < few) {
+        records.skip(
+            name,
+            if v.pinned() { "peak" } else { "peak.unpinned" },
+            format!("holds {h} connections at once, the pattern keeps {few}"),
+        );
+        return Ok(());
+    }
+    (cx.step)(&format!(
+        "{name}: closed-loop peak, {} connections{}",
+        sizes.peak_conns, v.how
+    ))?;
+    let mut gen = Generator::new(r.server.local_addr(), Some(r.info.id), cx.pattern, few)?;
+    let failed = (few - gen.connect(few, cancel)?) as u64;
+    super::loadgen::require_live(&gen, name)?;
+    let mut meter = Meter::for_server(r.server.as_ref());
+    let peak = Plan {
+        payload: 1024,
+        work: (0, 0),
+        mode: LoadMode::Closed,
+        warmup: sizes.peak_warm,
+        measure: sizes.peak_measure,
+        windows: sizes.windows,
+        spin: v.spin,
+        give_up_above_ns: None,
+    };
+    let result = gen.run(&peak, cancel, &mut || meter.usage())?;
+    made.push(v.record(Pattern::Peak, 0.0, few, result, failed));
+    if !v.pinned() {
+        return Ok(());
+    }
+    (cx.step)(&format!(
+        "{name}: {} us of blocking work per request at {:.0}/s",
+        sizes.block_us, sizes.block_rate
+    ))?;
+    let block = Plan {
+        work: (0, sizes.block_us),
+        mode: LoadMode::Open {
+            rate: sizes.block_rate,
+            arrivals: Arrivals::Constant,
+        },
+        warmup: sizes.block_warm,
+        measure: sizes.block_measure,
+        ..peak.clone()
+    };
+    let result = gen.run(&block, cancel, &mut || meter.usage())?;
+    made.push(v.record(Pattern::Block, sizes.block_rate, few, result, 0));
+    if let Some((spin_us, rate)) = sizes.spin {
+        (cx.step)(&format!(
+            "{name}: {spin_us} us of spinning work per request"
+        ))?;
+        let spinning = Plan {
+            work: (spin_us, 0),
+            mode: LoadMode::Open {
+                rate,
+                arrivals: Arrivals::Constant,
+            },
+            ..block.clone()
+        };
+        let result = gen.run(&spinning, cancel, &mut || meter.usage())?;
+        made.push(v.record(Pattern::Spin, rate, few, result, 0));
+    }
+    Ok(())
+}
+
+/// Many long connections at a fixed offered rate, with the memory per connection; in the
+/// first trial, pinned, the capacity search and the overload step on the same connections.
+fn many_connections(
+    cx: &StepCtx,
+    v: &Visit,
+    records: &mut Records,
+    made: &mut Vec<Record>,
+) -> Result<()> {
+    let (r, sizes, cancel) = (v.r, cx.sizes, cx.cancel);
+    let name = r.info.name;
+    let many = sizes.rate_conns;
+    if let Some(h) = (r.info.holds)(&r.cfg).filter(|h| *h < many) {
+        records.skip(
+            name,
+            if v.pinned() { "rate" } else { "rate.unpinned" },
+            format!(
+                "a {name} server holds at most {h} connections at once (one per process); this                  pattern keeps {many} open"
+            ),
+        );
+        return Ok(());
+    }
+    (cx.step)(&format!(
+        "{name}: {many} long connections, open loop at {:.0}/s{}",
+        sizes.rate, v.how
+    ))?;
+    let mut gen = Generator::new(r.server.local_addr(), Some(r.info.id), cx.pattern, many)?;
+    let mut meter = Meter::for_server(r.server.as_ref());
+    trim_heap();
+    let before = meter.footprint();
+    let failed = (many - gen.connect(many, cancel)?) as u64;
+    super::loadgen::require_live(&gen, name)?;
+    let after = meter.footprint();
+    let plan = Plan {
+        payload: 1024,
+        work: (0, 0),
+        mode: LoadMode::Open {
+            rate: sizes.rate,
+            arrivals: Arrivals::Poisson {
+                seed: 0x7e57 + v.trial as u64,
+            },
+        },
+        warmup: sizes.rate_warm,
+        measure: sizes.rate_measure,
+        windows: sizes.windows,
+        spin: v.spin,
+        give_up_above_ns: None,
+    };
+    let result = gen.run(&plan, cancel, &mut || meter.usage())?;
+    let mut rec = v.record(Pattern::Rate, sizes.rate, many, result, failed);
+    rec.footprint = Some((before, after));
+    let (true, 0, Some(search), Some(ceiling)) =
+        (v.pinned(), v.trial, &sizes.capacity, records.ceiling)
+    else {
+        made.push(rec);
+        return Ok(());
+    };
+    let mut probe = super::capacity::Prober {
+        gen: &mut gen,
+        meter: &mut meter,
+        plan: &plan,
+        cancel,
+        step: cx.step,
+        name,
+        made: Vec::new(),
+    };
+    let cap = super::capacity::search(&mut probe, &rec, ceiling, search)?;
+    if let (Some(cap), Some((factor, len))) = (cap, sizes.overload) {
+        probe.at(
+            cap * factor,
+            0x0e7,
+            search.warm,
+            len,
+            Pattern::Overload,
+            None,
+        )?;
+    }
+    let probes = std::mem::take(&mut probe.made);
+    made.push(rec);
+    made.extend(
+        probes
+            .into_iter()
+            .map(|(pattern, offered, result)| v.record(pattern, offered, many, result, 0)),
+    );
+    Ok(())
+}
+
 /// Connection scale (full): `n` long connections at 1 request per second each, held while the
 /// step runs; memory, threads and processes per connection.
-#[allow(clippy::too_many_arguments)]
 pub fn scale(
-    cancel: &Cancel,
+    cx: &StepCtx,
     r: &Running,
-    cpus: &Cpus,
-    n: usize,
-    len: Duration,
-    pattern: &[u8],
+    (n, len): (usize, Duration),
     nofile: &mut NofileRaised,
     records: &mut Records,
 ) -> Result<()> {
+    let (cancel, cpus, pattern) = (cx.cancel, cx.cpus, cx.pattern);
     let name = r.info.name;
     if let Some(h) = (r.info.holds)(&r.cfg) {
         if h < n {

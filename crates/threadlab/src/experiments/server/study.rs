@@ -7,6 +7,7 @@ use crate::experiments::{Ctx, Interleaved, Outcome};
 use crate::measure::placement::PinGuard;
 use crate::measure::stats;
 use crate::measure::units::Unit;
+use crate::results::ids::server::{self as sid, stat, Connection};
 use crate::results::{Metric, Series};
 use crate::seeds;
 
@@ -14,37 +15,41 @@ use super::client::{self, Exchange, Sources};
 use super::setup::{Cpus, Sizes};
 use super::Running;
 
-/// "1kib", "64b", "16kib": a size as an id segment.
-pub fn size_label(bytes: u32) -> String {
-    if bytes >= 1024 && bytes % 1024 == 0 {
-        format!("{}kib", bytes / 1024)
-    } else {
-        format!("{bytes}b")
-    }
-}
+pub use crate::results::ids::server::size_label;
 
 /// The id of a study row: `server.<design>[.same_cpu].<short|long>.<size>.mean`.
 pub fn row_id(design: &str, same_cpu: bool, long: bool, size: u32) -> String {
-    format!(
-        "server.{design}.{}{}.{}.mean",
-        if same_cpu { "same_cpu." } else { "" },
-        if long { "long" } else { "short" },
-        size_label(size)
-    )
+    Connection {
+        design,
+        same_cpu,
+        long,
+        size: &size_label(size),
+        statistic: stat::MEAN,
+    }
+    .id()
 }
 
+/// The id of the study's fork/thread ratio for one kind of connection and size.
 pub fn ratio_id(same_cpu: bool, long: bool, size: u32) -> String {
-    format!(
-        "server.fork_per_client.vs_thread.{}{}.{}",
-        if same_cpu { "same_cpu." } else { "" },
-        if long { "long" } else { "short" },
-        size_label(size)
-    )
+    sid::fork_ratio(same_cpu, long, &size_label(size))
+}
+
+/// The id of the Fig. 5 example's figure `statistic` (first request, or the rest) for `design`:
+/// a 10 KiB long connection with client and server on one CPU.
+fn first_request(design: &str, statistic: &str) -> String {
+    Connection {
+        design,
+        same_cpu: true,
+        long: true,
+        size: &size_label(10 << 10),
+        statistic,
+    }
+    .id()
 }
 
 /// The two designs the study compared.
-pub const THREAD: &str = "thread_per_client";
-pub const FORK: &str = "fork_per_client";
+pub const THREAD: &str = sid::THREAD_PER_CLIENT;
+pub const FORK: &str = sid::FORK_PER_CLIENT;
 
 /// Measures the study's rows for every running design, in both placements.
 pub fn measure(
@@ -177,7 +182,7 @@ fn figure_series(out: &mut Outcome, servers: &[Running], sizes: &Sizes, cpus: &C
                 _ => None,
             };
             out.series.push(Series {
-                id: format!("server.fig{}.{name}", if long { 5 } else { 4 }),
+                id: sid::figure_series(if long { 5 } else { 4 }, name),
                 x_label: "request size".into(),
                 x_unit: Unit::Bytes,
                 y_label: if long {
@@ -312,7 +317,7 @@ fn first_vs_rest(
         let name = r.info.name;
         let (f, re) = (&firsts[i], &rests[i]);
         if let Some(m) = Metric::from_values(
-            &format!("server.{name}.same_cpu.long.10kib.first"),
+            &first_request(name, stat::FIRST),
             Unit::Us,
             f,
             1,
@@ -328,7 +333,7 @@ fn first_vs_rest(
             out.add(m);
         }
         if let Some(m) = Metric::from_values(
-            &format!("server.{name}.same_cpu.long.10kib.rest"),
+            &first_request(name, stat::REST),
             Unit::Us,
             re,
             (per - 1) as u64,

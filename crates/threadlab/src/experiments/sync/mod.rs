@@ -103,8 +103,9 @@ impl Companion {
 }
 
 fn semaphore_pairs(n: u64) -> Result<Duration> {
+    // SAFETY: sem_t is plain data, for which all-zero bytes are a valid value; sem_init below
+    // initialises it before any other use.
     let sem = Box::new(UnsafeCell::new(unsafe {
-        // SAFETY: sem_t is plain data; sem_init below initialises it.
         std::mem::zeroed::<libc::sem_t>()
     }));
     // SAFETY: sem points to writable, stable memory; pshared = 0 (threads of this process).

@@ -15,7 +15,7 @@ pub fn rule_text(c: &Comparison) -> String {
         c.options.alpha,
         c.family,
         c.options.resamples,
-        crate::report::html::svg::fmt_tick(c.options.noise_pct),
+        crate::report::fmt_tick(c.options.noise_pct),
         if c.same_machine() {
             ", how far the machine's throughput-bound reference loop moved between the runs"
         } else {
@@ -206,8 +206,8 @@ pub fn render_pair_text(c: &Comparison) -> String {
         if slow.is_empty() {
             out.push_str(&format!(
                 "--fail-if-slower {}: nothing is slower by more than {}%.\n",
-                crate::report::html::svg::fmt_tick(pct),
-                crate::report::html::svg::fmt_tick(pct)
+                crate::report::fmt_tick(pct),
+                crate::report::fmt_tick(pct)
             ));
         } else {
             let list: Vec<String> = slow
@@ -222,8 +222,8 @@ pub fn render_pair_text(c: &Comparison) -> String {
                 .collect();
             out.push_str(&format!(
                 "--fail-if-slower {}: slower by more than {}%: {} (exit status 1).\n",
-                crate::report::html::svg::fmt_tick(pct),
-                crate::report::html::svg::fmt_tick(pct),
+                crate::report::fmt_tick(pct),
+                crate::report::fmt_tick(pct),
                 list.join(", ")
             ));
         }

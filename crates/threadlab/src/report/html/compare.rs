@@ -207,11 +207,7 @@ pub fn render_pair(c: &Comparison, a: &Run, b: &Run) -> String {
             .filter_map(|r| {
                 let ratio = r.ratio?;
                 Some(RatioRow {
-                    label: r
-                        .id
-                        .strip_prefix(&format!("{e}."))
-                        .unwrap_or(&r.id)
-                        .to_string(),
+                    label: crate::results::ids::within(e, &r.id).to_string(),
                     ratio,
                     ci: r.ci,
                     band: 1.0 + r.floor_pct / 100.0,

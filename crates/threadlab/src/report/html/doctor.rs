@@ -9,6 +9,7 @@ use std::fmt::Write;
 use super::svg::esc;
 use crate::measure::units::fmt_value;
 use crate::report::fmt_with_unit;
+use crate::results::ids::doctor;
 use crate::results::{ExperimentResult, Metric, RunResults, Status};
 
 /// One measured effect, from a `doctor.<knob>.<figure>.effect` metric and its off/on rows.
@@ -24,17 +25,14 @@ fn rows(e: &ExperimentResult) -> Vec<Row<'_>> {
     e.metrics
         .iter()
         .filter_map(|m| {
-            let parts: Vec<&str> = m.id.split('.').collect();
-            match parts.as_slice() {
-                ["doctor", knob, figure, "effect"] if *figure != "cpu" => Some(Row {
-                    knob,
-                    figure,
-                    effect: m,
-                    off: e.metric(&format!("doctor.{knob}.{figure}.off")),
-                    on: e.metric(&format!("doctor.{knob}.{figure}.on")),
-                }),
-                _ => None,
-            }
+            let (knob, figure) = doctor::parse_effect(&m.id)?;
+            (figure != doctor::CPU).then(|| Row {
+                knob,
+                figure,
+                effect: m,
+                off: e.metric(&doctor::part(knob, figure, doctor::OFF)),
+                on: e.metric(&doctor::part(knob, figure, doctor::ON)),
+            })
         })
         .collect()
 }
@@ -42,8 +40,8 @@ fn rows(e: &ExperimentResult) -> Vec<Row<'_>> {
 /// The knob's CPU burned, off -> on.
 fn cost(e: &ExperimentResult, knob: &str) -> String {
     match (
-        e.metric(&format!("doctor.{knob}.cpu.off")),
-        e.metric(&format!("doctor.{knob}.cpu.on")),
+        e.metric(&doctor::part(knob, doctor::CPU, doctor::OFF)),
+        e.metric(&doctor::part(knob, doctor::CPU, doctor::ON)),
     ) {
         (Some(off), Some(on)) => format!(
             "CPU burned {:.0}% → {:.0}% of one CPU",

@@ -17,6 +17,7 @@
 pub mod advice;
 pub mod compare;
 pub mod doctor;
+mod parts;
 pub mod sections;
 pub mod server;
 pub mod svg;
@@ -261,19 +262,6 @@ fn first_things(r: &RunResults, warnings: &[String]) -> String {
     out
 }
 
-/// A metric's note without the "[flag, flag] " its flags prefix it with (the page shows the
-/// flags as badges).
-pub fn note_body(m: &crate::results::Metric) -> &str {
-    let note = m.note.trim_start();
-    if m.flags.is_empty() {
-        return note;
-    }
-    match note.strip_prefix('[').and_then(|r| r.split_once("] ")) {
-        Some((inside, rest)) if inside == m.flags.join(", ") => rest,
-        _ => note,
-    }
-}
-
 /// Per experiment, the metrics that carry flags: per flag, what it means and which subjects
 /// (the id's second segment: the server's designs) it touches.
 fn flagged_items(r: &RunResults) -> Vec<String> {
@@ -287,10 +275,7 @@ fn flagged_items(r: &RunResults) -> Vec<String> {
         // (flag, subjects, metrics)
         let mut by_flag: Vec<(&str, Vec<&str>, usize)> = Vec::new();
         for m in &flagged {
-            let subject =
-                m.id.split('.')
-                    .nth(1)
-                    .filter(|_| m.id.split('.').count() > 2);
+            let subject = crate::results::ids::subject(&m.id);
             for f in &m.flags {
                 let i = match by_flag.iter().position(|x| x.0 == f) {
                     Some(i) => i,
@@ -314,7 +299,7 @@ fn flagged_items(r: &RunResults) -> Vec<String> {
                 format!(
                     "<span class=\"flag\">{}</span> {} ({n} metric{}{}{})",
                     esc(f),
-                    esc(server::flag_meaning(f)),
+                    esc(crate::results::flag::meaning_of(f)),
                     if *n == 1 { "" } else { "s" },
                     if subjects.is_empty() { "" } else { ": " },
                     esc(&format!(
@@ -499,7 +484,7 @@ fn metric_table(e: &ExperimentResult) -> String {
             esc(&then),
             esc(&ratio),
             esc(&m.placement),
-            esc(&short_note(note_body(m), 90))
+            esc(&short_note(crate::results::flag::note_body(m), 90))
         );
     }
     out.push_str("</tbody></table></div>\n<details><summary>Methods in full</summary><dl class=\"methods\">\n");

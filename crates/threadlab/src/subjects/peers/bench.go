@@ -76,7 +76,7 @@ func chanBatch(n int64) time.Duration {
 }
 
 // WorkSteps is the length of each burst goroutine's work; it matches threadlab's uthread and
-// Tokio burst rows (subjects/peers/balance.rs).
+// Tokio burst rows (experiments/create/balance.rs).
 const WorkSteps = 300
 
 // work is the body of every goroutine of a burst: a dependent multiply-xorshift chain.

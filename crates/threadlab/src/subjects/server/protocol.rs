@@ -40,8 +40,6 @@ pub const REQUEST_HEADER: usize = 32;
 pub const RESPONSE_HEADER: usize = 40;
 /// Default cap on a request's payload: 1 MiB (nginx's client_max_body_size).
 pub const DEFAULT_MAX_PAYLOAD: u32 = 1 << 20;
-/// The largest cap a server may be configured with: 64 MiB.
-pub const MAX_PAYLOAD_LIMIT: u32 = 64 << 20;
 /// Work fields above this (1 s) are a bad frame: a request may not park a worker for longer.
 pub const MAX_WORK_US: u32 = 1_000_000;
 

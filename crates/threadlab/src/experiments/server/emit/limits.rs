@@ -6,10 +6,17 @@ use super::*;
 
 /// Every id the limits step gives a design.
 pub fn ids(d: &str) -> Vec<String> {
-    ["p50", "max", "served", "busy", "unanswered", "cut"]
-        .iter()
-        .map(|s| format!("server.{d}.limits.{s}"))
-        .collect()
+    [
+        stat::LIMITS_P50,
+        stat::LIMITS_MAX,
+        stat::LIMITS_SERVED,
+        stat::LIMITS_BUSY,
+        stat::LIMITS_UNANSWERED,
+        stat::LIMITS_CUT,
+    ]
+    .iter()
+    .map(|s| sid::id(d, s))
+    .collect()
 }
 
 /// What stands between a design and a crowd of slow clients, as README "Servers" states it:
@@ -88,15 +95,15 @@ fn design(e: &mut Emit, rec: &LimitsRecord) {
         crowd(rec),
         limit_of(d).1
     );
-    let id = |s: &str| format!("server.{d}.limits.{s}");
+    let id = |s: &str| sid::id(d, s);
     if served.is_empty() {
         e.out.skip(
-            &id("p50"),
+            &id(stat::LIMITS_P50),
             format!("none of the {n} attempts was served ({busy} BUSY, {unanswered} unanswered)"),
         );
     } else {
         e.windows(
-            &id("p50"),
+            &id(stat::LIMITS_P50),
             Unit::Us,
             &served,
             format!(
@@ -113,14 +120,14 @@ fn design(e: &mut Emit, rec: &LimitsRecord) {
         .map(|a| a.ns as f64 / 1e3)
         .fold(f64::NAN, f64::max);
     e.single(
-        &id("max"),
+        &id(stat::LIMITS_MAX),
         Unit::Us,
         max,
         "the slowest answer (a reply or BUSY) the well-behaved client got in the same step".into(),
         &[],
     );
     e.single(
-        &id("served"),
+        &id(stat::LIMITS_SERVED),
         Unit::Percent,
         100.0 * served.len() as f64 / n.max(1) as f64,
         format!("share of the well-behaved client's {n} attempts answered with its echo"),
@@ -134,7 +141,7 @@ fn design(e: &mut Emit, rec: &LimitsRecord) {
         )
     });
     e.single(
-        &id("busy"),
+        &id(stat::LIMITS_BUSY),
         Unit::Count,
         busy as f64,
         format!("attempts refused with a BUSY frame (a refusal, not silence){server_side}"),
@@ -145,7 +152,7 @@ fn design(e: &mut Emit, rec: &LimitsRecord) {
         _ => None,
     });
     e.single(
-        &id("unanswered"),
+        &id(stat::LIMITS_UNANSWERED),
         Unit::Count,
         unanswered as f64,
         format!(
@@ -156,7 +163,7 @@ fn design(e: &mut Emit, rec: &LimitsRecord) {
         &[],
     );
     e.single(
-        &id("cut"),
+        &id(stat::LIMITS_CUT),
         Unit::Count,
         rec.cut as f64,
         format!(

@@ -8,7 +8,9 @@ use hdrhistogram::Histogram;
 use crate::experiments::Outcome;
 use crate::measure::stats::jain_index;
 use crate::measure::units::Unit;
-use crate::results::{Metric, SerializedHistogram, Table};
+use crate::results::flag::{self, with_flags, Flag};
+use crate::results::ids::server::{self as sid, stat};
+use crate::results::{Metric, SerializedHistogram, Table, HDR_ENCODING};
 
 use super::loadgen::{histogram, Window};
 use super::steps::{Pattern, Placed, Record, Records};
@@ -35,21 +37,21 @@ pub fn flags(rec: &Record, ceiling: Option<f64>) -> Vec<String> {
         || over_ceiling
         || (open && !r.send_lag.is_empty() && lag_p99 > (50_000f64).max(0.5 * lat_p50))
     {
-        f.push("client_bound".to_string());
+        f.push(Flag::ClientBound);
     }
     if rec.listen_overflows.is_some_and(|n| n > 0) {
-        f.push("listen_overflow".into());
+        f.push(Flag::ListenOverflow);
     }
     if r.little_mismatch().is_some_and(|m| m > LITTLE_TOLERANCE) {
-        f.push("little_law_mismatch".into());
+        f.push(Flag::LittleLawMismatch);
     }
     if fell_behind(rec).is_some() {
-        f.push("saturated".into());
+        f.push(Flag::Saturated);
     }
     if rec.errors() > 0 {
-        f.push("errors".into());
+        f.push(Flag::Errors);
     }
-    f
+    flag::names(&f)
 }
 
 fn union_flags<'a>(recs: impl Iterator<Item = &'a Record>, ceiling: Option<f64>) -> Vec<String> {
@@ -62,14 +64,6 @@ fn union_flags<'a>(recs: impl Iterator<Item = &'a Record>, ceiling: Option<f64>)
         }
     }
     all
-}
-
-fn with_flags(mut m: Metric, flags: &[String]) -> Metric {
-    if !flags.is_empty() {
-        m.note = format!("[{}] {}", flags.join(", "), m.note);
-        m.flags = flags.to_vec();
-    }
-    m
 }
 
 /// One value per window over every trial's record of a pattern.
@@ -105,7 +99,7 @@ pub fn serialize(name: &str, h: &Histogram<u64>) -> Option<SerializedHistogram> 
         name: name.to_string(),
         unit: Unit::Ns,
         count: h.len(),
-        encoding: "hdr-v2-deflate-base64".into(),
+        encoding: HDR_ENCODING.into(),
         data: base64::engine::general_purpose::STANDARD.encode(buf),
     })
 }
@@ -147,7 +141,7 @@ pub fn metrics(out: &mut Outcome, records: &Records, running: &[Running], placem
         let per_req_us = r.generator_cpu_ns as f64 / r.completed.max(1) as f64 / 1e3;
         let f = union_flags(std::iter::once(cal), None);
         e.single(
-            "server.generator.ceiling",
+            &sid::id(sid::GENERATOR, stat::GENERATOR_CEILING),
             Unit::PerS,
             records.ceiling.unwrap_or(f64::NAN),
             format!(
@@ -163,7 +157,7 @@ pub fn metrics(out: &mut Outcome, records: &Records, running: &[Running], placem
             &f,
         );
         e.single(
-            "server.generator.cpu_per_request",
+            &sid::id(sid::GENERATOR, stat::CPU_PER_REQUEST),
             Unit::Us,
             per_req_us,
             "the generator thread's CPU per verified reply in the same calibration (writev, \
@@ -204,12 +198,20 @@ pub fn skipped_ids(d: &str, pattern: &str) -> Vec<String> {
         _ => {}
     }
     let ids: &[&str] = match pattern {
-        "peak" => &["peak", "block.p99", "block.achieved"],
-        "rate" => &["rate.p99", "cpu_per_request", "rss_per_connection"],
-        "c10k" => &["c10k.rss_per_connection", "c10k.p99", "c10k.errors"],
-        _ => &["peak", "rate.p99", "cpu_per_request"],
+        "peak" => &[stat::PEAK, stat::BLOCK_P99, stat::BLOCK_ACHIEVED],
+        "rate" => &[
+            stat::RATE_P99,
+            stat::CPU_PER_REQUEST,
+            stat::RSS_PER_CONNECTION,
+        ],
+        "c10k" => &[
+            stat::C10K_RSS_PER_CONNECTION,
+            stat::C10K_P99,
+            stat::C10K_ERRORS,
+        ],
+        _ => &[stat::PEAK, stat::RATE_P99, stat::CPU_PER_REQUEST],
     };
-    ids.iter().map(|s| format!("server.{d}.{s}")).collect()
+    ids.iter().map(|s| sid::id(d, s)).collect()
 }
 
 fn peak(e: &mut Emit, records: &Records, d: &str) {
@@ -222,7 +224,7 @@ fn peak(e: &mut Emit, records: &Records, d: &str) {
         Some(w.completed as f64 / (w.length_ns as f64 / 1e9))
     });
     e.windows(
-        &format!("server.{d}.peak"),
+        &sid::id(d, stat::PEAK),
         Unit::PerS,
         &v,
         format!(
@@ -243,7 +245,7 @@ fn block(e: &mut Emit, records: &Records, d: &str) {
     let f = union_flags(recs.iter().copied(), e.ceiling);
     let p99 = per_window(&recs, |w| us_of(w.latency_p99_ns));
     e.windows(
-        &format!("server.{d}.block.p99"),
+        &sid::id(d, stat::BLOCK_P99),
         Unit::Us,
         &p99,
         format!(
@@ -260,7 +262,7 @@ fn block(e: &mut Emit, records: &Records, d: &str) {
         Some(w.completed as f64 / (w.length_ns as f64 / 1e9))
     });
     e.windows(
-        &format!("server.{d}.block.achieved"),
+        &sid::id(d, stat::BLOCK_ACHIEVED),
         Unit::PerS,
         &ach,
         format!(
@@ -313,6 +315,15 @@ pub fn fell_behind(rec: &Record) -> Option<String> {
     None
 }
 
+/// How a figure of a step is taken: one value per window, or one over the whole step.
+enum Take<'a> {
+    Windows(&'a dyn Fn(&Window) -> Option<f64>),
+    Step(f64),
+}
+
+/// The open-loop point: latency from the planned send and from the actual send, the tail over
+/// the whole step, the generator's own lag, throughput, the server's CPU and switches per
+/// reply, errors and the memory per connection. One row per metric, in the order emitted.
 fn rate(e: &mut Emit, records: &Records, d: &str) {
     let recs: Vec<&Record> = records.of(d, Pattern::Rate).collect();
     if recs.is_empty() {
@@ -329,132 +340,128 @@ fn rate(e: &mut Emit, records: &Records, d: &str) {
          connections, 1 KiB; latency from the planned send (no coordinated omission){}",
         saturated_note(&recs)
     );
-    for (q, name) in [(0.5, "p50"), (0.99, "p99")] {
-        let v = per_window(&recs, |w| {
-            us_of(if q == 0.5 {
-                w.latency_p50_ns
-            } else {
-                w.latency_p99_ns
-            })
-        });
-        let id = format!("server.{d}.rate.{name}");
-        e.windows(
-            &id,
-            Unit::Us,
-            &v,
-            format!(
-                "{ctx}; one value per window (median of the windows' {name}); over the whole \
-                 step {name} = {:.1} us",
-                quantile_us(&lat, q).unwrap_or(f64::NAN)
-            ),
-            &f,
-        );
-        if name == "p99" {
-            if let Some(m) = e.out.metric_mut(&id) {
-                m.histograms = [
-                    ("latency", &lat),
-                    ("service", &svc),
-                    ("send_lag", &lag),
-                    ("server_service", &srv),
-                ]
-                .into_iter()
-                .filter_map(|(n, h)| serialize(n, h))
-                .collect();
-            }
-        }
-    }
-    let svc_p99 = per_window(&recs, |w| us_of(w.service_p99_ns));
-    e.windows(
-        &format!("server.{d}.rate.uncorrected_p99"),
-        Unit::Us,
-        &svc_p99,
-        "the same requests' p99 from their actual send (what a closed-loop tool would print); \
-         beside rate.p99 it shows how much waiting the correction adds"
-            .into(),
-        &f,
-    );
-    e.single(
-        &format!("server.{d}.rate.p999"),
-        Unit::Us,
-        quantile_us(&lat, 0.999).unwrap_or(f64::NAN),
-        format!("{ctx}; p99.9 of the whole step ({} requests)", lat.len()),
-        &f,
-    );
-    e.single(
-        &format!("server.{d}.rate.max"),
-        Unit::Us,
-        lat.max() as f64 / 1e3,
-        format!("{ctx}; the slowest request of the step"),
-        &f,
-    );
-    e.single(
-        &format!("server.{d}.rate.send_lag_p99"),
-        Unit::Us,
-        quantile_us(&lag, 0.99).unwrap_or(f64::NAN),
-        "the generator's own lag (actual send minus the later of the planned time and the \
-         connection freeing): its health, not the server's"
-            .into(),
-        &f,
-    );
-    let ach = per_window(&recs, |w| {
-        Some(w.completed as f64 / (w.length_ns as f64 / 1e9))
-    });
-    e.windows(
-        &format!("server.{d}.rate.achieved"),
-        Unit::PerS,
-        &ach,
-        format!("replies per second; offered {offered:.0}/s"),
-        &f,
-    );
     if let Some(why) = &recs[0].usage_unavailable {
-        for id in ["cpu_per_request", "switches_per_request"] {
-            e.out.skip(&format!("server.{d}.{id}"), why.clone());
+        for s in [stat::CPU_PER_REQUEST, stat::SWITCHES_PER_REQUEST] {
+            e.out.skip(&sid::id(d, s), why.clone());
         }
     }
-    let cpu = per_window(&recs, |w| {
-        (w.completed > 0 && recs[0].usage_unavailable.is_none())
-            .then(|| w.usage.cpu_ns as f64 / w.completed as f64 / 1e3)
-    });
-    e.windows(
-        &format!("server.{d}.cpu_per_request"),
-        Unit::Us,
-        &cpu,
+    let usage = recs[0].usage_unavailable.is_none();
+    let whole = |name: &str, q: f64| {
         format!(
-            "server CPU time (user + system, its children included) per reply at the open-loop \
-             point: {}; one value per window{}",
-            meter_text(d),
-            recs[0]
-                .state
-                .as_ref()
-                .map_or(String::new(), |s| format!("; {s}"))
-        ),
-        &f,
-    );
-    let sw = per_window(&recs, |w| {
-        (w.completed > 0 && recs[0].usage_unavailable.is_none())
-            .then(|| w.usage.switches() as f64 / w.completed as f64)
-    });
-    e.windows(
-        &format!("server.{d}.switches_per_request"),
-        Unit::Count,
-        &sw,
-        "server context switches (voluntary + involuntary, children included) per reply at the \
-         open-loop point; one value per window"
-            .into(),
-        &f,
-    );
+            "{ctx}; one value per window (median of the windows' {name}); over the whole \
+             step {name} = {:.1} us",
+            quantile_us(&lat, q).unwrap_or(f64::NAN)
+        )
+    };
+    let p50 = |w: &Window| us_of(w.latency_p50_ns);
+    let p99 = |w: &Window| us_of(w.latency_p99_ns);
+    let svc_p99 = |w: &Window| us_of(w.service_p99_ns);
+    let achieved = |w: &Window| Some(w.completed as f64 / (w.length_ns as f64 / 1e9));
+    let cpu = |w: &Window| {
+        (w.completed > 0 && usage).then(|| w.usage.cpu_ns as f64 / w.completed as f64 / 1e3)
+    };
+    let switches = |w: &Window| {
+        (w.completed > 0 && usage).then(|| w.usage.switches() as f64 / w.completed as f64)
+    };
     let errors: u64 = recs.iter().map(|r| r.errors()).sum();
-    e.single(
-        &format!("server.{d}.errors"),
-        Unit::Count,
-        errors as f64,
-        format!(
-            "client-side failures while connecting {conns} connections and during the open-loop \
-             step ({}); address exhaustion counts as the client's",
-            recs[0].result.failures.describe()
+    let rows: [(&str, Unit, Take, String); 10] = [
+        (
+            stat::RATE_P50,
+            Unit::Us,
+            Take::Windows(&p50),
+            whole("p50", 0.5),
         ),
-        &f,
-    );
+        (
+            stat::RATE_P99,
+            Unit::Us,
+            Take::Windows(&p99),
+            whole("p99", 0.99),
+        ),
+        (
+            stat::RATE_UNCORRECTED_P99,
+            Unit::Us,
+            Take::Windows(&svc_p99),
+            "the same requests' p99 from their actual send (what a closed-loop tool would \
+             print); beside rate.p99 it shows how much waiting the correction adds"
+                .into(),
+        ),
+        (
+            stat::RATE_P999,
+            Unit::Us,
+            Take::Step(quantile_us(&lat, 0.999).unwrap_or(f64::NAN)),
+            format!("{ctx}; p99.9 of the whole step ({} requests)", lat.len()),
+        ),
+        (
+            stat::RATE_MAX,
+            Unit::Us,
+            Take::Step(lat.max() as f64 / 1e3),
+            format!("{ctx}; the slowest request of the step"),
+        ),
+        (
+            stat::RATE_SEND_LAG_P99,
+            Unit::Us,
+            Take::Step(quantile_us(&lag, 0.99).unwrap_or(f64::NAN)),
+            "the generator's own lag (actual send minus the later of the planned time and the \
+             connection freeing): its health, not the server's"
+                .into(),
+        ),
+        (
+            stat::RATE_ACHIEVED,
+            Unit::PerS,
+            Take::Windows(&achieved),
+            format!("replies per second; offered {offered:.0}/s"),
+        ),
+        (
+            stat::CPU_PER_REQUEST,
+            Unit::Us,
+            Take::Windows(&cpu),
+            format!(
+                "server CPU time (user + system, its children included) per reply at the \
+                 open-loop point: {}; one value per window{}",
+                meter_text(d),
+                recs[0]
+                    .state
+                    .as_ref()
+                    .map_or(String::new(), |s| format!("; {s}"))
+            ),
+        ),
+        (
+            stat::SWITCHES_PER_REQUEST,
+            Unit::Count,
+            Take::Windows(&switches),
+            "server context switches (voluntary + involuntary, children included) per reply \
+             at the open-loop point; one value per window"
+                .into(),
+        ),
+        (
+            stat::ERRORS,
+            Unit::Count,
+            Take::Step(errors as f64),
+            format!(
+                "client-side failures while connecting {conns} connections and during the \
+                 open-loop step ({}); address exhaustion counts as the client's",
+                recs[0].result.failures.describe()
+            ),
+        ),
+    ];
+    for (statistic, unit, take, note) in rows {
+        let id = sid::id(d, statistic);
+        match take {
+            Take::Windows(figure) => e.windows(&id, unit, &per_window(&recs, figure), note, &f),
+            Take::Step(v) => e.single(&id, unit, v, note, &f),
+        }
+    }
+    if let Some(m) = e.out.metric_mut(&sid::id(d, stat::RATE_P99)) {
+        m.histograms = [
+            (sid::histogram::LATENCY, &lat),
+            (sid::histogram::SERVICE, &svc),
+            (sid::histogram::SEND_LAG, &lag),
+            (sid::histogram::SERVER_SERVICE, &srv),
+        ]
+        .into_iter()
+        .filter_map(|(n, h)| serialize(n, h))
+        .collect();
+    }
     footprint(e, recs[0], d, "", &f);
 }
 
@@ -475,7 +482,7 @@ fn footprint(e: &mut Emit, rec: &Record, d: &str, prefix: &str, f: &[String]) {
     }
     let per = (after.bytes as f64 - before.bytes as f64) / held as f64 / 1024.0;
     e.single(
-        &format!("server.{d}.{prefix}rss_per_connection"),
+        &sid::id(d, &format!("{prefix}{}", stat::RSS_PER_CONNECTION)),
         Unit::KiB,
         per,
         format!(
@@ -489,14 +496,14 @@ fn footprint(e: &mut Emit, rec: &Record, d: &str, prefix: &str, f: &[String]) {
         f,
     );
     e.single(
-        &format!("server.{d}.{prefix}threads"),
+        &sid::id(d, &format!("{prefix}{}", stat::THREADS)),
         Unit::Threads,
         after.threads as f64,
         format!("threads the design runs while holding {held} connections"),
         f,
     );
     e.single(
-        &format!("server.{d}.{prefix}processes"),
+        &sid::id(d, &format!("{prefix}{}", stat::PROCESSES)),
         Unit::Count,
         after.processes as f64,
         format!(
@@ -506,7 +513,7 @@ fn footprint(e: &mut Emit, rec: &Record, d: &str, prefix: &str, f: &[String]) {
         f,
     );
     e.single(
-        &format!("server.{d}.{prefix}connections"),
+        &sid::id(d, &format!("{prefix}{}", stat::CONNECTIONS)),
         Unit::Count,
         held as f64,
         "connections made and served once before the step".into(),
@@ -522,7 +529,7 @@ fn spin(e: &mut Emit, records: &Records, d: &str) {
     let f = union_flags(recs.iter().copied(), e.ceiling);
     let v = per_window(&recs, |w| us_of(w.latency_p99_ns));
     e.windows(
-        &format!("server.{d}.spin.p99"),
+        &sid::id(d, stat::SPIN_P99),
         Unit::Us,
         &v,
         format!(
@@ -565,7 +572,7 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
         // No rate met the target: there is no capacity figure, only a bound.
         let lowest = tried[0];
         e.out.skip(
-            &format!("server.{d}.capacity"),
+            &sid::id(d, stat::CAPACITY),
             format!(
                 "no offered rate tried met p99 <= {target_ms} ms with 99% of the planned \
                  requests answered (rates tried: {rates}/s over {} connections; at the lowest, \
@@ -581,14 +588,15 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
     // The figure is the passing step's; a missed step above it only bounds it, but a
     // generator that could not offer the load would make that bound doubtful.
     let mut f = flags(best, e.ceiling);
+    let client_bound = Flag::ClientBound.name().to_string();
     let generator_bound = tried
         .iter()
-        .any(|r| flags(r, e.ceiling).contains(&"client_bound".into()));
-    if (missed.is_none() || generator_bound) && !f.contains(&"client_bound".to_string()) {
-        f.push("client_bound".into());
+        .any(|r| flags(r, e.ceiling).contains(&client_bound));
+    if (missed.is_none() || generator_bound) && !f.contains(&client_bound) {
+        f.push(client_bound);
     }
     e.single(
-        &format!("server.{d}.capacity"),
+        &sid::id(d, stat::CAPACITY),
         Unit::PerS,
         best.offered,
         format!(
@@ -621,7 +629,7 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
         Some(w.completed as f64 / (w.length_ns as f64 / 1e9))
     });
     e.windows(
-        &format!("server.{d}.overload.goodput"),
+        &sid::id(d, stat::OVERLOAD_GOODPUT),
         Unit::PerS,
         &good,
         format!(
@@ -632,7 +640,7 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
     );
     let p99 = per_window(&recs, |w| us_of(w.latency_p99_ns));
     e.windows(
-        &format!("server.{d}.overload.p99"),
+        &sid::id(d, stat::OVERLOAD_P99),
         Unit::Us,
         &p99,
         format!(
@@ -643,7 +651,7 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
     );
     let sent = r.result.completed + r.result.rejected;
     e.single(
-        &format!("server.{d}.overload.rejected"),
+        &sid::id(d, stat::OVERLOAD_REJECTED),
         Unit::Percent,
         100.0 * r.result.rejected as f64 / sent.max(1) as f64,
         "share of requests answered BUSY (refused at once) under overload".into(),
@@ -651,7 +659,7 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
     );
     let per_conn: Vec<f64> = r.result.per_conn.iter().map(|&c| c as f64).collect();
     e.single(
-        &format!("server.{d}.overload.jain"),
+        &sid::id(d, stat::OVERLOAD_JAIN),
         Unit::Index,
         jain_index(&per_conn),
         format!(
@@ -669,7 +677,7 @@ fn scale(e: &mut Emit, records: &Records, d: &str) {
     let f = union_flags(std::iter::once(r), e.ceiling);
     let v = per_window(&[r], |w| us_of(w.latency_p99_ns));
     e.windows(
-        &format!("server.{d}.c10k.p99"),
+        &sid::id(d, stat::C10K_P99),
         Unit::Us,
         &v,
         format!(
@@ -681,7 +689,7 @@ fn scale(e: &mut Emit, records: &Records, d: &str) {
         &f,
     );
     e.single(
-        &format!("server.{d}.c10k.errors"),
+        &sid::id(d, stat::C10K_ERRORS),
         Unit::Count,
         r.errors() as f64,
         format!(
@@ -691,14 +699,14 @@ fn scale(e: &mut Emit, records: &Records, d: &str) {
         &f,
     );
     e.single(
-        &format!("server.{d}.c10k.listen_overflows"),
+        &sid::id(d, stat::C10K_LISTEN_OVERFLOWS),
         Unit::Count,
         r.listen_overflows.unwrap_or(0) as f64,
         "TcpExt ListenOverflows + ListenDrops during the step (/proc/net/netstat, system-wide)"
             .into(),
         &f,
     );
-    footprint(e, r, d, "c10k.", &f);
+    footprint(e, r, d, stat::C10K, &f);
 }
 
 /// CPU per request of every design against thread_per_client's, window by window.
@@ -707,13 +715,13 @@ fn ratios(e: &mut Emit, records: &Records, running: &[Running]) {
     let p99 = |w: &Window| us_of(w.latency_p99_ns);
     for run in running {
         let d = run.info.name;
-        if d != "thread_per_client" {
+        if d != sid::THREAD_PER_CLIENT {
             ratio(
                 e,
                 records,
                 d,
-                "thread_per_client",
-                "cpu_per_request",
+                sid::THREAD_PER_CLIENT,
+                stat::CPU_PER_REQUEST,
                 "CPU per request",
                 &cpu,
             );
@@ -726,7 +734,7 @@ fn ratios(e: &mut Emit, records: &Records, running: &[Running]) {
             records,
             "green",
             "epoll",
-            "cpu_per_request",
+            stat::CPU_PER_REQUEST,
             "CPU per request",
             &cpu,
         );
@@ -735,7 +743,7 @@ fn ratios(e: &mut Emit, records: &Records, running: &[Running]) {
             records,
             "green",
             "epoll",
-            "rate.p99",
+            stat::RATE_P99,
             "p99 latency",
             &p99,
         );
@@ -765,7 +773,7 @@ fn ratio(
         d_recs.iter().copied().chain(b_recs.iter().copied()),
         e.ceiling,
     );
-    let id = format!("server.{d}.vs_{base}.{what}");
+    let id = sid::id(d, &sid::vs_design(base, what));
     if let Some(mut m) = Metric::from_values(
         &id,
         Unit::Ratio,
@@ -777,10 +785,7 @@ fn ratio(
              design's open-loop step, taken seconds apart); below 1: {d} has the lower {words}"
         ),
     ) {
-        m.ratio_of = Some([
-            format!("server.{d}.{what}"),
-            format!("server.{base}.{what}"),
-        ]);
+        m.ratio_of = Some([sid::id(d, what), sid::id(base, what)]);
         e.out.add(with_flags(m, &flags));
     }
 }

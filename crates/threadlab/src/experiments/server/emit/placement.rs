@@ -3,27 +3,28 @@
 //! and what pinning changes, window by window (`….unpinned.vs_pinned`).
 
 use super::*;
+use crate::results::ids;
 
 /// The suffixes measured in both placements: (suffix, unit, what).
 const HEADLINE: &[(&str, Unit, &str)] = &[
-    ("peak", Unit::PerS, "closed-loop peak"),
-    ("rate.p50", Unit::Us, "open-loop p50"),
-    ("rate.p99", Unit::Us, "open-loop p99"),
-    ("cpu_per_request", Unit::Us, "server CPU per request"),
+    (stat::PEAK, Unit::PerS, "closed-loop peak"),
+    (stat::RATE_P50, Unit::Us, "open-loop p50"),
+    (stat::RATE_P99, Unit::Us, "open-loop p99"),
+    (stat::CPU_PER_REQUEST, Unit::Us, "server CPU per request"),
 ];
 
 /// The ratios of the default placement over the pinned one.
-const RATIOS: &[&str] = &["peak", "rate.p99", "cpu_per_request"];
+const RATIOS: &[&str] = &[stat::PEAK, stat::RATE_P99, stat::CPU_PER_REQUEST];
 
 /// Every id the default placement gives a design.
 pub fn ids(d: &str) -> Vec<String> {
     HEADLINE
         .iter()
-        .map(|(s, _, _)| format!("server.{d}.{s}.unpinned"))
+        .map(|(s, _, _)| sid::id(d, &ids::unpinned(s)))
         .chain(
             RATIOS
                 .iter()
-                .map(|s| format!("server.{d}.{s}.unpinned.vs_pinned")),
+                .map(|s| sid::id(d, &ids::unpinned_vs_pinned(s))),
         )
         .collect()
 }
@@ -38,10 +39,10 @@ const HOW: &str = "default placement: the design's second server, allowed on eve
 /// One window's figure of a headline suffix.
 fn figure(suffix: &str, w: &Window) -> Option<f64> {
     match suffix {
-        "peak" => Some(w.completed as f64 / (w.length_ns as f64 / 1e9)),
-        "rate.p50" => us_of(w.latency_p50_ns),
-        "rate.p99" => us_of(w.latency_p99_ns),
-        "cpu_per_request" => {
+        stat::PEAK => Some(w.completed as f64 / (w.length_ns as f64 / 1e9)),
+        stat::RATE_P50 => us_of(w.latency_p50_ns),
+        stat::RATE_P99 => us_of(w.latency_p99_ns),
+        stat::CPU_PER_REQUEST => {
             (w.completed > 0).then(|| w.usage.cpu_ns as f64 / w.completed as f64 / 1e3)
         }
         _ => None,
@@ -49,7 +50,7 @@ fn figure(suffix: &str, w: &Window) -> Option<f64> {
 }
 
 fn pattern_of(suffix: &str) -> Pattern {
-    if suffix == "peak" {
+    if suffix == stat::PEAK {
         Pattern::Peak
     } else {
         Pattern::Rate
@@ -72,10 +73,9 @@ pub fn metrics(out: &mut Outcome, records: &Records, free: &[Running]) {
             if recs.is_empty() {
                 continue;
             }
-            if suffix == "cpu_per_request" {
+            if suffix == stat::CPU_PER_REQUEST {
                 if let Some(why) = &recs[0].usage_unavailable {
-                    e.out
-                        .skip(&format!("server.{d}.{suffix}.unpinned"), why.clone());
+                    e.out.skip(&sid::id(d, &ids::unpinned(suffix)), why.clone());
                     continue;
                 }
             }
@@ -92,7 +92,7 @@ pub fn metrics(out: &mut Outcome, records: &Records, free: &[Running]) {
                 ),
             };
             e.windows(
-                &format!("server.{d}.{suffix}.unpinned"),
+                &sid::id(d, &ids::unpinned(suffix)),
                 unit,
                 &v,
                 format!(
@@ -128,7 +128,7 @@ fn ratio(e: &mut Emit, records: &Records, d: &str, suffix: &str) {
         used.extend([free, pinned]);
     }
     let flags = union_flags(used.iter().copied(), e.ceiling);
-    let id = format!("server.{d}.{suffix}.unpinned.vs_pinned");
+    let id = sid::id(d, &ids::unpinned_vs_pinned(suffix));
     let note = format!(
         "server.{d}.{suffix}.unpinned / server.{d}.{suffix}, window by window (window k of the \
          default-placement visit over window k of the pinned visit just before it, same \
@@ -136,10 +136,7 @@ fn ratio(e: &mut Emit, records: &Records, d: &str, suffix: &str) {
          default placement has the higher figure"
     );
     if let Some(mut m) = Metric::from_values(&id, Unit::Ratio, &values, 1, "unpinned", note) {
-        m.ratio_of = Some([
-            format!("server.{d}.{suffix}.unpinned"),
-            format!("server.{d}.{suffix}"),
-        ]);
+        m.ratio_of = Some([sid::id(d, &ids::unpinned(suffix)), sid::id(d, suffix)]);
         e.out.add(with_flags(m, &flags));
     }
 }

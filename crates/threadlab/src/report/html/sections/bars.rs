@@ -1,4 +1,4 @@
-//! Bars from metrics: keys, units, a metric as a bar, a study's then-vs-now pairs.
+//! Bars from metrics: labels and captions, a study's then-vs-now pairs, bars from tables.
 
 use super::*;
 
@@ -10,83 +10,9 @@ pub(super) fn all_with_history(e: &ExperimentResult) -> Vec<&str> {
         .collect()
 }
 
-/// A key unique in the page: the experiment's name and the chart's, HTML-id safe.
-pub(in crate::report::html) fn key(e: &ExperimentResult, what: &str) -> String {
-    crate::report::html::html_id(&format!("{}-{what}", e.name))
-}
-
 /// A label for a metric inside its experiment's section: the id without the experiment.
 pub(super) fn short_id<'a>(e: &ExperimentResult, id: &'a str) -> &'a str {
-    id.strip_prefix(e.name.as_str())
-        .and_then(|s| s.strip_prefix('.'))
-        .unwrap_or(id)
-}
-
-/// A unit all `metrics` can be shown in: theirs when they share one, else for times the one
-/// that keeps the typical value readable; None when they measure different things.
-pub(in crate::report::html) fn common_unit(metrics: &[&Metric]) -> Option<Unit> {
-    let first = metrics.first()?.unit;
-    if metrics.iter().all(|m| m.unit == first) {
-        return Some(first);
-    }
-    if metrics.iter().all(|m| m.unit.is_time()) {
-        let mut ns: Vec<f64> = metrics
-            .iter()
-            .filter_map(|m| m.unit.convert(m.median.abs(), Unit::Ns))
-            .collect();
-        ns.sort_by(f64::total_cmp);
-        let typical = ns.get(ns.len() / 2).copied().unwrap_or(1.0);
-        return Some(if typical < 1e3 {
-            Unit::Ns
-        } else if typical < 1e6 {
-            Unit::Us
-        } else if typical < 1e9 {
-            Unit::Ms
-        } else {
-            Unit::S
-        });
-    }
-    None
-}
-
-pub(in crate::report::html) fn conv(v: f64, from: Unit, to: Unit) -> f64 {
-    from.convert(v, to).unwrap_or(f64::NAN)
-}
-
-pub(in crate::report::html) fn unit_label(u: Unit) -> String {
-    match u {
-        Unit::PerS => "per second".into(),
-        Unit::Percent => "%".into(),
-        u => u.as_str().to_string(),
-    }
-}
-
-/// A metric's median as a bar with its quartiles as the whisker.
-pub(in crate::report::html) fn metric_bar(m: &Metric, to: Unit, who: &str) -> Bar {
-    let who = if who.is_empty() {
-        String::new()
-    } else {
-        format!(" ({who})")
-    };
-    Bar {
-        value: conv(m.median, m.unit, to),
-        range: (m.samples > 1).then(|| (conv(m.q1, m.unit, to), conv(m.q3, m.unit, to))),
-        title: format!(
-            "{}{who}: median {}, quartiles {} .. {}, {} samples, {}",
-            m.id,
-            fmt_with_unit(conv(m.median, m.unit, to), to),
-            fmt_value(conv(m.q1, m.unit, to)),
-            fmt_value(conv(m.q3, m.unit, to)),
-            m.samples,
-            m.placement
-        ),
-        flag: flag_text(m),
-    }
-}
-
-/// A metric's flags as hover text, None when it has none.
-pub(in crate::report::html) fn flag_text(m: &Metric) -> Option<String> {
-    (!m.flags.is_empty()).then(|| m.flags.join(", "))
+    ids::within(&e.name, id)
 }
 
 /// The distinct first clauses of the metrics' notes: how they were measured.

@@ -9,7 +9,7 @@ use super::*;
 pub fn series_charts(e: &ExperimentResult, keep: &dyn Fn(&Series) -> bool) -> Vec<Chart> {
     let mut groups: Vec<(String, Vec<&Series>)> = Vec::new();
     for s in e.series.iter().filter(|s| keep(s)) {
-        let last = s.id.rsplit('.').next().unwrap_or(&s.id).to_string();
+        let last = ids::last(&s.id);
         let k = format!("{last}|{}|{}", s.x_unit, s.y_unit);
         match groups.iter_mut().find(|g| g.0 == k) {
             Some(g) => g.1.push(s),
@@ -19,9 +19,9 @@ pub fn series_charts(e: &ExperimentResult, keep: &dyn Fn(&Series) -> bool) -> Ve
     groups
         .into_iter()
         .map(|(_, ss)| {
-            let last = ss[0].id.rsplit('.').next().unwrap_or(&ss[0].id).to_string();
+            let last = ids::last(&ss[0].id);
             let title = format!("{} vs {}", ss[0].y_label, ss[0].x_label);
-            curve_chart(e, &last, &capitalise(&title), &ss, Vec::new())
+            curve_chart(e, last, &capitalise(&title), &ss, Vec::new())
         })
         .collect()
 }
@@ -36,11 +36,9 @@ pub(super) fn capitalise(s: &str) -> String {
 
 /// The name of a series inside its group: its id without the experiment and the last segment.
 pub(super) fn series_name(s: &Series) -> String {
-    let parts: Vec<&str> = s.id.split('.').collect();
-    if parts.len() > 2 {
-        parts[1..parts.len() - 1].join(".")
-    } else {
-        s.y_label.clone()
+    match ids::middle(&s.id) {
+        Some(m) => m.to_string(),
+        None => s.y_label.clone(),
     }
 }
 

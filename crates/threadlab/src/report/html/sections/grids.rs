@@ -285,10 +285,7 @@ pub(super) fn table_bars(
         caption.push_str(" The number above a group is then ÷ now.");
     }
     Some(Chart {
-        key: crate::report::html::html_id(&format!(
-            "{}-{what}",
-            t.id.split('.').next().unwrap_or("t")
-        )),
+        key: crate::report::html::html_id(&format!("{}-{what}", ids::experiment(&t.id))),
         title: title.into(),
         svg: chart.svg(title),
         caption,

@@ -6,15 +6,12 @@ use super::*;
 pub(super) fn fairness_axes(e: &ExperimentResult) -> (Vec<String>, Vec<String>) {
     let mut locks: Vec<String> = Vec::new();
     let mut ts: Vec<String> = Vec::new();
-    for m in &e.metrics {
-        let parts: Vec<&str> = m.id.split('.').collect();
-        if parts.len() == 4 && parts[0] == "fairness" && parts[2].starts_with('t') {
-            if !locks.iter().any(|l| l == parts[1]) {
-                locks.push(parts[1].to_string());
-            }
-            if !ts.iter().any(|t| t == parts[2]) {
-                ts.push(parts[2].to_string());
-            }
+    for (lock, threads, _) in e.metrics.iter().filter_map(|m| ids::fairness::parse(&m.id)) {
+        if !locks.iter().any(|l| l == lock) {
+            locks.push(lock.to_string());
+        }
+        if !ts.iter().any(|t| t == threads) {
+            ts.push(threads.to_string());
         }
     }
     (locks, ts)
@@ -27,17 +24,17 @@ pub(super) fn fairness(e: &ExperimentResult) -> Vec<Chart> {
         let mut out = Vec::new();
         for t in &ts {
             for lock in &locks {
-                let Some(metric) = e.metric(&format!("fairness.{lock}.{t}.{what}")) else {
+                let Some(metric) = e.metric(&ids::fairness::id(lock, t, what)) else {
                     continue;
                 };
                 let marks = mark
                     .and_then(|(w, name)| {
-                        e.metric(&format!("fairness.{lock}.{t}.{w}"))
+                        e.metric(&ids::fairness::id(lock, t, w))
                             .map(|x| vec![(x.median, name.to_string())])
                     })
                     .unwrap_or_default();
                 out.push(DistInput {
-                    label: format!("{lock} · {} threads", &t[1..]),
+                    label: format!("{lock} · {t} threads"),
                     metric,
                     marks,
                 });
@@ -46,8 +43,8 @@ pub(super) fn fairness(e: &ExperimentResult) -> Vec<Chart> {
         out
     };
     let wait = rows(
-        "wait_p99",
-        Some(("wait_max", "longest wait (median of runs)")),
+        ids::fairness::WAIT_P99,
+        Some((ids::fairness::WAIT_MAX, "longest wait (median of runs)")),
     );
     v.extend(distribution(
         e,
@@ -56,7 +53,7 @@ pub(super) fn fairness(e: &ExperimentResult) -> Vec<Chart> {
         &wait,
         &locks,
     ));
-    let jain = rows("jain", None);
+    let jain = rows(ids::fairness::JAIN, None);
     v.extend(distribution(
         e,
         "jain",
@@ -71,18 +68,22 @@ pub(super) fn ordering(e: &ExperimentResult) -> Vec<Chart> {
     // ordering.<test>.<ordering>.relaxed_rate
     let mut tests: Vec<(String, String)> = Vec::new();
     let mut orders: Vec<(String, String)> = Vec::new();
-    for m in &e.metrics {
-        let p: Vec<&str> = m.id.split('.').collect();
-        if p.len() == 4 && p[3] == "relaxed_rate" {
-            if !tests.iter().any(|t| t.0 == p[1]) {
-                tests.push((p[1].to_string(), p[1].to_string()));
-            }
-            if !orders.iter().any(|o| o.0 == p[2]) {
-                orders.push((p[2].to_string(), p[2].to_string()));
-            }
+    for (test, order) in e
+        .metrics
+        .iter()
+        .filter_map(|m| ids::ordering::parse_relaxed_rate(&m.id))
+    {
+        if !tests.iter().any(|t| t.0 == test) {
+            tests.push((test.to_string(), test.to_string()));
+        }
+        if !orders.iter().any(|o| o.0 == order) {
+            orders.push((order.to_string(), order.to_string()));
         }
     }
-    let allowed = e.tables.iter().find(|t| t.id == "ordering.outcomes");
+    let allowed = e
+        .tables
+        .iter()
+        .find(|t| t.id == ids::ordering::OUTCOMES_TABLE);
     let verdict = |test: &str, ord: &str| -> Option<String> {
         let t = allowed?;
         let col = t.header.iter().position(|h| h.starts_with("allowed"))?;
@@ -105,7 +106,7 @@ pub(super) fn ordering(e: &ExperimentResult) -> Vec<Chart> {
         "Litmus tests: how often the relaxed outcome was seen",
         &tests,
         &orders,
-        &|t, o| format!("ordering.{t}.{o}.relaxed_rate"),
+        &|t, o| ids::ordering::relaxed_rate(t, o),
         Some(&verdict),
     )
     .into_iter()

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 
+use super::parts::{common_unit, conv, key, metric_bar, unit_label};
 use super::Chart;
 use crate::measure::units::Unit;
 use crate::report::html::svg::{
@@ -15,6 +16,7 @@ use crate::report::html::svg::{
     Reference, Scale,
 };
 use crate::report::{fmt_value, fmt_with_unit, short_note};
+use crate::results::ids;
 use crate::results::{ExperimentResult, Metric, Series, Table};
 use crate::seeds;
 
@@ -35,6 +37,11 @@ const REGISTRY: &[(&str, ChartsFn)] = &[
     ("coop", coop),
     ("server", super::server::charts),
 ];
+
+/// The experiments that have a section function of their own.
+pub fn with_own_charts() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().map(|(name, _)| *name)
+}
 
 /// The charts of one experiment's section: its own function's, or the generic ones when it
 /// has none (or when that function finds nothing it knows in the file).

@@ -5,10 +5,10 @@ use super::*;
 pub(super) struct BarsSpec<'a> {
     pub(super) what: &'a str,
     pub(super) title: &'a str,
-    /// (metric suffix after `server.<design>.`, series name)
-    pub(super) series: &'a [(&'a str, &'a str)],
-    /// Further columns for the numbers: (suffix, header).
-    pub(super) extra: &'a [(&'a str, &'a str)],
+    /// (statistic after `server.<design>.`, series name)
+    pub(super) series: &'a [(String, &'a str)],
+    /// Further columns for the numbers: (statistic, header).
+    pub(super) extra: &'a [(String, &'a str)],
     pub(super) references: Vec<Reference>,
 }
 
@@ -24,7 +24,7 @@ pub(super) fn design_bars(
         .filter(|&i| {
             designs
                 .iter()
-                .any(|d| design_metric(e, d, spec.series[i].0).is_some())
+                .any(|d| design_metric(e, d, &spec.series[i].0).is_some())
         })
         .collect();
     let ms: Vec<&Metric> = designs
@@ -32,7 +32,7 @@ pub(super) fn design_bars(
         .flat_map(|d| {
             present
                 .iter()
-                .filter_map(move |&i| design_metric(e, d, spec.series[i].0))
+                .filter_map(move |&i| design_metric(e, d, &spec.series[i].0))
         })
         .collect();
     let unit = common_unit(&ms)?;
@@ -55,7 +55,7 @@ pub(super) fn design_bars(
         .filter(|&i| {
             designs
                 .iter()
-                .any(|d| design_metric(e, d, spec.series[i].0).is_some_and(|m| m.samples > 1))
+                .any(|d| design_metric(e, d, &spec.series[i].0).is_some_and(|m| m.samples > 1))
         })
         .collect();
     for &i in &spread {
@@ -73,7 +73,7 @@ pub(super) fn design_bars(
     for d in designs {
         let found: Vec<Option<&Metric>> = present
             .iter()
-            .map(|&i| design_metric(e, d, spec.series[i].0))
+            .map(|&i| design_metric(e, d, &spec.series[i].0))
             .collect();
         if found.iter().all(Option::is_none) {
             continue;
@@ -93,7 +93,7 @@ pub(super) fn design_bars(
         }
         for &i in &spread {
             row.push(
-                design_metric(e, d, spec.series[i].0).map_or("-".into(), |m| {
+                design_metric(e, d, &spec.series[i].0).map_or("-".into(), |m| {
                     if m.samples > 1 {
                         format!(
                             "{} .. {}",
@@ -153,7 +153,7 @@ pub(super) fn design_bars(
     for &i in &present {
         if let Some(m) = designs
             .iter()
-            .find_map(|d| design_metric(e, d, spec.series[i].0))
+            .find_map(|d| design_metric(e, d, &spec.series[i].0))
         {
             let t = if present.len() > 1 {
                 format!("{}: {}", spec.series[i].1, method(m, 300))
@@ -186,7 +186,7 @@ pub(super) fn design_bars(
     let below: Vec<&str> = ms
         .iter()
         .filter(|m| m.median < 0.0)
-        .filter_map(|m| m.id.split('.').nth(1))
+        .filter_map(|m| ids::subject(&m.id))
         .collect();
     if !below.is_empty() && matches!(unit, Unit::Bytes | Unit::KiB | Unit::MiB) {
         caption.push_str(&format!(

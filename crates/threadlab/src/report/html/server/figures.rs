@@ -80,9 +80,10 @@ pub(super) fn figure(e: &ExperimentResult, designs: &[String], long: bool) -> Op
     let mut sources: Vec<String> = Vec::new();
     if !long {
         for (di, d) in designs.iter().enumerate() {
-            let series = e.series.iter().find(|s| {
-                s.id.starts_with("server.fig4.") && s.id.rsplit('.').next() == Some(d.as_str())
-            });
+            let series = e
+                .series
+                .iter()
+                .find(|s| sid::figure_series_design(&s.id, 4) == Some(d.as_str()));
             // (x, the figure in the chart's unit, its source, the figure as the study gave it)
             let from_series = series.and_then(|s| {
                 let h = s.historical.as_ref()?;
@@ -202,7 +203,7 @@ pub(super) fn figure(e: &ExperimentResult, designs: &[String], long: bool) -> Op
         "How measured (every design alike): {}. Points: medians of up to {samples} samples, \
          every design's rows sampled interleaved round by round; hover for quartiles. {} and {} \
          (the study's two servers) are drawn bold, the other designs pale.",
-        crate::report::html::note_body(rep).trim_end_matches('.'),
+        flag::note_body(rep).trim_end_matches('.'),
         THREAD,
         FORK
     );

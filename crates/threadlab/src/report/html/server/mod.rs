@@ -14,7 +14,7 @@ use base64::Engine;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 
-use super::sections::{common_unit, conv, flag_text, key, metric_bar, unit_label};
+use super::parts::{common_unit, conv, flag_text, key, metric_bar, unit_label};
 use super::svg::{
     nines, Annotation, Axis, BarChart, BarGroup, BarSeries, Dash, Key, Line, LineChart, Marker,
     Reference, Scale, THEN,
@@ -22,15 +22,15 @@ use super::svg::{
 use super::Chart;
 use crate::measure::units::Unit;
 use crate::report::{fmt_value, fmt_with_unit};
-use crate::results::{ExperimentResult, Metric, SerializedHistogram};
+use crate::results::flag::{self, Flag};
+use crate::results::ids::server::{stat, Connection, ServerId};
+use crate::results::ids::{self, server as sid};
+use crate::results::{ExperimentResult, Metric, SerializedHistogram, HDR_ENCODING};
 use crate::seeds;
 
 /// The two servers the study compared, drawn bold in its figures.
-pub const THREAD: &str = "thread_per_client";
-pub const FORK: &str = "fork_per_client";
-
-/// The encoding `SerializedHistogram::encoding` names for HdrHistogram V2 + DEFLATE, base64.
-pub const HDR_ENCODING: &str = "hdr-v2-deflate-base64";
+pub const THREAD: &str = sid::THREAD_PER_CLIENT;
+pub const FORK: &str = sid::FORK_PER_CLIENT;
 
 /// A serialized histogram larger than this (base64 characters) is not decoded: the server
 /// experiment's are a few kilobytes, and a page must not stall on a hostile file.
@@ -55,11 +55,11 @@ pub fn charts(e: &ExperimentResult) -> Vec<Chart> {
         &BarsSpec {
             what: "cpu",
             title: "Server CPU per request at the open-loop point",
-            series: &[("cpu_per_request", "server CPU per reply")],
+            series: &[(stat::CPU_PER_REQUEST.into(), "server CPU per reply")],
             extra: &[
-                ("switches_per_request", "switches per reply"),
+                (stat::SWITCHES_PER_REQUEST.into(), "switches per reply"),
                 (
-                    "vs_thread_per_client.cpu_per_request",
+                    sid::vs_design(THREAD, stat::CPU_PER_REQUEST),
                     "÷ thread_per_client",
                 ),
             ],
@@ -74,22 +74,22 @@ pub fn charts(e: &ExperimentResult) -> Vec<Chart> {
         &BarsSpec {
             what: "block",
             title: "Blocking work: p99 latency when every request blocks the server",
-            series: &[("block.p99", "p99 from the planned send")],
-            extra: &[("block.achieved", "replies per second")],
+            series: &[(stat::BLOCK_P99.into(), "p99 from the planned send")],
+            extra: &[(stat::BLOCK_ACHIEVED.into(), "replies per second")],
             references: blocking_reference(e),
         },
         &flags_note,
     ));
-    let conns = |suffix: &str| {
+    let conns = |statistic: &str| {
         designs
             .iter()
-            .find_map(|d| e.metric(&format!("server.{d}.{suffix}")))
+            .find_map(|d| design_metric(e, d, statistic))
             .map(|m| format!(" ({} connections)", fmt_num(m.median)))
             .unwrap_or_default()
     };
     let (open, scale) = (
-        format!("at the open-loop point{}", conns("connections")),
-        format!("at connection scale{}", conns("c10k.connections")),
+        format!("at the open-loop point{}", conns(stat::CONNECTIONS)),
+        format!("at connection scale{}", conns(stat::C10K_CONNECTIONS)),
     );
     v.extend(design_bars(
         e,
@@ -98,10 +98,13 @@ pub fn charts(e: &ExperimentResult) -> Vec<Chart> {
             what: "memory",
             title: "Memory per connection held",
             series: &[
-                ("rss_per_connection", open.as_str()),
-                ("c10k.rss_per_connection", scale.as_str()),
+                (stat::RSS_PER_CONNECTION.into(), open.as_str()),
+                (stat::C10K_RSS_PER_CONNECTION.into(), scale.as_str()),
             ],
-            extra: &[("threads", "threads"), ("processes", "processes")],
+            extra: &[
+                (stat::THREADS.into(), "threads"),
+                (stat::PROCESSES.into(), "processes"),
+            ],
             references: Vec::new(),
         },
         &flags_note,
@@ -113,12 +116,15 @@ pub fn charts(e: &ExperimentResult) -> Vec<Chart> {
             what: "capacity",
             title: "Capacity at the latency target, and goodput offered 1.5 x that",
             series: &[
-                ("capacity", "capacity (p99 within the target)"),
-                ("overload.goodput", "goodput offered 1.5 x capacity"),
+                (stat::CAPACITY.into(), "capacity (p99 within the target)"),
+                (
+                    stat::OVERLOAD_GOODPUT.into(),
+                    "goodput offered 1.5 x capacity",
+                ),
             ],
             extra: &[
-                ("overload.p99", "p99 overloaded"),
-                ("overload.rejected", "answered BUSY"),
+                (stat::OVERLOAD_P99.into(), "p99 overloaded"),
+                (stat::OVERLOAD_REJECTED.into(), "answered BUSY"),
             ],
             references: Vec::new(),
         },
@@ -135,34 +141,22 @@ pub fn charts(e: &ExperimentResult) -> Vec<Chart> {
 /// generator's), the study's two first, the others in the order first seen.
 pub fn designs(e: &ExperimentResult) -> Vec<String> {
     let mut v: Vec<String> = Vec::new();
-    for m in &e.metrics {
-        let mut p = m.id.split('.');
-        if p.next() != Some("server") {
-            continue;
-        }
-        let (Some(d), Some(_)) = (p.next(), p.next()) else {
-            continue;
-        };
-        if d != "generator" && !d.is_empty() && !v.iter().any(|x| x == d) {
-            v.push(d.to_string());
+    for s in e.metrics.iter().filter_map(|m| ServerId::parse(&m.id)) {
+        if s.is_design() && !v.iter().any(|x| x == s.design) {
+            v.push(s.design.to_string());
         }
     }
-    let study = |d: &String| match d.as_str() {
-        THREAD => 0,
-        FORK => 1,
-        _ => 2,
-    };
-    v.sort_by_key(study); // stable: the others keep their order
+    v.sort_by_key(|d| sid::study_order(d)); // stable: the others keep their order
     v
 }
 
-/// The metric `server.<design>.<suffix>`.
+/// The metric `server.<design>.<statistic>`.
 pub fn design_metric<'a>(
     e: &'a ExperimentResult,
     design: &str,
-    suffix: &str,
+    statistic: &str,
 ) -> Option<&'a Metric> {
-    e.metric(&format!("server.{design}.{suffix}"))
+    e.metric(&sid::id(design, statistic))
 }
 
 mod bars;
@@ -177,7 +171,7 @@ use figures::*;
 use placement::{limits_chart, placement_charts};
 pub use placement::{limits_summary, pinning_effect};
 use ratios::*;
-pub use rows::*;
+use rows::*;
 pub use spectrum::*;
 
 #[cfg(test)]

@@ -14,45 +14,39 @@ pub(super) fn placement_charts(
         (
             "placement",
             "Open-loop p99, pinned and in the default placement",
-            [
-                ("rate.p99", "pinned"),
-                ("rate.p99.unpinned", "default placement"),
-            ],
-            ("rate.p99.unpinned.vs_pinned", "default ÷ pinned"),
+            stat::RATE_P99,
         ),
         (
             "placement-cpu",
             "Server CPU per request, pinned and in the default placement",
-            [
-                ("cpu_per_request", "pinned"),
-                ("cpu_per_request.unpinned", "default placement"),
-            ],
-            ("cpu_per_request.unpinned.vs_pinned", "default ÷ pinned"),
+            stat::CPU_PER_REQUEST,
         ),
         (
             "placement-peak",
             "Closed-loop peak, pinned and in the default placement",
-            [("peak", "pinned"), ("peak.unpinned", "default placement")],
-            ("peak.unpinned.vs_pinned", "default ÷ pinned"),
+            stat::PEAK,
         ),
     ];
     let any = designs
         .iter()
-        .any(|d| design_metric(e, d, "rate.p99.unpinned").is_some());
+        .any(|d| design_metric(e, d, &ids::unpinned(stat::RATE_P99)).is_some());
     if !any {
         return Vec::new();
     }
     specs
         .iter()
-        .filter_map(|(what, title, series, extra)| {
+        .filter_map(|&(what, title, statistic)| {
             design_bars(
                 e,
                 designs,
                 &BarsSpec {
                     what,
                     title,
-                    series,
-                    extra: std::slice::from_ref(extra),
+                    series: &[
+                        (statistic.into(), "pinned"),
+                        (ids::unpinned(statistic), "default placement"),
+                    ],
+                    extra: &[(ids::unpinned_vs_pinned(statistic), "default ÷ pinned")],
                     references: Vec::new(),
                 },
                 flags_note,
@@ -74,14 +68,14 @@ pub(super) fn limits_chart(
             what: "limits",
             title: "Slow clients: a well-behaved client beside misbehaving connections",
             series: &[
-                ("limits.p50", "served, median"),
-                ("limits.max", "slowest answer"),
+                (stat::LIMITS_P50.into(), "served, median"),
+                (stat::LIMITS_MAX.into(), "slowest answer"),
             ],
             extra: &[
-                ("limits.served", "served"),
-                ("limits.busy", "BUSY"),
-                ("limits.unanswered", "unanswered"),
-                ("limits.cut", "crowd cut by the server"),
+                (stat::LIMITS_SERVED.into(), "served"),
+                (stat::LIMITS_BUSY.into(), "BUSY"),
+                (stat::LIMITS_UNANSWERED.into(), "unanswered"),
+                (stat::LIMITS_CUT.into(), "crowd cut by the server"),
             ],
             references: Vec::new(),
         },
@@ -89,13 +83,13 @@ pub(super) fn limits_chart(
     )
 }
 
-/// The range over the designs of `server.<design>.<suffix>.unpinned.vs_pinned`.
-fn ratio_range(e: &ExperimentResult, designs: &[String], suffix: &str) -> Option<(f64, f64)> {
+/// The range over the designs of `server.<design>.<statistic>.unpinned.vs_pinned`.
+fn ratio_range(e: &ExperimentResult, designs: &[String], statistic: &str) -> Option<(f64, f64)> {
     let v: Vec<f64> = designs
         .iter()
-        .filter_map(|d| design_metric(e, d, &format!("{suffix}.unpinned.vs_pinned")))
+        .filter_map(|d| design_metric(e, d, &ids::unpinned_vs_pinned(statistic)))
         // A design that fell behind its plan in one placement is not a placement effect.
-        .filter(|m| !m.flags.iter().any(|f| f == "saturated"))
+        .filter(|m| !flag::has(m, Flag::Saturated))
         .map(|m| m.median)
         .filter(|v| v.is_finite() && *v > 0.0)
         .collect();
@@ -106,8 +100,8 @@ fn ratio_range(e: &ExperimentResult, designs: &[String], suffix: &str) -> Option
 
 /// What pinning server and generator changes here, from the ratio rows.
 pub fn pinning_effect(e: &ExperimentResult, designs: &[String]) -> Option<String> {
-    let p99 = ratio_range(e, designs, "rate.p99")?;
-    let cpu = ratio_range(e, designs, "cpu_per_request");
+    let p99 = ratio_range(e, designs, stat::RATE_P99)?;
+    let cpu = ratio_range(e, designs, stat::CPU_PER_REQUEST);
     Some(format!(
         "the default placement over the pinned one (server on its own CPUs, the generator on \
          another) was {:.2}x to {:.2}x in p99{} across designs (pinned and default placement)",
@@ -126,7 +120,7 @@ pub fn limits_summary(e: &ExperimentResult, designs: &[String]) -> Option<String
     let mut every = Vec::new();
     let mut others = Vec::new();
     for d in designs {
-        let Some(served) = design_metric(e, d, "limits.served") else {
+        let Some(served) = design_metric(e, d, stat::LIMITS_SERVED) else {
             continue;
         };
         let count = |s: &str| design_metric(e, d, s).map_or(0.0, |m| m.median);
@@ -136,8 +130,8 @@ pub fn limits_summary(e: &ExperimentResult, designs: &[String]) -> Option<String
             others.push(format!(
                 "{d} {}% served, {} BUSY, {} unanswered",
                 fmt_num(served.median.round()),
-                fmt_num(count("limits.busy")),
-                fmt_num(count("limits.unanswered"))
+                fmt_num(count(stat::LIMITS_BUSY)),
+                fmt_num(count(stat::LIMITS_UNANSWERED))
             ));
         }
     }

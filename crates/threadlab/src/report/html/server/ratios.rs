@@ -8,20 +8,13 @@ pub(super) fn fork_ratio(e: &ExperimentResult) -> Option<Chart> {
     // server.fork_per_client.vs_thread.[same_cpu.]<short|long>.<size>
     let mut cells: Vec<(bool, f64, String, bool, &Metric)> = Vec::new();
     for m in &e.metrics {
-        let Some(rest) = m.id.strip_prefix("server.fork_per_client.vs_thread.") else {
+        let Some((same, long, size)) = sid::parse_fork_ratio(&m.id) else {
             continue;
         };
-        let (same, rest) = match rest.strip_prefix("same_cpu.") {
-            Some(r) => (true, r),
-            None => (false, rest),
-        };
-        let Some((kind, size)) = rest.split_once('.') else {
+        let Some(bytes) = sid::size_bytes(size) else {
             continue;
         };
-        let (Some(bytes), true) = (parse_size(size), kind == "short" || kind == "long") else {
-            continue;
-        };
-        cells.push((kind == "long", bytes, size.to_string(), same, m));
+        cells.push((long, bytes, size.to_string(), same, m));
     }
     if cells.is_empty() {
         return None;
@@ -149,15 +142,14 @@ pub(super) fn first_vs_rest(e: &ExperimentResult, designs: &[String]) -> Option<
     let mut sources: Vec<String> = Vec::new();
     let mut all = Vec::new();
     for d in designs {
-        let prefix = format!("server.{d}.");
-        let Some(first) = e
-            .metrics
-            .iter()
-            .find(|m| m.id.starts_with(&prefix) && m.id.ends_with(".first"))
-        else {
+        let Some((first, c)) = e.metrics.iter().find_map(|m| {
+            Connection::parse(&m.id)
+                .filter(|c| c.design == d.as_str() && c.statistic == stat::FIRST)
+                .map(|c| (m, c))
+        }) else {
             continue;
         };
-        let Some(rest) = e.metric(&format!("{}.rest", first.id.trim_end_matches(".first"))) else {
+        let Some(rest) = e.metric(&c.with(stat::REST)) else {
             continue;
         };
         let now = match rest.unit.convert(rest.median, first.unit) {
@@ -180,13 +172,9 @@ pub(super) fn first_vs_rest(e: &ExperimentResult, designs: &[String]) -> Option<
         all.push(now);
         all.extend(then.map(|t| t.0));
         firsts.push(first);
-        let size = first
-            .id
-            .split('.')
-            .find_map(parse_size)
-            .map_or(String::new(), |b| {
-                format!(", {}", crate::report::html::svg::fmt_bytes(b))
-            });
+        let size = sid::size_bytes(c.size).map_or(String::new(), |b| {
+            format!(", {}", crate::report::html::svg::fmt_bytes(b))
+        });
         groups.push(BarGroup {
             label: d.clone(),
             bars: vec![

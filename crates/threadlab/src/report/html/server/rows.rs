@@ -2,20 +2,6 @@
 
 use super::*;
 
-/// "64b" -> 64, "1kib" -> 1024, "2mib" -> 2 MiB.
-pub(super) fn parse_size(s: &str) -> Option<f64> {
-    let (num, mult) = if let Some(n) = s.strip_suffix("kib") {
-        (n, 1024.0)
-    } else if let Some(n) = s.strip_suffix("mib") {
-        (n, 1024.0 * 1024.0)
-    } else if let Some(n) = s.strip_suffix('b') {
-        (n, 1.0)
-    } else {
-        return None;
-    };
-    num.parse::<f64>().ok().map(|n| n * mult)
-}
-
 /// One of the study's rows: `server.<design>[.same_cpu].<short|long>.<size>.mean`.
 pub(super) struct StudyRow<'a> {
     pub(super) design: usize,
@@ -29,26 +15,23 @@ pub(super) fn study_rows<'a>(
     designs: &[String],
     long: bool,
 ) -> Vec<StudyRow<'a>> {
-    let kind = if long { "long" } else { "short" };
     let mut rows = Vec::new();
     for m in &e.metrics {
-        let p: Vec<&str> = m.id.split('.').collect();
-        let (d, same, rest) = match p.as_slice() {
-            ["server", d, "same_cpu", rest @ ..] => (*d, true, rest),
-            ["server", d, rest @ ..] => (*d, false, rest),
-            _ => continue,
+        let Some(c) = Connection::parse(&m.id) else {
+            continue;
         };
-        let [k, size, "mean"] = rest else { continue };
-        if *k != kind {
+        if c.long != long || c.statistic != stat::MEAN {
             continue;
         }
-        let (Some(design), Some(bytes)) = (designs.iter().position(|x| x == d), parse_size(size))
-        else {
+        let (Some(design), Some(bytes)) = (
+            designs.iter().position(|x| x == c.design),
+            sid::size_bytes(c.size),
+        ) else {
             continue;
         };
         rows.push(StudyRow {
             design,
-            same_cpu: same,
+            same_cpu: c.same_cpu,
             bytes,
             metric: m,
         });
@@ -75,7 +58,7 @@ pub(super) fn fmt_metric(m: &Metric) -> String {
 
 /// A metric's method without its flags prefix, cut at the first "; " (and to `max` chars).
 pub(super) fn method(m: &Metric, max: usize) -> String {
-    let note = crate::report::html::note_body(m);
+    let note = flag::note_body(m);
     let cut = note.split("; ").next().unwrap_or(note).trim();
     if cut.chars().count() <= max {
         cut.to_string()
@@ -84,26 +67,6 @@ pub(super) fn method(m: &Metric, max: usize) -> String {
             "{}…",
             cut.chars().take(max - 1).collect::<String>().trim_end()
         )
-    }
-}
-
-/// What each flag means, for captions and the first things to know.
-pub fn flag_meaning(flag: &str) -> &'static str {
-    match flag {
-        "client_bound" => {
-            "the load generator may have held the load back (busy, lagging its plan, or near \
-             its own ceiling)"
-        }
-        "listen_overflow" => "the kernel's accept queue overflowed during the step",
-        "saturated" => {
-            "the server fell behind the plan: the step was cut short or under 97% of the \
-             planned requests were answered"
-        }
-        "errors" => "the client saw failures (connect, reset, a wrong reply)",
-        "little_law_mismatch" => {
-            "throughput x latency did not match the requests in flight (Little's law) within 10%"
-        }
-        _ => "see the metric's note",
     }
 }
 
@@ -125,7 +88,7 @@ pub(super) fn flag_caption(ms: &[&Metric]) -> String {
          table): {}.",
         flags
             .iter()
-            .map(|f| format!("{f}: {}", flag_meaning(f)))
+            .map(|f| format!("{f}: {}", flag::meaning_of(f)))
             .collect::<Vec<_>>()
             .join("; ")
     )

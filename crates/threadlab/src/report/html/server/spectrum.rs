@@ -83,10 +83,10 @@ pub(super) fn named<'a>(m: &'a Metric, name: &str) -> Option<&'a SerializedHisto
 }
 
 pub(super) fn design_spectrum(e: &ExperimentResult, di: usize, d: &str) -> Option<DesignSpectrum> {
-    let p99 = design_metric(e, d, "rate.p99");
+    let p99 = design_metric(e, d, stat::RATE_P99);
     let flags = p99.map(|m| m.flags.clone()).unwrap_or_default();
     // From the stored histograms: the corrected one is required, the uncorrected optional.
-    if let Some((m, hl)) = p99.and_then(|m| Some((m, named(m, "latency")?))) {
+    if let Some((m, hl)) = p99.and_then(|m| Some((m, named(m, sid::histogram::LATENCY)?))) {
         if let Some(lat) = decode(hl) {
             let us = |h: &Histogram<u64>, unit: Unit, q: f64| {
                 (!h.is_empty())
@@ -94,7 +94,8 @@ pub(super) fn design_spectrum(e: &ExperimentResult, di: usize, d: &str) -> Optio
                     .flatten()
             };
             let corrected = spectrum_points(&lat, hl.unit, Unit::Us);
-            let service = named(m, "service").and_then(|hs| Some((decode(hs)?, hs.unit)));
+            let service =
+                named(m, sid::histogram::SERVICE).and_then(|hs| Some((decode(hs)?, hs.unit)));
             let uncorrected = service
                 .as_ref()
                 .map(|(h, u)| spectrum_points(h, *u, Unit::Us))
@@ -115,8 +116,8 @@ pub(super) fn design_spectrum(e: &ExperimentResult, di: usize, d: &str) -> Optio
         }
     }
     // From the metrics: p50, p99, p99.9 (and the uncorrected p99).
-    let point = |suffix: &str, q: f64, what: &str| {
-        design_metric(e, d, suffix).and_then(|m| {
+    let point = |statistic: &str, q: f64, what: &str| {
+        design_metric(e, d, statistic).and_then(|m| {
             Some(SpectrumPoint {
                 x: nines(q),
                 value: m.unit.convert(m.median, Unit::Us)?,
@@ -125,9 +126,9 @@ pub(super) fn design_spectrum(e: &ExperimentResult, di: usize, d: &str) -> Optio
         })
     };
     let corrected: Vec<SpectrumPoint> = [
-        point("rate.p50", 0.5, "p50"),
-        point("rate.p99", 0.99, "p99"),
-        point("rate.p999", 0.999, "p99.9"),
+        point(stat::RATE_P50, 0.5, "p50"),
+        point(stat::RATE_P99, 0.99, "p99"),
+        point(stat::RATE_P999, 0.999, "p99.9"),
     ]
     .into_iter()
     .flatten()
@@ -135,25 +136,26 @@ pub(super) fn design_spectrum(e: &ExperimentResult, di: usize, d: &str) -> Optio
     if corrected.is_empty() {
         return None;
     }
-    let value =
-        |suffix: &str| design_metric(e, d, suffix).and_then(|m| m.unit.convert(m.median, Unit::Us));
+    let value = |statistic: &str| {
+        design_metric(e, d, statistic).and_then(|m| m.unit.convert(m.median, Unit::Us))
+    };
     Some(DesignSpectrum {
         design: di,
         corrected,
-        uncorrected: point("rate.uncorrected_p99", 0.99, "p99")
+        uncorrected: point(stat::RATE_UNCORRECTED_P99, 0.99, "p99")
             .into_iter()
             .collect(),
         requests: None,
         from_histograms: false,
         flags,
-        max: value("rate.max"),
+        max: value(stat::RATE_MAX),
         table: [
-            value("rate.p50"),
+            value(stat::RATE_P50),
             None,
-            value("rate.p99"),
-            value("rate.p999"),
+            value(stat::RATE_P99),
+            value(stat::RATE_P999),
         ],
-        uncorrected_p99: value("rate.uncorrected_p99"),
+        uncorrected_p99: value(stat::RATE_UNCORRECTED_P99),
     })
 }
 
@@ -274,7 +276,7 @@ pub(super) fn spectrum(e: &ExperimentResult, designs: &[String]) -> Option<Chart
     let title = "Latency percentile spectrum at the open-loop point";
     let rep = designs
         .iter()
-        .find_map(|d| design_metric(e, d, "rate.p99"))
+        .find_map(|d| design_metric(e, d, stat::RATE_P99))
         .map(|m| method(m, 260))
         .unwrap_or_default();
     let from_h: Vec<&str> = all
@@ -312,7 +314,7 @@ pub(super) fn spectrum(e: &ExperimentResult, designs: &[String]) -> Option<Chart
     );
     let flagged: Vec<&Metric> = designs
         .iter()
-        .filter_map(|d| design_metric(e, d, "rate.p99"))
+        .filter_map(|d| design_metric(e, d, stat::RATE_P99))
         .collect();
     let f = flag_caption(&flagged);
     if let Some(rest) = f.split_once("(named on hover and in the table): ") {

@@ -65,10 +65,16 @@ fn a_spectrum_goes_as_far_as_the_count_allows_then_the_maximum() {
 
 #[test]
 fn sizes_parse() {
-    assert_eq!(parse_size("64b"), Some(64.0));
-    assert_eq!(parse_size("16kib"), Some(16384.0));
-    assert_eq!(parse_size("1mib"), Some(1048576.0));
-    assert_eq!(parse_size("mean"), None);
+    assert_eq!(crate::results::ids::server::size_bytes("64b"), Some(64.0));
+    assert_eq!(
+        crate::results::ids::server::size_bytes("16kib"),
+        Some(16384.0)
+    );
+    assert_eq!(
+        crate::results::ids::server::size_bytes("1mib"),
+        Some(1048576.0)
+    );
+    assert_eq!(crate::results::ids::server::size_bytes("mean"), None);
 }
 
 fn metric(id: &str, unit: Unit, v: f64) -> Metric {

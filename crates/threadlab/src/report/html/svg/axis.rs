@@ -1,5 +1,8 @@
 //! Axes: scales, the mapping from data to pixels, nice ticks and number labels.
 
+// Tick labels are shared with the text comparison, so the formatter lives in report/.
+pub use crate::report::fmt_tick;
+
 /// How an axis is scaled and its ticks labelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scale {
@@ -342,35 +345,6 @@ pub(super) fn binary_log_ticks(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
         k += step;
     }
     (2f64.powf(a), 2f64.powf(b), ticks)
-}
-
-/// A tick label: short, no float dust ("0.5", "20", "5k", "2M").
-pub fn fmt_tick(v: f64) -> String {
-    let a = v.abs();
-    let trim = |s: String| {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s
-        }
-    };
-    if a == 0.0 {
-        "0".into()
-    } else if !v.is_finite() || a >= crate::measure::units::FIXED_MAX {
-        crate::measure::units::fmt_fixed(v, 0)
-    } else if a >= 1e9 {
-        format!("{}G", trim(format!("{:.1}", v / 1e9)))
-    } else if a >= 1e6 {
-        format!("{}M", trim(format!("{:.1}", v / 1e6)))
-    } else if a >= 1e4 {
-        format!("{}k", trim(format!("{:.1}", v / 1e3)))
-    } else if a >= 1.0 {
-        trim(format!("{v:.2}"))
-    } else if a >= 1e-3 {
-        trim(format!("{v:.4}"))
-    } else {
-        format!("{v:.0e}")
-    }
 }
 
 /// A size: "512", "4K", "64M".

@@ -8,8 +8,11 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::measure::env::Environment;
 use crate::measure::host::HostActivity;
-use crate::measure::stats::{two_modes, ModeCluster, Summary, TrialLog, NOISY_IQR_FRACTION};
+use crate::measure::stats::{two_modes, ModeCluster, Summary, TrialLog};
 use crate::measure::units::{Direction, Unit};
+
+pub mod flag;
+pub mod ids;
 
 /// Bumped whenever a field is renamed or its meaning changes; adding a field does not bump it.
 /// 2: every metric keeps its samples (`values`), `cv` is computed from them, `direction`,
@@ -280,10 +283,13 @@ pub struct SerializedHistogram {
     pub unit: Unit,
     /// Values recorded.
     pub count: u64,
-    /// "hdr-v2-deflate-base64".
+    /// `HDR_ENCODING`.
     pub encoding: String,
     pub data: String,
 }
+
+/// The encoding `SerializedHistogram::encoding` names for HdrHistogram V2 + DEFLATE, base64.
+pub const HDR_ENCODING: &str = "hdr-v2-deflate-base64";
 
 /// A curve: y against x, e.g. creation time against number created.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -431,9 +437,6 @@ impl Metric {
             .then(|| (self.q3 - self.q1) / 2.0 / self.median.abs() * 100.0)
     }
 }
-
-/// The noisy threshold the tables and docs name, as a percentage.
-pub const NOISY_IQR_PCT: f64 = NOISY_IQR_FRACTION * 100.0;
 
 fn one() -> u32 {
     1

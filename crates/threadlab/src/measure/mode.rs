@@ -1,0 +1,82 @@
+//! How much work a run does: the tiny, quick and full suites, and what each means for the
+//! sampler and the runner.
+
+use std::time::Duration;
+
+use crate::measure::sampler::SamplerConfig;
+
+/// How much work a run does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Smallest possible: for the end-to-end tests (structure, not figures).
+    Tiny,
+    /// The default suite: every experiment, short.
+    Quick,
+    /// `--full`: the studies' full ranges and more samples.
+    Full,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Tiny => "tiny",
+            Mode::Quick => "quick",
+            Mode::Full => "full",
+        }
+    }
+
+    /// Sampling defaults for one metric in this mode.
+    pub fn sampler_config(self) -> SamplerConfig {
+        match self {
+            Mode::Tiny => SamplerConfig {
+                warmup: Duration::from_micros(200),
+                min_batch: Duration::from_micros(100),
+                // Nine: the fewest whose complete separation (p = 4e-5) survives Holm's
+                // correction over a tiny run's metrics, which the compare tests rely on.
+                min_trials: 9,
+                max_trials: 9,
+                rounds: 1,
+                budget: Duration::from_millis(20),
+                // Tiny runs check structure; the filter would only lengthen them.
+                phase_filter: false,
+            },
+            Mode::Quick => SamplerConfig {
+                warmup: Duration::from_millis(20),
+                min_batch: Duration::from_millis(2),
+                min_trials: 8,
+                max_trials: 12,
+                rounds: 3,
+                budget: Duration::from_millis(400),
+                phase_filter: true,
+            },
+            Mode::Full => SamplerConfig {
+                warmup: Duration::from_millis(100),
+                min_batch: Duration::from_millis(5),
+                min_trials: 12,
+                max_trials: 40,
+                rounds: 5,
+                budget: Duration::from_secs(4),
+                phase_filter: true,
+            },
+        }
+    }
+
+    /// Picks the value for this mode.
+    pub fn pick<T>(self, tiny: T, quick: T, full: T) -> T {
+        match self {
+            Mode::Tiny => tiny,
+            Mode::Quick => quick,
+            Mode::Full => full,
+        }
+    }
+
+    /// Total time re-measuring may add to a run: about a quarter of the suite in quick, so the
+    /// quick suite stays within its bar even on a drifting host.
+    pub fn remeasure_budget(self) -> Duration {
+        self.pick(
+            Duration::from_secs(5),
+            Duration::from_secs(15),
+            Duration::from_secs(600),
+        )
+    }
+}

@@ -1,0 +1,136 @@
+//! Why a figure should not be taken at face value: the flags a metric carries, each with what
+//! it means. The results file keeps them as their names (`Metric::flags`), and a flagged
+//! metric's note starts with them in brackets, so that a reader of the note alone (the
+//! terminal table, Markdown, CSV) sees them too; `with_flags` and `note_body` are the two ends
+//! of that convention.
+
+use super::Metric;
+
+/// A reason to doubt a figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flag {
+    /// The load generator may have held the load back.
+    ClientBound,
+    /// The kernel's accept queue overflowed.
+    ListenOverflow,
+    /// The server fell behind the plan.
+    Saturated,
+    /// The client saw failures.
+    Errors,
+    /// Little's law did not hold.
+    LittleLawMismatch,
+    /// A race between threads whose outcome can outlast a run's trials decides the figure.
+    Race,
+}
+
+impl Flag {
+    pub const ALL: [Flag; 6] = [
+        Flag::ClientBound,
+        Flag::ListenOverflow,
+        Flag::Saturated,
+        Flag::Errors,
+        Flag::LittleLawMismatch,
+        Flag::Race,
+    ];
+
+    /// The stable snake_case name the results file keeps.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flag::ClientBound => "client_bound",
+            Flag::ListenOverflow => "listen_overflow",
+            Flag::Saturated => "saturated",
+            Flag::Errors => "errors",
+            Flag::LittleLawMismatch => "little_law_mismatch",
+            Flag::Race => super::RACE_FLAG,
+        }
+    }
+
+    /// The flag a name stands for; None for a name this version does not know (a newer
+    /// file's), which readers show as it is.
+    pub fn from_name(name: &str) -> Option<Flag> {
+        Flag::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// What the flag means, for captions and the first things to know.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Flag::ClientBound => {
+                "the load generator may have held the load back (busy, lagging its plan, or \
+                 near its own ceiling)"
+            }
+            Flag::ListenOverflow => "the kernel's accept queue overflowed during the step",
+            Flag::Saturated => {
+                "the server fell behind the plan: the step was cut short or under 97% of the \
+                 planned requests were answered"
+            }
+            Flag::Errors => "the client saw failures (connect, reset, a wrong reply)",
+            Flag::LittleLawMismatch => {
+                "throughput x latency did not match the requests in flight (Little's law) \
+                 within 10%"
+            }
+            Flag::Race => {
+                "a race between threads decides it, and its outcome can outlast all the trials \
+                 of a run: compare reads its changes as unstable"
+            }
+        }
+    }
+}
+
+/// What a flag named `name` means; an unknown name's meaning is in the metric's note.
+pub fn meaning_of(name: &str) -> &'static str {
+    Flag::from_name(name).map_or("see the metric's note", Flag::meaning)
+}
+
+/// Whether `m` carries `flag`.
+pub fn has(m: &Metric, flag: Flag) -> bool {
+    m.flags.iter().any(|f| f == flag.name())
+}
+
+/// The "[flag, flag] " a flagged metric's note starts with.
+fn prefix(flags: &[String]) -> String {
+    format!("[{}] ", flags.join(", "))
+}
+
+/// `m` carrying `flags`: named in its `flags` and at the start of its note.
+pub fn with_flags(mut m: Metric, flags: &[String]) -> Metric {
+    if !flags.is_empty() {
+        m.note = tagged(flags, untagged(&m));
+        m.flags = flags.to_vec();
+    }
+    m
+}
+
+/// A note for a metric carrying `flags`: `body` behind them in brackets.
+pub fn tagged(flags: &[String], body: &str) -> String {
+    if flags.is_empty() {
+        body.to_string()
+    } else {
+        format!("{}{body}", prefix(flags))
+    }
+}
+
+/// A metric's note exactly as written, without the flags `tagged` put in front of it.
+pub fn untagged(m: &Metric) -> &str {
+    if m.flags.is_empty() {
+        return &m.note;
+    }
+    m.note.strip_prefix(&prefix(&m.flags)).unwrap_or(&m.note)
+}
+
+/// A metric's note without the "[flag, flag] " its flags put in front of it, and without
+/// leading space, for pages that show the flags apart (as badges).
+pub fn note_body(m: &Metric) -> &str {
+    let note = m.note.trim_start();
+    if m.flags.is_empty() {
+        return note;
+    }
+    match note.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+        Some((inside, rest)) if inside == m.flags.join(", ") => rest,
+        _ => note,
+    }
+}
+
+/// The names of `flags`, in order.
+pub fn names(flags: &[Flag]) -> Vec<String> {
+    flags.iter().map(|f| f.name().to_string()).collect()
+}
