@@ -21,7 +21,7 @@ const LAYERS: &[&str] = &[
     "stack",
     "sys",
     // The kernel side of the reactor: epoll, eventfd, poll(2).
-    "io::poller",
+    "poll::poller",
     // The thread control block and the plain types around it.
     "tcb",
     // The run queue and policy.
@@ -31,12 +31,13 @@ const LAYERS: &[&str] = &[
     "preempt::timer",
     "preempt",
     // Poll descriptors: waiter slots shared by threads, pollers and shutdowns.
-    "io::desc",
+    "poll::desc",
+    "poll",
     "runtime::stats",
     "runtime::timers",
     // The runtime, bottom up.
     "runtime::carrier",
-    "guard",
+    "runtime::guard",
     "runtime::steal",
     "runtime::reactor",
     "runtime::dispatch",

@@ -9,7 +9,7 @@
 use super::stats::{bump, StatCounters, Stats};
 use super::timers::Timers;
 use crate::arch::FpEnv;
-use crate::io::poller::{Event, Poller, NO_EVENT};
+use crate::poll::poller::{Event, Poller, NO_EVENT};
 use crate::preempt::count as preempt;
 use crate::preempt::timer::Timer;
 use crate::sched::{RunQueue, SharedQueue};
