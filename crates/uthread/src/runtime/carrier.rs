@@ -15,7 +15,7 @@ use crate::preempt::timer::Timer;
 use crate::sched::{RunQueue, SharedQueue};
 use crate::stack::{self, Stack, StackPool};
 use crate::tcb::{CarrierAddr, Mode, RunState, Thread};
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::io;
 use std::ptr::null_mut;
@@ -182,21 +182,18 @@ pub(super) const POLL_INTERVAL: Duration = Duration::from_millis(1);
 const EVENTS: usize = 256;
 const ID_BLOCK: u64 = 1024;
 
-thread_local! {
-    /// Non-null while this OS thread is a carrier (inside `block_on`).
-    static CARRIER: Cell<*const Carrier> = const { Cell::new(core::ptr::null()) };
-}
-
-/// The carrier of the calling OS thread, or null outside `block_on`.
+/// The carrier of the calling OS thread, or null outside `block_on`. Kept in the same
+/// thread-local block as the preempt count (`preempt::count::carrier_word`), which every yield
+/// touches too.
 #[inline(always)]
 pub(crate) fn carrier_ptr() -> *const Carrier {
-    CARRIER.with(|c| c.get())
+    preempt::carrier_word() as *const Carrier
 }
 
 /// Makes the calling OS thread the carrier of `c` (non-null), or no carrier (null). Only
 /// `block_on` calls it, on entry and on exit.
 pub(super) fn set_carrier(c: *const Carrier) {
-    CARRIER.with(|p| p.set(c));
+    preempt::set_carrier_word(c as *const ());
 }
 
 /// The carrier of the calling OS thread, if it is inside `block_on`. The reference is only
