@@ -13,9 +13,9 @@ use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 /// The per-OS-thread words a yield touches, in one thread-local. One, not three, because of
-/// what the compiler does with a loop of yields in the caller (`yield_now` is inlined there): it
-/// takes each thread-local's address out of the loop, and with the switch clobbering all but
-/// two registers it keeps those addresses on the stack, reloading each after every switch
+/// what the compiler may do with a loop of yields in the caller (`yield_now` is inlined there):
+/// take each thread-local's address out of the loop, and with the switch clobbering all but
+/// two registers, keep those addresses on the stack, reloading each after every switch
 /// (a load that waits for the new stack pointer, then the load of the word itself). With one
 /// block there is one address to reload.
 struct Words {

@@ -1,6 +1,7 @@
-//! The carrier: the state of one runtime, the `CARRIER` thread-local that says which runtime
-//! the calling OS thread is running, and the carrier's own bookkeeping that never switches
-//! (stacks and ids for new threads, registering them, the timer, the inbox).
+//! The carrier: the state of one runtime, the carrier pointer that says which runtime the
+//! calling OS thread is running (called `CARRIER` below; a word of the preempt count's
+//! thread-local block, `preempt::count::carrier_word`), and the carrier's own bookkeeping that
+//! never switches (stacks and ids for new threads, registering them, the timer, the inbox).
 //!
 //! `Local` is touched only by the OS thread inside `block_on` for this carrier, and only with
 //! the preempt count raised (or from the tick handler when the count was zero): that is the
