@@ -50,9 +50,10 @@ mod sched;
 
 mod preempt;
 
-mod runtime;
+// Below the runtime: the reactor's kernel side (epoll) and the poll descriptors.
+mod poll;
 
-mod guard;
+mod runtime;
 
 mod sync;
 mod thread;

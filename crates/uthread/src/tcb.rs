@@ -287,7 +287,7 @@ pub(crate) struct Thread {
     pub(crate) life: AtomicU32,
     /// The green thread blocked in `join` (valid while `JOINER` is set and `DONE` is not).
     pub(crate) joiner: Cell<*mut Thread>,
-    /// The poll descriptor (`io::desc::PollDesc`, kept untyped: the control block sits below
+    /// The poll descriptor (`poll::desc::PollDesc`, kept untyped: the control block sits below
     /// the reactor) this thread is parked on, or null. Carrier-owned: the runtime closes the
     /// socket of a thread it abandons while parked.
     pub(crate) io_wait: Cell<*const ()>,

@@ -4,11 +4,15 @@
 //! them to the module they point at, and fails on any that points up (or to a module missing
 //! from the list below, so that a new module must be given its place).
 //!
+//! Folders are layers too: no two top-level modules (folders, or files directly under `src/`) may
+//! use each other, even through downward edges, so a folder never holds both a layer below
+//! another folder and one above it.
+//!
 //! A reference to a folder's `mod.rs` (for example `crate::preempt::disable`, a re-export)
 //! counts as a reference to the folder's wiring module, which sits above everything in the
 //! folder: lower layers must name the file that defines an item.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -21,7 +25,7 @@ const LAYERS: &[&str] = &[
     "stack",
     "sys",
     // The kernel side of the reactor: epoll, eventfd, poll(2).
-    "io::poller",
+    "poll::poller",
     // The thread control block and the plain types around it.
     "tcb",
     // The run queue and policy.
@@ -31,12 +35,13 @@ const LAYERS: &[&str] = &[
     "preempt::timer",
     "preempt",
     // Poll descriptors: waiter slots shared by threads, pollers and shutdowns.
-    "io::desc",
+    "poll::desc",
+    "poll",
     "runtime::stats",
     "runtime::timers",
     // The runtime, bottom up.
     "runtime::carrier",
-    "guard",
+    "runtime::guard",
     "runtime::steal",
     "runtime::reactor",
     "runtime::dispatch",
@@ -396,6 +401,67 @@ fn violations(files: &[(String, String)]) -> Vec<String> {
     bad
 }
 
+/// The top-level module (folder, or file directly under `src/`) a module belongs to; `None`
+/// for the crate root, which wires everything.
+fn folder(module: &str) -> Option<&str> {
+    module.split("::").next().filter(|f| !f.is_empty())
+}
+
+/// Circles among the top-level modules of `files` (each as `a -> b -> .. -> a`), whatever the
+/// direction of the edges inside them.
+fn folder_circles(files: &[(String, String)]) -> Vec<String> {
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, src) in files {
+        let Some(from) = folder(module) else { continue };
+        for path in references(module, src) {
+            let target = target_module(&path);
+            let Some(to) = folder(&target).or_else(|| path.first().map(String::as_str)) else {
+                continue;
+            };
+            if to != from {
+                edges
+                    .entry(from.to_string())
+                    .or_default()
+                    .insert(to.to_string());
+            }
+        }
+    }
+    // Depth-first search from every folder; a folder met again on the current path closes a
+    // circle.
+    fn visit(
+        node: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+        out: &mut BTreeSet<String>,
+    ) {
+        if let Some(at) = path.iter().position(|p| p == node) {
+            let mut circle = path[at..].to_vec();
+            // Start each circle at its smallest name, so one circle is reported once.
+            let first = (0..circle.len()).min_by_key(|&i| &circle[i]).unwrap_or(0);
+            circle.rotate_left(first);
+            circle.push(circle[0].clone());
+            out.insert(circle.join(" -> "));
+            return;
+        }
+        if done.contains(node) {
+            return;
+        }
+        path.push(node.to_string());
+        for next in edges.get(node).into_iter().flatten() {
+            visit(next, edges, path, done, out);
+        }
+        path.pop();
+        done.insert(node.to_string());
+    }
+    let mut out = BTreeSet::new();
+    let mut done = BTreeSet::new();
+    for node in edges.keys() {
+        visit(node, &edges, &mut Vec::new(), &mut done, &mut out);
+    }
+    out.into_iter().collect()
+}
+
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in fs::read_dir(dir).expect("readable src dir") {
         let p = e.expect("dir entry").path();
@@ -407,8 +473,8 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-#[test]
-fn modules_use_only_lower_layers() {
+/// Every source file under `src/`, as (module path, source text).
+fn crate_files() -> Vec<(String, String)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut paths = Vec::new();
     rust_files(&src, &mut paths);
@@ -424,7 +490,12 @@ fn modules_use_only_lower_layers() {
         })
         .collect();
     assert!(files.len() >= 15, "found only {} files", files.len());
-    let bad = violations(&files);
+    files
+}
+
+#[test]
+fn modules_use_only_lower_layers() {
+    let bad = violations(&crate_files());
     assert!(
         bad.is_empty(),
         "layering violations:\n  {}",
@@ -472,4 +543,45 @@ fn the_checker_reports_upward_edges() {
         let got = violations(std::slice::from_ref(&case));
         assert_eq!(got.len(), 1, "{case:?} gave {got:?}");
     }
+}
+
+#[test]
+fn no_two_folders_use_each_other() {
+    let circles = folder_circles(&crate_files());
+    assert!(
+        circles.is_empty(),
+        "folder-level import circles (move the lower part into a folder of its own):\n  {}",
+        circles.join("\n  ")
+    );
+}
+
+/// The circle finder itself: downward edges that still join two folders both ways are a
+/// circle; a chain is not.
+#[test]
+fn the_checker_reports_folder_circles() {
+    let file = |m: &str, s: &str| (m.to_string(), s.to_string());
+    let chain = [
+        file("poll::desc", "use crate::tcb::Thread;"),
+        file("runtime::ops", "use crate::poll::desc::PollDesc;"),
+        file("io", "use crate::runtime::ops::wait_io;"),
+    ];
+    assert_eq!(folder_circles(&chain), Vec::<String>::new());
+    // The old shape: the poller inside `io`, below the runtime, and the waits above it.
+    let two = [
+        file("runtime::carrier", "use crate::io::poller::Poller;"),
+        file("io", "use crate::runtime::ops::wait_io;"),
+    ];
+    assert_eq!(
+        folder_circles(&two),
+        vec!["io -> runtime -> io".to_string()]
+    );
+    let three = [
+        file("sched", "use crate::tcb::Thread;"),
+        file("tcb", "use crate::preempt::count::x;"),
+        file("preempt::count", "use crate::sched::RunQueue;"),
+    ];
+    assert_eq!(
+        folder_circles(&three),
+        vec!["preempt -> sched -> tcb -> preempt".to_string()]
+    );
 }

@@ -1,5 +1,5 @@
-//! Waiting for descriptors the caller owns, running blocking calls off the carrier, and the
-//! reactor's lower layers.
+//! Waiting for descriptors the caller owns, and running blocking calls off the carrier (the
+//! reactor's lower layers, the poller and the poll descriptors, are in `crate::poll`).
 //!
 //! Sockets should use [`crate::net`], whose types register their descriptor once and wait on it
 //! without any extra system call. [`wait_readable`] and [`wait_writable`] are for other
@@ -29,14 +29,11 @@
 //! });
 //! ```
 
-pub(crate) mod desc;
-pub(crate) mod poller;
-
+use crate::poll::desc::PollDesc;
+use crate::poll::poller::{cvt, poll_blocking, Dir};
 use crate::runtime::carrier::{context, current_carrier_ref, Context};
 use crate::runtime::ops::{timed_out, wait_io, with_remote_wake_expected};
 use crate::sync::{Mutex, Semaphore};
-use desc::PollDesc;
-use poller::{cvt, poll_blocking, Dir};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};

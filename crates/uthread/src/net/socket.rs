@@ -15,8 +15,8 @@
 //! has been reported, the next read returns at once and nothing is reported again, so after a
 //! hang-up (`PollDesc::hung_up`) every call is tried first.
 
-use crate::io::desc::{PollDesc, SHUT_READ, SHUT_WRITE};
-use crate::io::poller::{cvt, Dir};
+use crate::poll::desc::{PollDesc, SHUT_READ, SHUT_WRITE};
+use crate::poll::poller::{cvt, Dir};
 use crate::runtime::ops::wait_io;
 use crate::runtime::reactor::wake;
 use std::io::{self, IoSlice, IoSliceMut};

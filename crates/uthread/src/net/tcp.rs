@@ -2,7 +2,7 @@
 
 use super::addr::{each_addr, RawAddr};
 use super::socket::{getsockopt, new_socket, setsockopt, Socket};
-use crate::io::poller::{cvt, Dir};
+use crate::poll::poller::{cvt, Dir};
 use crate::runtime::ops::sleep;
 use std::fmt;
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};

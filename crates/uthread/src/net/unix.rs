@@ -4,7 +4,7 @@
 
 use super::socket::{new_socket, Socket};
 use super::tcp::fd_conversions;
-use crate::io::poller::{cvt, Dir};
+use crate::poll::poller::{cvt, Dir};
 use std::fmt;
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::mem::ManuallyDrop;

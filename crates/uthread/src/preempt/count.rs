@@ -8,16 +8,48 @@
 //! ([`on_pending`]). Why a non-zero count makes preemption safe is in `runtime/tick.rs`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, Ordering};
 use std::sync::OnceLock;
 
-thread_local! {
-    /// Preempt-disable depth of the running green thread (saved/restored per thread on switch).
-    /// Atomic only so that the signal handler's accesses are not data races; same-thread
-    /// Relaxed load/store compiles to plain moves.
-    static COUNT: AtomicU32 = const { AtomicU32::new(0) };
+/// The per-OS-thread words a yield touches, in one thread-local. One, not three, because of
+/// what the compiler may do with a loop of yields in the caller (`yield_now` is inlined there):
+/// take each thread-local's address out of the loop, and with the switch clobbering all but
+/// two registers, keep those addresses on the stack, reloading each after every switch
+/// (a load that waits for the new stack pointer, then the load of the word itself). With one
+/// block there is one address to reload.
+struct Words {
+    /// Preempt-disable depth of the running green thread (saved/restored per thread on
+    /// switch). Atomic only so that the signal handler's accesses are not data races;
+    /// same-thread Relaxed load/store compiles to plain moves.
+    count: AtomicU32,
     /// A preemption was requested while the count was non-zero.
-    static PENDING: AtomicBool = const { AtomicBool::new(false) };
+    pending: AtomicBool,
+    /// The runtime's carrier on this OS thread (untyped: the carrier is a layer above; see
+    /// `runtime::carrier::carrier_ptr`).
+    carrier: Cell<*const ()>,
+}
+
+thread_local! {
+    static WORDS: Words = const {
+        Words {
+            count: AtomicU32::new(0),
+            pending: AtomicBool::new(false),
+            carrier: Cell::new(core::ptr::null()),
+        }
+    };
+}
+
+/// The word the runtime keeps its carrier pointer in (null outside `block_on`).
+#[inline(always)]
+pub(crate) fn carrier_word() -> *const () {
+    WORDS.with(|w| w.carrier.get())
+}
+
+/// Sets the carrier word (the runtime, on entering and leaving `block_on`).
+#[inline(always)]
+pub(crate) fn set_carrier_word(p: *const ()) {
+    WORDS.with(|w| w.carrier.set(p));
 }
 
 /// Set by [`PreemptSafeAlloc`] the first time it is used.
@@ -25,18 +57,21 @@ static SAFE_ALLOC_INSTALLED: AtomicBool = AtomicBool::new(false);
 
 #[inline(always)]
 pub(crate) fn count() -> u32 {
-    COUNT.with(|c| c.load(Ordering::Relaxed))
+    WORDS.with(|w| w.count.load(Ordering::Relaxed))
 }
 
 #[inline(always)]
 pub(crate) fn set_count(v: u32) {
-    COUNT.with(|c| c.store(v, Ordering::Relaxed));
+    WORDS.with(|w| w.count.store(v, Ordering::Relaxed));
     compiler_fence(Ordering::SeqCst);
 }
 
 #[inline(always)]
 pub(crate) fn disable() {
-    COUNT.with(|c| c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed));
+    WORDS.with(|w| {
+        w.count
+            .store(w.count.load(Ordering::Relaxed) + 1, Ordering::Relaxed)
+    });
     // Keep the compiler from moving protected accesses above the increment: the handler (on
     // this same OS thread) must see the count before it can see half-done runtime state.
     compiler_fence(Ordering::SeqCst);
@@ -46,18 +81,18 @@ pub(crate) fn disable() {
 #[inline(always)]
 pub(crate) fn enable_no_yield() -> u32 {
     compiler_fence(Ordering::SeqCst);
-    COUNT.with(|c| {
-        let v = c.load(Ordering::Relaxed);
+    WORDS.with(|w| {
+        let v = w.count.load(Ordering::Relaxed);
         debug_assert!(v > 0, "uthread: preempt count underflow");
         let v = v.wrapping_sub(1);
-        c.store(v, Ordering::Relaxed);
+        w.count.store(v, Ordering::Relaxed);
         v
     })
 }
 
 #[inline(always)]
 pub(crate) fn enable() {
-    if enable_no_yield() == 0 && PENDING.with(|p| p.load(Ordering::Relaxed)) {
+    if enable_no_yield() == 0 && WORDS.with(|w| w.pending.load(Ordering::Relaxed)) {
         take_pending();
     }
 }
@@ -66,9 +101,9 @@ pub(crate) fn enable() {
 /// every switch, whose time follows its stores.
 #[inline(always)]
 pub(crate) fn clear_pending() {
-    PENDING.with(|p| {
-        if p.load(Ordering::Relaxed) {
-            p.store(false, Ordering::Relaxed);
+    WORDS.with(|w| {
+        if w.pending.load(Ordering::Relaxed) {
+            w.pending.store(false, Ordering::Relaxed);
         }
     });
 }
@@ -97,11 +132,11 @@ fn take_pending() {
 /// Marks a preemption as pending (from the tick handler). Returns `false` if one already was.
 #[inline(always)]
 pub(crate) fn set_pending() -> bool {
-    PENDING.with(|p| {
-        if p.load(Ordering::Relaxed) {
+    WORDS.with(|w| {
+        if w.pending.load(Ordering::Relaxed) {
             false
         } else {
-            p.store(true, Ordering::Relaxed);
+            w.pending.store(true, Ordering::Relaxed);
             true
         }
     })
@@ -152,7 +187,7 @@ pub fn critical_section<R>(f: impl FnOnce() -> R) -> R {
 /// [`PreemptSafeAlloc`] are only preempted here and at runtime calls.
 #[inline]
 pub fn preempt_point() {
-    if PENDING.with(|p| p.load(Ordering::Relaxed)) && count() == 0 {
+    if WORDS.with(|w| w.pending.load(Ordering::Relaxed)) && count() == 0 {
         take_pending();
     }
 }

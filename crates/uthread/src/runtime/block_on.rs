@@ -3,12 +3,12 @@
 //! and [`run`].
 
 use super::carrier::{carrier_ptr, release_handle, set_carrier, Carrier, Config, Remote};
+use super::guard::{self, AltStack};
 use super::handle::Handle;
 use super::stats::Stats;
 use super::{dispatch, ops, owner, tick};
 use crate::arch::FpEnv;
-use crate::guard::{self, AltStack};
-use crate::io::poller::Poller;
+use crate::poll::poller::Poller;
 use crate::preempt::count as preempt;
 use crate::stack::StackPool;
 use crate::sys;

@@ -1,6 +1,7 @@
-//! The carrier: the state of one runtime, the `CARRIER` thread-local that says which runtime
-//! the calling OS thread is running, and the carrier's own bookkeeping that never switches
-//! (stacks and ids for new threads, registering them, the timer, the inbox).
+//! The carrier: the state of one runtime, the carrier pointer that says which runtime the
+//! calling OS thread is running (called `CARRIER` below; a word of the preempt count's
+//! thread-local block, `preempt::count::carrier_word`), and the carrier's own bookkeeping that
+//! never switches (stacks and ids for new threads, registering them, the timer, the inbox).
 //!
 //! `Local` is touched only by the OS thread inside `block_on` for this carrier, and only with
 //! the preempt count raised (or from the tick handler when the count was zero): that is the
@@ -9,13 +10,13 @@
 use super::stats::{bump, StatCounters, Stats};
 use super::timers::Timers;
 use crate::arch::FpEnv;
-use crate::io::poller::{Event, Poller, NO_EVENT};
+use crate::poll::poller::{Event, Poller, NO_EVENT};
 use crate::preempt::count as preempt;
 use crate::preempt::timer::Timer;
 use crate::sched::{RunQueue, SharedQueue};
 use crate::stack::{self, Stack, StackPool};
 use crate::tcb::{CarrierAddr, Mode, RunState, Thread};
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::io;
 use std::ptr::null_mut;
@@ -182,21 +183,18 @@ pub(super) const POLL_INTERVAL: Duration = Duration::from_millis(1);
 const EVENTS: usize = 256;
 const ID_BLOCK: u64 = 1024;
 
-thread_local! {
-    /// Non-null while this OS thread is a carrier (inside `block_on`).
-    static CARRIER: Cell<*const Carrier> = const { Cell::new(core::ptr::null()) };
-}
-
-/// The carrier of the calling OS thread, or null outside `block_on`.
+/// The carrier of the calling OS thread, or null outside `block_on`. Kept in the same
+/// thread-local block as the preempt count (`preempt::count::carrier_word`), which every yield
+/// touches too.
 #[inline(always)]
 pub(crate) fn carrier_ptr() -> *const Carrier {
-    CARRIER.with(|c| c.get())
+    preempt::carrier_word() as *const Carrier
 }
 
 /// Makes the calling OS thread the carrier of `c` (non-null), or no carrier (null). Only
 /// `block_on` calls it, on entry and on exit.
 pub(super) fn set_carrier(c: *const Carrier) {
-    CARRIER.with(|p| p.set(c));
+    preempt::set_carrier_word(c as *const ());
 }
 
 /// The carrier of the calling OS thread, if it is inside `block_on`. The reference is only

@@ -6,15 +6,19 @@
 //!
 //! The files form layers; each uses only those listed before it (`tests/layering.rs` checks):
 //! `stats` (counters), `timers` (sleeps and deadlines, by due time), `carrier` (the state and
-//! the `CARRIER` thread-local), `steal` (a pool's carriers sharing unstarted threads),
-//! `reactor` (wake-ups: the inbox, timers, the poller), `dispatch` (the switch and its
-//! bookkeeping), `tick` (the preemption signal handler), `ops` (yield, block, sleep, wait on a descriptor, join, synchronize, queue), `owner` (the scheduler
+//! the `CARRIER` thread-local), `guard` (stack-overflow reports), `steal` (a pool's carriers
+//! sharing unstarted threads), `reactor` (wake-ups: the inbox, timers, the poller), `dispatch`
+//! (the switch and its bookkeeping), `tick` (the preemption signal handler), `ops` (yield,
+//! block, sleep, wait on a descriptor, join, synchronize, queue), `owner` (the scheduler
 //! context's loop, its idle wait in the poller, and shutdown), `handle` (`Handle`), `block_on`
-//! (`Runtime`, `RuntimeBuilder`).
+//! (`Runtime`, `RuntimeBuilder`). The reactor's kernel side and the poll descriptors sit below
+//! the runtime, in `crate::poll`; the waits users call sit above it, in `crate::io` and
+//! `crate::net`.
 
 pub(crate) mod block_on;
 pub(crate) mod carrier;
 pub(crate) mod dispatch;
+pub(crate) mod guard;
 pub(crate) mod handle;
 pub(crate) mod ops;
 pub(crate) mod owner;

@@ -7,8 +7,8 @@ use super::dispatch::{next_for_block, resume_without_switch, switch_to};
 use super::reactor::{poll, wake};
 use super::stats::{bump, Stats};
 use super::timers::{claim, Waiter};
-use crate::io::desc::{closed_error, PollDesc, READY};
-use crate::io::poller::{poll_blocking, Dir};
+use crate::poll::desc::{closed_error, PollDesc, READY};
+use crate::poll::poller::{poll_blocking, Dir};
 use crate::preempt::count as preempt;
 use crate::race::{self, RacePoint};
 use crate::sys;
@@ -269,7 +269,7 @@ impl From<io::Error> for Parked {
     }
 }
 
-/// The protocol of `io::desc` (steps 2 to 4) for the running green thread `cur`.
+/// The protocol of `poll::desc` (steps 2 to 4) for the running green thread `cur`.
 ///
 /// # Safety
 /// `cur` is the running green thread of carrier `c`, on `c`'s OS thread, count raised.

@@ -9,7 +9,7 @@ use super::carrier::{Carrier, Local};
 use super::dispatch::switch_to;
 use super::reactor::{make_runnable, netpoll, poll_without_io, wake};
 use super::steal;
-use crate::io::desc::PollDesc;
+use crate::poll::desc::PollDesc;
 use crate::sched::RunQueue;
 use crate::sys;
 use crate::tcb::{life, Mode, RunState, Thread};

@@ -21,8 +21,8 @@ use super::carrier::{carrier_ptr, Carrier, Local, Remote, Request, POLL_EVERY, P
 use super::stats::bump;
 use super::steal::{self, shares};
 use super::timers::{claim, Waiter};
-use crate::io::desc::{PollDesc, READ_HUP, WRITE_HUP};
-use crate::io::poller::{Dir, HANGUP_BITS, NOTIFY_TOKEN, READ_BITS, WRITE_BITS};
+use crate::poll::desc::{PollDesc, READ_HUP, WRITE_HUP};
+use crate::poll::poller::{Dir, HANGUP_BITS, NOTIFY_TOKEN, READ_BITS, WRITE_BITS};
 use crate::preempt::count as preempt;
 use crate::race::{self, RacePoint};
 use crate::tcb::{RunState, Thread};

@@ -6,8 +6,8 @@
 //! left behind to grow the structure or to fire at a thread that has moved on. Only the
 //! owning carrier touches it, with the preempt count raised.
 
-use crate::io::desc::PollDesc;
-use crate::io::poller::Dir;
+use crate::poll::desc::PollDesc;
+use crate::poll::poller::Dir;
 use crate::tcb::Thread;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU32;

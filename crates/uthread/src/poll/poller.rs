@@ -3,7 +3,7 @@
 //!
 //! A leaf: it knows descriptors and tokens, nothing of threads or carriers. Each socket is
 //! added once, edge-triggered, for both directions (`EPOLLIN | EPOLLOUT | EPOLLRDHUP |
-//! EPOLLET`), with its poll descriptor's tagged address as the token (`io::desc`); the eventfd
+//! EPOLLET`), with its poll descriptor's tagged address as the token (`poll::desc`); the eventfd
 //! sits in the same set, level-triggered, under token 0, so that another OS thread can end a
 //! carrier's `epoll_wait` by writing to it ([`Poller::notify`]).
 
