@@ -214,6 +214,8 @@ mod tests {
             tables: vec![],
             conclusion: None,
             attempts: vec![],
+            headline: vec![],
+            verdict: None,
             drift_note: None,
             host: None,
         };
@@ -229,6 +231,7 @@ mod tests {
             environment: Default::default(),
             warnings: vec![],
             experiments: vec![e],
+            advice: vec![],
         };
         let html = render(&r);
         let b = html.find("<b>b</b>").unwrap();
