@@ -78,13 +78,17 @@ impl Mode {
                 budget: Duration::from_millis(400),
                 phase_filter: true,
             },
+            // Twice the quick suite's trials at most and four times its budget per row: a row
+            // stops at its precision target, so the floor (min_trials x rounds) is what a
+            // steady row costs; 12 x 5 made --full take 25 minutes for figures whose
+            // intervals were already within target at 8 x 3.
             Mode::Full => SamplerConfig {
                 warmup: Duration::from_millis(100),
                 min_batch: Duration::from_millis(5),
-                min_trials: 12,
-                max_trials: 40,
-                rounds: 5,
-                budget: Duration::from_secs(4),
+                min_trials: 8,
+                max_trials: 24,
+                rounds: 3,
+                budget: Duration::from_millis(1500),
                 phase_filter: true,
             },
         }
