@@ -123,6 +123,28 @@ fn run_prints_a_summary_that_ends_with_the_files_and_show_prints_it_again() {
         .trim_end()
         .ends_with(&format!("results: {}", json.display())));
 
+    // A file written before the advice, headlines and verdicts were stored still reads, and
+    // gets them from its metrics.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("advice");
+    for e in v["experiments"].as_array_mut().unwrap() {
+        let e = e.as_object_mut().unwrap();
+        e.remove("headline");
+        e.remove("verdict");
+    }
+    let older = dir.join("older.json");
+    std::fs::write(&older, serde_json::to_string(&v).unwrap()).unwrap();
+    let o = show(&[older.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rebuilt = stdout(&o);
+    assert!(rebuilt.contains("What to choose on this machine") && rebuilt.contains("→ "));
+    assert_eq!(
+        rebuilt.matches("\n  → ").count(),
+        out.matches("\n  → ").count(),
+        "{rebuilt}"
+    );
+
     // One experiment: its lines and the advice resting on it, no other experiment's.
     let o = show(&[json.to_str().unwrap(), "throttle"]);
     let one = stdout(&o);

@@ -129,13 +129,20 @@ fn headline(e: &ExperimentResult, width: usize) -> String {
     let (id_w, now_w, spread_w) = (col(0), col(1), col(2));
     let mut out = String::new();
     for [id, now, spread, then] in &rows {
-        let line = format!("  {id:<id_w$}  {now:>now_w$}  {spread:<spread_w$}  {then}");
-        let line = line.trim_end();
-        if line.chars().count() <= width {
-            out.push_str(line);
+        let figure = format!("  {id:<id_w$}  {now:>now_w$}  {spread:<spread_w$}");
+        let line = format!("{figure}  {then}");
+        if line.trim_end().chars().count() <= width {
+            out.push_str(line.trim_end());
             out.push('\n');
+        } else if figure.trim_end().chars().count() <= width {
+            // The study's figure on a line of its own keeps the columns aligned.
+            out.push_str(figure.trim_end());
+            out.push('\n');
+            if !then.is_empty() {
+                out.push_str(&wrap(then, width, "      ", "      "));
+            }
         } else {
-            out.push_str(&wrap(line, width, "  ", "      "));
+            out.push_str(&wrap(&line, width, "  ", "      "));
         }
     }
     out
