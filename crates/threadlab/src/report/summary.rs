@@ -131,8 +131,13 @@ fn headline(e: &ExperimentResult, width: usize) -> String {
     for [id, now, spread, then] in &rows {
         let figure = format!("  {id:<id_w$}  {now:>now_w$}  {spread:<spread_w$}");
         let line = format!("{figure}  {then}");
+        // Unaligned, when another row's wide figure (two modes) pushes this one past the width.
+        let plain = format!("  {id}  {now}  {spread}  {then}");
         if line.trim_end().chars().count() <= width {
             out.push_str(line.trim_end());
+            out.push('\n');
+        } else if plain.trim_end().chars().count() <= width {
+            out.push_str(plain.trim_end());
             out.push('\n');
         } else if figure.trim_end().chars().count() <= width {
             // The study's figure on a line of its own keeps the columns aligned.
