@@ -72,7 +72,9 @@ impl Budget {
         let left = self.left_s();
         if this_s * SCALE_RANGE.0 > left {
             return Err(format!(
-                "not run: the --budget of {} s leaves {left:.0} s, and this experiment needs                  about {:.0} s even at its smallest scale; give a larger --budget or name fewer                  experiments",
+                "not run: the --budget of {} s leaves {left:.1} s, and this experiment needs about \
+                 {:.1} s even at its smallest scale; give a larger --budget or name fewer \
+                 experiments",
                 self.total.as_secs(),
                 this_s * SCALE_RANGE.0
             ));
