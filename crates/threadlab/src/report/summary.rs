@@ -85,10 +85,14 @@ fn more(e: &ExperimentResult) -> String {
     let hidden = e.metrics.len().saturating_sub(e.headline.len());
     let mut parts = Vec::new();
     if hidden > 0 {
-        parts.push(format!("{hidden} more figures"));
+        parts.push(format!("{hidden} more {}", plural(hidden, "figure")));
     }
     if !e.tables.is_empty() {
-        parts.push(format!("{} tables", e.tables.len()));
+        parts.push(format!(
+            "{} {}",
+            e.tables.len(),
+            plural(e.tables.len(), "table")
+        ));
     }
     if !e.skipped_metrics.is_empty() {
         parts.push(format!("{} skipped here", e.skipped_metrics.len()));
@@ -101,6 +105,15 @@ fn more(e: &ExperimentResult) -> String {
         String::new()
     } else {
         format!(" · {}", parts.join(", "))
+    }
+}
+
+/// "figure" or "figures".
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        word.to_string()
+    } else {
+        format!("{word}s")
     }
 }
 
