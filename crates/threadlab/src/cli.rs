@@ -34,7 +34,11 @@ macro_rules! say_err {
 }
 
 mod doctor;
+mod progress;
+mod show;
 pub use doctor::DoctorArgs;
+use progress::{fmt_duration, make_progress};
+pub use show::ShowArgs;
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
@@ -43,7 +47,7 @@ use crate::measure::env;
 use crate::report::compare::{self, Run};
 use crate::report::{self, html, prom, table, Format};
 use crate::results::{self, RunResults, Status};
-use crate::runner::{self, Progress};
+use crate::runner;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -59,8 +63,11 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run experiments (all of them when none is named) and print then-vs-now tables.
+    /// Run experiments (all of them when none is named) and print a summary: each
+    /// experiment's headline figures beside the study's and its verdict, then what to choose.
     Run(RunArgs),
+    /// Print a saved run again without measuring: the summary, or with --detail every table.
+    Show(ShowArgs),
     /// List the experiments: name, study, what it measures, rough duration.
     List,
     /// Write the HTML report of a results file: one self-contained page that opens offline.
@@ -100,6 +107,13 @@ pub struct RunArgs {
     /// The studies' full ranges and more samples (minutes instead of seconds).
     #[arg(long)]
     pub full: bool,
+    /// Print every figure, table and note (the whole results file) rather than the summary.
+    #[arg(long, short = 'v')]
+    pub detail: bool,
+    /// Fit the run into this wall time (e.g. 5m, 90s): every sampled figure gets a share of
+    /// it, and an experiment that no longer fits is skipped with that reason.
+    #[arg(long, value_name = "DURATION", value_parser = parse_budget)]
+    pub budget: Option<std::time::Duration>,
     /// Write the results file (JSON) here [default: threadlab-results.json].
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -301,6 +315,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         }
         Command::Probe { what, mode, cpu } => probe(&what, &mode, cpu),
         Command::Run(args) => run(args),
+        Command::Show(args) => show::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Report(args) => report_command(args),
         Command::Compare(args) => compare_command(args),
@@ -428,17 +443,30 @@ fn export_command(args: ExportArgs) -> Result<i32> {
 
 pub fn list_text() -> String {
     let mut out = String::new();
+    let (mut quick, mut full) = (0.0, 0.0);
     for e in experiments::registry() {
         let i = e.info();
+        let (q, f) = (
+            i.rough_duration(Mode::Quick).as_secs_f64(),
+            i.rough_duration(Mode::Full).as_secs_f64(),
+        );
+        quick += q;
+        full += f;
         out.push_str(&format!(
-            "{:<10} ~{}s quick, ~{}s --full\n           {}\n           study: {}\n",
+            "{:<10} ~{} quick, ~{} --full\n           {}\n           study: {}\n",
             i.name,
-            i.rough_duration(Mode::Quick).as_secs(),
-            i.rough_duration(Mode::Full).as_secs(),
+            fmt_duration(q),
+            fmt_duration(f),
             i.measures,
             i.study.citation
         ));
     }
+    out.push_str(&format!(
+        "\nall        ~{} quick, ~{} --full (measured on 2 vCPUs; --budget DURATION fits a run \
+         into another time)\n",
+        fmt_duration(quick),
+        fmt_duration(full)
+    ));
     out
 }
 
@@ -510,22 +538,12 @@ fn run(args: RunArgs) -> Result<i32> {
         } else {
             Some(args.drift_threshold.unwrap_or(runner::DEFAULT_DRIFT_PCT))
         },
+        budget: args.budget,
     };
     let results = runner::run(&plan, &cancel, progress.as_ref());
     progress.clear();
 
-    let style = table::Style {
-        color: std::io::stdout().is_terminal()
-            && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty()),
-        width: terminal_width(),
-    };
-    // Printed as is, not through `say!`: the table's colour codes are its own, and its text
-    // comes from a cleaned copy of the results.
-    {
-        use std::io::Write as _;
-        let text = table::render(&report::terminal::cleaned(&results), &style);
-        let _ = write!(std::io::stdout(), "{text}");
-    }
+    print_results(&results, args.detail, &[], &saving.files())?;
     saving.save(&results)?;
     say_err!("done in {:.1} s", started.elapsed().as_secs_f64());
 
@@ -537,6 +555,39 @@ fn run(args: RunArgs) -> Result<i32> {
         .iter()
         .any(|e| e.status == Status::Failed);
     Ok(if failed { 1 } else { 0 })
+}
+
+/// The summary, or with `detail` every table of the file, of the experiments in `only` (all
+/// when empty), ending with the files named.
+fn print_results(
+    results: &RunResults,
+    detail: bool,
+    only: &[String],
+    files: report::summary::Files,
+) -> Result<()> {
+    let width = terminal_width().unwrap_or(160) as usize;
+    let clean = report::terminal::cleaned(results);
+    let text = if detail {
+        let style = table::Style {
+            color: std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty()),
+            width: Some(width.min(u16::MAX as usize) as u16),
+        };
+        let mut picked = clean.clone();
+        if !only.is_empty() {
+            picked.experiments.retain(|e| only.contains(&e.name));
+        }
+        let mut text = table::render(&picked, &style);
+        text.push_str(&report::summary::tail(&picked, width, files));
+        text
+    } else {
+        report::summary::render(&clean, width, only, files)
+    };
+    // Printed as is, not through `say!`: the table's colour codes are its own, and its text
+    // comes from a cleaned copy of the results.
+    use std::io::Write as _;
+    let _ = write!(std::io::stdout(), "{text}");
+    Ok(())
 }
 
 /// The output flags of `run` and `doctor`.
@@ -601,6 +652,24 @@ impl Saving {
             html_out,
             json_path,
         })
+    }
+
+    /// The files a run writes, as the summary names them: the results file and the report
+    /// last.
+    fn files(&self) -> Vec<(&'static str, String)> {
+        let mut files: Vec<(&'static str, String)> = self
+            .outputs
+            .iter()
+            .filter(|(f, _)| *f != Format::Json)
+            .map(|(f, p)| (f.flag().trim_start_matches('-'), p.display().to_string()))
+            .collect();
+        if let Some(p) = &self.json_path {
+            files.push(("results", p.display().to_string()));
+        }
+        if let Some(out) = &self.html_out {
+            files.push(("report", out.given.display().to_string()));
+        }
+        files
     }
 
     fn save(&self, results: &RunResults) -> Result<()> {
@@ -725,6 +794,19 @@ fn serve(args: ServeArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// A run's time budget: a duration of at least 10 s, e.g. "5m", "90s", "1h 30m".
+fn parse_budget(s: &str) -> std::result::Result<std::time::Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if d >= std::time::Duration::from_secs(10) => Ok(d),
+        Ok(_) => Err(format!(
+            "'{s}' is under 10 s, too short for any experiment; e.g. --budget 5m"
+        )),
+        Err(_) => Err(format!(
+            "'{s}' is not a duration; e.g. --budget 5m or --budget 90s"
+        )),
+    }
+}
+
 /// A drift threshold: a percentage above 0 and at most 100.
 fn parse_drift_pct(s: &str) -> std::result::Result<f64, String> {
     match s.parse::<f64>() {
@@ -753,78 +835,32 @@ fn parse_alpha(s: &str) -> std::result::Result<f64, String> {
     }
 }
 
+/// The width to lay text out in: the terminal's when stdout is one, else `COLUMNS` (as a
+/// shell exports it, or as set for a pipe), else none (the caller's default).
 fn terminal_width() -> Option<u16> {
-    if !std::io::stdout().is_terminal() {
-        return Some(160);
-    }
-    // SAFETY: winsize is plain data and TIOCGWINSZ writes at most its size.
-    unsafe {
-        let mut ws: libc::winsize = std::mem::zeroed();
-        if libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) == 0 && ws.ws_col > 0 {
-            Some(ws.ws_col)
-        } else {
-            None
+    if std::io::stdout().is_terminal() {
+        // SAFETY: winsize is plain data and TIOCGWINSZ writes at most its size.
+        let cols = unsafe {
+            let mut ws: libc::winsize = std::mem::zeroed();
+            if libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) == 0 {
+                ws.ws_col
+            } else {
+                0
+            }
+        };
+        if cols > 0 {
+            return Some(cols);
         }
     }
+    columns_env()
 }
 
-/// Progress on stderr: a bar on a terminal, plain lines otherwise.
-trait Reporter: Progress {
-    fn clear(&self);
-}
-
-fn make_progress() -> Box<dyn Reporter> {
-    if std::io::stderr().is_terminal() {
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{prefix:>10} [{bar:20}] {pos}/{len} {elapsed:>4} {msg}",
-            )
-            .expect("the template is valid")
-            .progress_chars("=> "),
-        );
-        Box::new(BarProgress(bar))
-    } else {
-        Box::new(LineProgress)
-    }
-}
-
-struct BarProgress(indicatif::ProgressBar);
-
-impl Progress for BarProgress {
-    fn experiment(&self, index: usize, total: usize, name: &str) {
-        self.0.set_length(total as u64);
-        self.0.set_position(index as u64);
-        self.0.set_prefix(name.to_string());
-    }
-    fn step(&self, what: &str) {
-        self.0.set_message(what.to_string());
-    }
-    fn finished(&self, _name: &str, _status: Status, _wall_s: f64) {
-        self.0.inc(1);
-    }
-}
-
-impl Reporter for BarProgress {
-    fn clear(&self) {
-        self.0.finish_and_clear();
-    }
-}
-
-struct LineProgress;
-
-impl Progress for LineProgress {
-    fn experiment(&self, index: usize, total: usize, name: &str) {
-        say_err!("[{}/{total}] {name}", index + 1);
-    }
-    fn step(&self, _what: &str) {}
-    fn finished(&self, name: &str, status: Status, wall_s: f64) {
-        say_err!("      {name}: {status:?} in {wall_s:.1} s");
-    }
-}
-
-impl Reporter for LineProgress {
-    fn clear(&self) {}
+/// `COLUMNS` when it holds a usable width (at least 20).
+fn columns_env() -> Option<u16> {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u16>().ok())
+        .filter(|&c| c >= 20)
 }
 
 /// `threadlab __probe WHAT`: a measurement that must run in a fresh process (the table is

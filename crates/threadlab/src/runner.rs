@@ -31,6 +31,9 @@ pub trait Progress: Sync {
     fn step(&self, what: &str);
     /// The current experiment ended with this status.
     fn finished(&self, name: &str, status: Status, wall_s: f64);
+    /// About this many seconds of the run are left (the estimates of the experiments still
+    /// to run, scaled to `--budget` when one is set), as a new experiment starts.
+    fn time_left(&self, _secs: f64) {}
 }
 
 /// What to run and how.
@@ -42,6 +45,47 @@ pub struct Plan<'a> {
     /// Re-measure an experiment when a drift reference moved more than this, percent; None
     /// turns re-measuring off.
     pub drift_threshold_pct: Option<f64>,
+    /// Fit the run into this wall time (`--budget`): see `Budget`.
+    pub budget: Option<Duration>,
+}
+
+/// `--budget`: before each experiment, the time left over the estimates of the experiments
+/// still to run gives the scale of every sampler's budget and trial counts (within
+/// `SCALE_RANGE`); an experiment whose estimate at the smallest scale no longer fits in what is
+/// left is skipped with that reason, so the run ends within its budget.
+struct Budget {
+    total: Duration,
+    started: Instant,
+}
+
+/// The budget scales samplers between these factors: below, too few trials make a median;
+/// above, a row only runs into its own precision target sooner.
+pub const SCALE_RANGE: (f64, f64) = (0.25, 4.0);
+
+impl Budget {
+    fn left_s(&self) -> f64 {
+        (self.total.as_secs_f64() - self.started.elapsed().as_secs_f64()).max(0.0)
+    }
+
+    /// The scale for the next experiment, or the reason it cannot run in what is left.
+    fn scale(&self, this_s: f64, remaining_s: f64) -> std::result::Result<f64, String> {
+        let left = self.left_s();
+        if this_s * SCALE_RANGE.0 > left {
+            return Err(format!(
+                "not run: the --budget of {} s leaves {left:.1} s, and this experiment needs about \
+                 {:.1} s even at its smallest scale; give a larger --budget or name fewer \
+                 experiments",
+                self.total.as_secs(),
+                this_s * SCALE_RANGE.0
+            ));
+        }
+        Ok((left / remaining_s.max(1e-3)).clamp(SCALE_RANGE.0, SCALE_RANGE.1))
+    }
+}
+
+/// An experiment's estimated wall time in `mode`, seconds (`Info::rough_secs`).
+fn estimate_s(exp: &dyn Experiment, mode: Mode) -> f64 {
+    exp.info().rough_duration(mode).as_secs_f64()
 }
 
 /// Attempts per experiment at most (the first and two more).
@@ -90,6 +134,18 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
     let mut runs: Vec<Vec<ExperimentResult>> = vec![Vec::with_capacity(repeat); n];
     let mut budget_left = plan.mode.remeasure_budget();
     let mut reading = read_references();
+    let budget = plan.budget.map(|total| Budget {
+        total,
+        started: run_started,
+    });
+    let estimates: Vec<f64> = plan
+        .experiments
+        .iter()
+        .map(|e| estimate_s(*e, plan.mode))
+        .collect();
+    // What the estimates have said of the experiments run so far against what they took: the
+    // time left is the estimates of the rest corrected by it.
+    let (mut estimated_done, mut took_done) = (0.0f64, 0.0f64);
     for round in 0..repeat {
         for (i, exp) in plan.experiments.iter().enumerate() {
             let name = exp.info().name;
@@ -102,17 +158,38 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
                 runs[i].push(r);
                 continue;
             }
+            let remaining_s: f64 = estimates[i..].iter().sum::<f64>()
+                + estimates.iter().sum::<f64>() * (repeat - 1 - round) as f64;
+            let scale = match budget.as_ref().map(|b| b.scale(estimates[i], remaining_s)) {
+                None => 1.0,
+                Some(Ok(s)) => s,
+                Some(Err(reason)) => {
+                    runs[i].push(not_run(*exp, reason));
+                    continue;
+                }
+            };
+            let pace = if estimated_done > 0.0 {
+                took_done / estimated_done
+            } else {
+                1.0
+            };
+            progress.time_left(match &budget {
+                Some(b) => (remaining_s * scale).min(b.left_s()),
+                None => remaining_s * pace,
+            });
             progress.experiment(round * n + i, repeat * n, name);
             let r = run_with_drift_control(
                 *exp,
                 plan,
-                &environment,
+                (&environment, scale),
                 cancel,
                 progress,
                 &mut reading,
                 &mut budget_left,
             );
             progress.finished(name, r.status, r.wall_s);
+            estimated_done += estimates[i] * scale;
+            took_done += r.wall_s;
             runs[i].push(r);
         }
     }
@@ -131,7 +208,7 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
         .iter()
         .map(Warning::from)
         .collect();
-    RunResults {
+    let mut results = RunResults {
         schema_version: SCHEMA_VERSION,
         threadlab_version: env!("CARGO_PKG_VERSION").to_string(),
         started_at,
@@ -143,7 +220,12 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
         environment,
         warnings,
         experiments,
-    }
+        advice: Vec::new(),
+    };
+    // Built once here and stored, so every report shows the same answers and a file read
+    // later shows what this run showed.
+    crate::report::advice::annotate(&mut results);
+    results
 }
 
 /// Runs one experiment, again while the references moved more than the threshold (at most
@@ -151,7 +233,7 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
 fn run_with_drift_control(
     exp: &'static dyn Experiment,
     plan: &Plan,
-    environment: &Environment,
+    (environment, scale): (&Environment, f64),
     cancel: &Cancel,
     progress: &dyn Progress,
     reading: &mut Reading,
@@ -161,7 +243,7 @@ fn run_with_drift_control(
     let mut drift_note = None;
     loop {
         let before = *reading;
-        let r = run_once(exp, plan.mode, environment, cancel, progress);
+        let r = run_once(exp, plan.mode, (environment, scale), cancel, progress);
         if cancel.is_cancelled() {
             // The readings would only delay the exit; the figures are what they are.
             let attempt = Attempt {
@@ -227,7 +309,7 @@ fn run_with_drift_control(
 fn run_once(
     exp: &'static dyn Experiment,
     mode: Mode,
-    environment: &Environment,
+    (environment, budget_scale): (&Environment, f64),
     cancel: &Cancel,
     progress: &dyn Progress,
 ) -> ExperimentResult {
@@ -239,6 +321,7 @@ fn run_once(
         progress: &step,
         env: environment,
         host: &host,
+        budget_scale,
     };
     let steal_before = steal_ticks();
     let t = Instant::now();
@@ -297,6 +380,8 @@ fn empty_result(exp: &dyn Experiment) -> ExperimentResult {
         tables: Vec::new(),
         conclusion: None,
         attempts: Vec::new(),
+        headline: vec![],
+        verdict: None,
         drift_note: None,
         host: None,
     }
@@ -510,6 +595,24 @@ mod tests {
         assert_eq!(drift_pct(a, a), 0.0);
     }
 
+    #[test]
+    fn a_budget_scales_to_what_is_left_and_refuses_what_cannot_fit() {
+        let b = Budget {
+            total: Duration::from_secs(100),
+            started: Instant::now(),
+        };
+        // 100 s left for 200 s of estimates: half speed.
+        let s = b.scale(20.0, 200.0).unwrap();
+        assert!((s - 0.5).abs() < 0.01, "{s}");
+        // Far more time than estimated: capped.
+        assert_eq!(b.scale(1.0, 1.0).unwrap(), SCALE_RANGE.1);
+        // Far less: the floor.
+        assert_eq!(b.scale(10.0, 10_000.0).unwrap(), SCALE_RANGE.0);
+        // An experiment that needs more than what is left even at the floor is refused.
+        let why = b.scale(1000.0, 1000.0).unwrap_err();
+        assert!(why.contains("--budget"), "{why}");
+    }
+
     fn result_with(median: f64) -> ExperimentResult {
         ExperimentResult {
             name: "x".into(),
@@ -532,6 +635,8 @@ mod tests {
             tables: vec![],
             conclusion: Some("c".into()),
             attempts: vec![],
+            headline: vec![],
+            verdict: None,
             drift_note: None,
             host: None,
         }

@@ -87,6 +87,8 @@ fn fixture() -> RunResults {
                 kept: true,
             },
         ],
+        headline: vec![],
+        verdict: None,
         drift_note: None,
         host: None,
     };
@@ -103,6 +105,8 @@ fn fixture() -> RunResults {
         tables: vec![],
         conclusion: None,
         attempts: vec![],
+        headline: vec![],
+        verdict: None,
         drift_note: None,
         host: None,
     };
@@ -123,6 +127,7 @@ fn fixture() -> RunResults {
                 .into(),
         }],
         experiments: vec![create_result, skipped],
+        advice: vec![],
     }
 }
 

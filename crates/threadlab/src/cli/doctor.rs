@@ -105,6 +105,7 @@ pub(super) fn run(args: DoctorArgs) -> Result<i32> {
         // doctor alternates off and on phases itself, so drift touches both alike; measuring
         // it all again would double its time for nothing.
         drift_threshold_pct: None,
+        budget: None,
     };
     let results = runner::run(&plan, &cancel, progress.as_ref());
     progress.clear();

@@ -435,7 +435,7 @@ const INFO: Info = Info {
     name: "coop",
     study: &seeds::MAC_1997,
     measures: "a CPU-bound job's time relative to never yielding: cooperative (1/3 s, 1 ms, every 4096 iterations), preemptive, foreground/background, balance; uthread on one carrier and kernel threads on one CPU",
-    rough_secs: [0.5, 14.0, 260.0],
+    rough_secs: [0.5, 14.0, 53.0],
 };
 
 impl Experiment for Coop {
@@ -448,9 +448,9 @@ impl Experiment for Coop {
         let target = ctx.mode.pick(
             Duration::from_millis(15),
             Duration::from_millis(400),
-            Duration::from_secs(3),
+            Duration::from_millis(1000),
         );
-        let reps = ctx.mode.pick(1, 2, 5);
+        let reps = ctx.mode.pick(1, 2, 3);
         ctx.step("coop calibration")?;
         let chunks = calibrate(target);
         let expect = reference_checksum(chunks);

@@ -307,7 +307,7 @@ fn plan(mode: Mode) -> (usize, Duration) {
     mode.pick(
         (2, Duration::from_millis(20)),
         (5, Duration::from_millis(100)),
-        (11, Duration::from_millis(500)),
+        (5, Duration::from_millis(200)),
     )
 }
 
@@ -418,7 +418,7 @@ const INFO: Info = Info {
     name: "fairness",
     study: &seeds::DELPHI_2010S,
     measures: "throughput and fairness of 7 locks with 2, N and 2N threads contending",
-    rough_secs: [0.6, 7.0, 77.0],
+    rough_secs: [0.6, 7.0, 14.0],
 };
 
 impl Experiment for Fairness {

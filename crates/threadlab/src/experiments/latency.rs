@@ -253,7 +253,7 @@ const INFO: Info = Info {
     name: "latency",
     study: &seeds::BEOS_1999,
     measures: "gaps in a clock-reading loop over 256 us and the longest, alone / beside a lower-priority spinner / plus a 125 us rescheduler; normal and real-time; cyclictest-style wake-up lateness",
-    rough_secs: [0.4, 6.0, 130.0],
+    rough_secs: [0.4, 4.0, 40.0],
 };
 
 impl Experiment for Latency {
@@ -268,7 +268,7 @@ impl Experiment for Latency {
         let cap = ctx.mode.pick(
             Duration::from_millis(50),
             Duration::from_millis(600),
-            Duration::from_secs(20),
+            Duration::from_secs(4),
         );
         let thr_us = threshold_us()?;
         let thr_ns = thr_us * 1000;
@@ -399,7 +399,7 @@ impl Experiment for Latency {
         }
 
         // The wake-up view (cyclictest's method).
-        let loops = ctx.mode.pick(50, 600, 10_000);
+        let loops = ctx.mode.pick(50, 600, 4_000);
         let interval = Duration::from_millis(1);
         let mut wake_table = Table::new(
             "latency.wakeup",

@@ -47,6 +47,9 @@ pub struct Ctx<'a> {
     pub env: &'a Environment,
     /// What the sampler's trials saw of the host during this experiment.
     pub host: &'a HostLog,
+    /// Scales every sampler's budget and trial counts (1.0 but under `--budget`, which fits
+    /// a run into a wall time this way).
+    pub budget_scale: f64,
 }
 
 impl<'a> Ctx<'a> {
@@ -65,9 +68,12 @@ impl<'a> Ctx<'a> {
     /// aside, and, for rows on two CPUs or placed by the kernel, the pair whose distance every
     /// trial reads.
     pub fn sampler_on(&self, placements: &[&str]) -> Sampler<'a> {
-        Sampler::new(self.mode.sampler_config(), self.cancel)
-            .with_host_log(self.host)
-            .on(span_of(placements, &self.env.allowed_cpus))
+        Sampler::new(
+            self.mode.sampler_config().scaled(self.budget_scale),
+            self.cancel,
+        )
+        .with_host_log(self.host)
+        .on(span_of(placements, &self.env.allowed_cpus))
     }
 
     /// A sampler for rows on every allowed CPU.

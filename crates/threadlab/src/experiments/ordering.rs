@@ -529,10 +529,10 @@ fn plan(mode: Mode) -> Plan {
             budget: Duration::from_millis(1_200),
         },
         Plan {
-            reps: 11,
-            min_reps: 7,
-            iterations: 5_000_000,
-            budget: Duration::from_secs(10),
+            reps: 7,
+            min_reps: 5,
+            iterations: 2_000_000,
+            budget: Duration::from_secs(4),
         },
     )
 }
@@ -556,7 +556,7 @@ const INFO: Info = Info {
     name: "ordering",
     study: &seeds::DELPHI_2010S,
     measures: "relaxed outcomes of the MP (K/L), SB, LB and IRIW litmus tests under four orderings",
-    rough_secs: [0.3, 2.5, 15.0],
+    rough_secs: [0.3, 4.0, 13.0],
 };
 
 impl Experiment for MemoryOrdering {

@@ -264,7 +264,7 @@ const INFO: Info = Info {
     name: "priority",
     study: &seeds::BEOS_1999,
     measures: "CPU share at nice 0/1, 0/5, 0/10, 0/19, 0/0/5/10 on one CPU vs the kernel's weight model and BeOS's 2x-per-unit; uthread's lottery; 60 fps frame interruptions vs binomial",
-    rough_secs: [0.8, 8.0, 40.0],
+    rough_secs: [0.8, 8.0, 34.0],
 };
 
 impl Experiment for PriorityExperiment {
@@ -280,7 +280,7 @@ impl Experiment for PriorityExperiment {
             Duration::from_millis(300),
             Duration::from_secs(1),
         );
-        let reps = ctx.mode.pick(1, 3, 7);
+        let reps = ctx.mode.pick(1, 3, 3);
         let mut table = Table::new(
             "priority.nice_shares",
             "CPU share of the first thread of each nice mix on one CPU",

@@ -474,7 +474,7 @@ const INFO: Info = Info {
     name: "throttle",
     study: &seeds::DELPHI_2010S,
     measures: "64 CPU-bound workers admitted N at a time: time and context switches per N, best N, pool size to use",
-    rough_secs: [0.3, 11.0, 160.0],
+    rough_secs: [0.3, 8.0, 26.0],
 };
 
 impl Experiment for ThrottleExperiment {
@@ -483,7 +483,7 @@ impl Experiment for ThrottleExperiment {
     }
 
     fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
-        let per_worker: u64 = ctx.mode.pick(20_000, 4_000_000, 30_000_000);
+        let per_worker: u64 = ctx.mode.pick(20_000, 4_000_000, 10_000_000);
         // Mann-Whitney needs at least 4 runs a side to reach p < 0.05 at all.
         let reps = ctx.mode.pick(4, 7, 7);
         let kernel_limits: Vec<Option<usize>> = match ctx.mode {

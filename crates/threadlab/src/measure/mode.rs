@@ -49,13 +49,17 @@ impl Mode {
                 budget: Duration::from_millis(400),
                 phase_filter: true,
             },
+            // Twice the quick suite's trials at most and four times its budget per row: a row
+            // stops at its precision target, so the floor (min_trials x rounds) is what a
+            // steady row costs; 12 x 5 made --full take 25 minutes for figures whose
+            // intervals were already within target at 8 x 3.
             Mode::Full => SamplerConfig {
                 warmup: Duration::from_millis(100),
                 min_batch: Duration::from_millis(5),
-                min_trials: 12,
-                max_trials: 40,
-                rounds: 5,
-                budget: Duration::from_secs(4),
+                min_trials: 8,
+                max_trials: 24,
+                rounds: 3,
+                budget: Duration::from_millis(1500),
                 phase_filter: true,
             },
         }
@@ -73,10 +77,12 @@ impl Mode {
     /// Total time re-measuring may add to a run: about a quarter of the suite in quick, so the
     /// quick suite stays within its bar even on a drifting host.
     pub fn remeasure_budget(self) -> Duration {
+        // --full: a minute, so that re-measured experiments (one drifted fairness or switch
+        // added 52-74 s) cannot take the run past its ten minutes.
         self.pick(
             Duration::from_secs(5),
             Duration::from_secs(15),
-            Duration::from_secs(600),
+            Duration::from_secs(60),
         )
     }
 }

@@ -236,6 +236,8 @@ mod tests {
             tables: vec![facts, knobs, apply],
             conclusion: Some("Hold the limit.".into()),
             attempts: vec![],
+            headline: vec![],
+            verdict: None,
             drift_note: None,
             host: None,
         };
@@ -251,6 +253,7 @@ mod tests {
             environment: Default::default(),
             warnings: vec![],
             experiments: vec![e],
+            advice: vec![],
         }
     }
 

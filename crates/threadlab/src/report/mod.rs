@@ -1,6 +1,7 @@
 //! Output: the terminal table, and the JSON, CSV, Markdown and HTML files; the comparison of
 //! runs and the Prometheus export. Exporters read only `RunResults`; none of them runs anything.
 
+pub mod advice;
 pub mod compare;
 pub mod csv;
 pub mod doctor;
@@ -9,6 +10,8 @@ pub mod html;
 pub mod markdown;
 pub mod output;
 pub mod prom;
+pub mod server_facts;
+pub mod summary;
 pub mod table;
 pub mod terminal;
 pub mod warnings;

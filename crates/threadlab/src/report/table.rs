@@ -46,14 +46,20 @@ pub fn render(r: &RunResults, style: &Style) -> String {
     for w in &r.warnings {
         out.push_str(&wrap(&format!("warning: {}", w.text), width, "  ", "    "));
     }
+    let mut legend_shown = false;
     for e in &r.experiments {
         out.push('\n');
-        out.push_str(&experiment(e, style, width));
+        out.push_str(&experiment(e, style, width, &mut legend_shown));
     }
     out
 }
 
-fn experiment(e: &ExperimentResult, style: &Style, width: usize) -> String {
+fn experiment(
+    e: &ExperimentResult,
+    style: &Style,
+    width: usize,
+    legend_shown: &mut bool,
+) -> String {
     let mut out = String::new();
     let status = match e.status {
         Status::Ok => String::new(),
@@ -80,7 +86,7 @@ fn experiment(e: &ExperimentResult, style: &Style, width: usize) -> String {
         ));
     }
     for t in &e.tables {
-        out.push_str(&data_table(t, style, width));
+        out.push_str(&data_table(t, style, width, legend_shown));
     }
     for s in &e.series {
         let pairs: Vec<String> =
@@ -240,40 +246,104 @@ fn metric_table(e: &ExperimentResult, style: &Style, width: usize) -> String {
     out
 }
 
-/// One of an experiment's own tables: its title, the table (cells cut to fit when the
-/// terminal is narrow), and its note.
-fn data_table(tbl: &results::Table, style: &Style, width: usize) -> String {
-    let mut out = wrap(&format!("{}:", tbl.title), width, "  ", "    ");
-    let mut t = new_table(style);
-    t.set_header(tbl.header.clone());
-    let ncol = tbl.header.len().max(1);
-    // The widest a cell may be: an equal share of the width, but never less than 8.
-    let share = (width.saturating_sub(3 * ncol + 1) / ncol).max(8);
-    let widths: Vec<usize> = (0..ncol)
-        .map(|i| {
-            tbl.rows
-                .iter()
-                .map(|r| r.get(i).map_or(0, |c| w(c)))
-                .chain([w(&tbl.header[i])])
-                .max()
-                .unwrap_or(0)
-        })
+/// Short names for the server designs, used only in a table too wide for the terminal; the
+/// legend is printed once, before the first table that uses them.
+const SHORT_NAMES: &[(&str, &str)] = &[
+    ("thread_per_client", "thr/client"),
+    ("thread_per_request", "thr/req"),
+    ("fork_per_client", "fork/client"),
+    ("epoll_per_core", "epoll/core"),
+];
+
+/// The legend of `SHORT_NAMES`, as printed.
+pub fn short_names_legend() -> String {
+    let pairs: Vec<String> = SHORT_NAMES
+        .iter()
+        .map(|(long, short)| format!("{short} = {long}"))
         .collect();
-    let total: usize = widths.iter().map(|x| x + 3).sum::<usize>() + 1;
-    for row in &tbl.rows {
+    format!("designs shortened to fit: {}", pairs.join(", "))
+}
+
+/// A cell that holds a figure (a number, with or without its unit) or a dash for none: such a
+/// cell is never cut nor broken across lines.
+fn is_figure(c: &str) -> bool {
+    c == "-" || c.starts_with(|ch: char| ch.is_ascii_digit() || ch == '-' || ch == '+')
+}
+
+/// Its widest word: the narrowest a wrapped cell may be without cutting a word (a flag, a
+/// unit, a name).
+fn widest_word(c: &str) -> usize {
+    c.split_whitespace().map(w).max().unwrap_or(0)
+}
+
+/// One of an experiment's own tables: its title, the table, and its note. When it is wider
+/// than the terminal, design names are shortened (the legend once per report, `legend_shown`)
+/// and then text cells wrap between words; a figure, a unit or a flag is never cut.
+fn data_table(
+    tbl: &results::Table,
+    style: &Style,
+    width: usize,
+    legend_shown: &mut bool,
+) -> String {
+    let mut out = wrap(&format!("{}:", tbl.title), width, "  ", "    ");
+    let ncol = tbl.header.len().max(1);
+    let total = |rows: &[Vec<String>]| -> usize {
+        (0..ncol)
+            .map(|i| {
+                rows.iter()
+                    .map(|r| r.get(i).map_or(0, |c| w(c)))
+                    .chain([w(&tbl.header[i])])
+                    .max()
+                    .unwrap_or(0)
+                    + 3
+            })
+            .sum::<usize>()
+            + 1
+    };
+    let mut rows = tbl.rows.clone();
+    if total(&rows) > width {
+        let mut shortened = false;
+        for c in rows.iter_mut().flatten() {
+            if let Some((_, short)) = SHORT_NAMES.iter().find(|(long, _)| c == long) {
+                *c = short.to_string();
+                shortened = true;
+            }
+        }
+        if shortened && !*legend_shown {
+            out.push_str(&wrap(&short_names_legend(), width, "  ", "    "));
+            *legend_shown = true;
+        }
+    }
+    let fits = total(&rows) <= width;
+    let widths = if fits {
+        None
+    } else {
+        Some(column_widths(&tbl.header, &rows, width))
+    };
+    // Too wide still: text cells (and headers) are wrapped here, between words, to the widths
+    // chosen; a figure is never wrapped.
+    let fit = |c: &str, i: usize| match &widths {
+        Some(ws) if !is_figure(c) => wrap(c, ws[i], "", "").trim_end().to_string(),
+        _ => c.to_string(),
+    };
+    let mut t = new_table(style);
+    t.set_header(
+        tbl.header
+            .iter()
+            .enumerate()
+            .map(|(i, h)| match &widths {
+                Some(ws) => wrap(h, ws[i], "", "").trim_end().to_string(),
+                None => h.clone(),
+            })
+            .collect::<Vec<_>>(),
+    );
+    for row in &rows {
         let cells: Vec<Cell> = row
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let text = if total > width {
-                    short_note(c, share)
-                } else {
-                    c.clone()
-                };
-                let numeric =
-                    c.starts_with(|ch: char| ch.is_ascii_digit() || ch == '-' || ch == '+');
-                let cell = Cell::new(text);
-                if numeric && i > 0 {
+                let cell = Cell::new(fit(c, i));
+                if i > 0 && is_figure(c) {
                     cell.set_alignment(CellAlignment::Right)
                 } else {
                     cell
@@ -291,6 +361,47 @@ fn data_table(tbl: &results::Table, style: &Style, width: usize) -> String {
         out.push_str(&wrap(&tbl.note, width, "  ", "  "));
     }
     out
+}
+
+/// Column widths for a table wider than `width`: a column of figures keeps its widest figure
+/// (and its header's widest word); the text columns share what is left in proportion to their
+/// natural widths, each at least its widest word. When even that is wider than `width`, the
+/// table is wider: nothing is cut.
+fn column_widths(header: &[String], rows: &[Vec<String>], width: usize) -> Vec<usize> {
+    let ncol = header.len();
+    let cells = |i: usize| rows.iter().filter_map(move |r| r.get(i));
+    let figures: Vec<bool> = (0..ncol).map(|i| cells(i).all(|c| is_figure(c))).collect();
+    let natural: Vec<usize> = (0..ncol)
+        .map(|i| {
+            cells(i)
+                .map(|c| w(c))
+                .chain([w(&header[i])])
+                .max()
+                .unwrap_or(1)
+        })
+        .collect();
+    let floor: Vec<usize> = (0..ncol)
+        .map(|i| {
+            cells(i)
+                .map(|c| if is_figure(c) { w(c) } else { widest_word(c) })
+                .chain([widest_word(&header[i])])
+                .max()
+                .unwrap_or(1)
+        })
+        .collect();
+    let fixed: usize = (0..ncol).filter(|&i| figures[i]).map(|i| floor[i]).sum();
+    let room = width.saturating_sub(fixed + 3 * ncol + 1);
+    let text_natural: usize = (0..ncol).filter(|&i| !figures[i]).map(|i| natural[i]).sum();
+    (0..ncol)
+        .map(|i| {
+            if figures[i] {
+                floor[i]
+            } else {
+                let share = room * natural[i] / text_natural.max(1);
+                share.clamp(floor[i], natural[i].max(floor[i]))
+            }
+        })
+        .collect()
 }
 
 /// Word-wraps `text` to `width` columns: the first line after `first`, the rest after `rest`.
@@ -358,6 +469,8 @@ mod tests {
                 "A conclusion long enough to wrap at a narrow width, in prose.".into(),
             ),
             attempts: vec![],
+            headline: vec![],
+            verdict: None,
             drift_note: None,
             host: None,
         }
@@ -373,6 +486,7 @@ mod tests {
                     width: None,
                 },
                 width,
+                &mut false,
             );
             assert!(
                 text.contains("switch.thread.futex.cross_cpu"),
@@ -396,6 +510,7 @@ mod tests {
                 width: None,
             },
             80,
+            &mut false,
         );
         let header = text.lines().find(|l| l.contains("metric")).unwrap();
         assert!(
@@ -410,6 +525,7 @@ mod tests {
                 width: None,
             },
             200,
+            &mut false,
         );
         assert!(wide.lines().any(|l| l.contains("note")), "{wide}");
     }
@@ -423,9 +539,108 @@ mod tests {
                 width: None,
             },
             200,
+            &mut false,
         );
         assert!(text.contains("(67%) |"), "{text}");
         assert!(text.contains("bimodal"), "{text}");
+    }
+
+    /// A server-like table: long design names, figures with units, flags.
+    fn designs_table() -> crate::results::Table {
+        let mut t = crate::results::Table::new(
+            "server.designs",
+            "each design at the open-loop point",
+            &[
+                "design",
+                "p50",
+                "p99",
+                "p99.9",
+                "CPU/req",
+                "switches/req",
+                "KiB/conn",
+                "threads",
+                "peak/s",
+                "block p99",
+                "flags",
+            ],
+        );
+        for d in [
+            "thread_per_client",
+            "thread_per_request",
+            "epoll_per_core",
+            "go",
+        ] {
+            t.row(vec![
+                d.into(),
+                "39.8 us".into(),
+                "110 us".into(),
+                "141.30 ms".into(),
+                "12.5 us".into(),
+                "1.02".into(),
+                "10.2".into(),
+                "1001".into(),
+                "98250".into(),
+                "1.17 ms".into(),
+                "client_bound(peak) client_bound(rate)".into(),
+            ]);
+        }
+        t
+    }
+
+    #[test]
+    fn wide_tables_shorten_designs_once_and_never_cut_a_figure_or_flag() {
+        for width in [60usize, 100, 200] {
+            let mut legend = false;
+            let first = data_table(
+                &designs_table(),
+                &Style {
+                    color: false,
+                    width: None,
+                },
+                width,
+                &mut legend,
+            );
+            let second = data_table(
+                &designs_table(),
+                &Style {
+                    color: false,
+                    width: None,
+                },
+                width,
+                &mut legend,
+            );
+            let both = format!("{first}{second}");
+            assert!(!both.contains('…'), "{width}: something cut:\n{both}");
+            for figure in ["39.8 us", "141.30 ms", "98250", "1.17 ms"] {
+                assert!(
+                    first.contains(figure),
+                    "{width}: {figure} missing:\n{first}"
+                );
+            }
+            for flag in ["client_bound(peak)", "client_bound(rate)"] {
+                assert!(first.contains(flag), "{width}: {flag} broken:\n{first}");
+            }
+            let legends = both.matches("designs shortened to fit").count();
+            if width >= 200 {
+                assert_eq!(legends, 0, "{both}");
+                assert!(first.contains("thread_per_request"), "{first}");
+            } else {
+                assert_eq!(legends, 1, "{width}: the legend once:\n{both}");
+                let rows: Vec<&str> = first.lines().filter(|l| l.starts_with('│')).collect();
+                assert!(
+                    rows.iter().any(|l| l.contains("thr/req"))
+                        && !rows.iter().any(|l| l.contains("thread_pe")),
+                    "{first}"
+                );
+            }
+            // Narrower, the figures' own widths add up to more than the line: it overflows
+            // rather than cut one.
+            if width >= 200 {
+                for line in both.lines() {
+                    assert!(w(line) <= width, "{width}: {line}");
+                }
+            }
+        }
     }
 
     #[test]

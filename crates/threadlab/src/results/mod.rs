@@ -53,6 +53,27 @@ pub struct RunResults {
     #[serde(default)]
     pub warnings: Vec<Warning>,
     pub experiments: Vec<ExperimentResult>,
+    /// "What to choose on this machine": each answer with the metric ids it rests on, built
+    /// once when the run ends (report/advice.rs) and rendered as it is by every report.
+    /// Absent from files written before it existed; readers then build it from the metrics.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub advice: Vec<Advice>,
+}
+
+/// One answer to a question a user of threads asks (pool size, lock, server design ...).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Advice {
+    /// The question, e.g. "Pool size".
+    pub topic: String,
+    /// The answer, with the figures it rests on written into it.
+    pub claim: String,
+    /// Ids of the metrics the claim quotes (any experiment's); empty when the file could not
+    /// answer the question.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rests_on: Vec<String>,
+    /// When the claim holds or what it assumes, e.g. "CPU-bound workers"; absent when general.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
 }
 
 /// One warning about the run's conditions (report::warnings::EnvWarning).
@@ -101,6 +122,13 @@ pub struct ExperimentResult {
     /// Plain-language conclusion: what the figures mean and what to choose.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conclusion: Option<String>,
+    /// Ids of the metrics the verdict rests on, the default placement's first: what a short
+    /// report shows of this experiment. Absent from older files (readers build it then).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headline: Vec<String>,
+    /// The conclusion in one or two sentences.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
     /// The runs of this experiment with their drift-reference readings; more than one when the
     /// machine's speed moved during a run and it was measured again. The kept one is marked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -67,6 +67,37 @@ fn mapped(addr: usize) -> bool {
     unsafe { libc::msync(addr as *mut libc::c_void, page_size(), libc::MS_ASYNC) == 0 }
 }
 
+/// A marker only this test writes.
+const MARK: u64 = 0x7468_7265_6164_6c62;
+
+/// Writes `MARK` at the lowest usable address of `s` and returns that address.
+fn mark(s: &Stack) -> usize {
+    let at = s.bottom();
+    // SAFETY: `at` is the first usable (read-write, page-aligned) byte of a stack this test owns.
+    unsafe { (at as *mut u64).write(MARK) };
+    at
+}
+
+/// Whether the marked stack at `at` is gone: unmapped, or mapped again by someone else (other
+/// tests of this binary map stacks in parallel and may get the same address back at once, so
+/// "not mapped" alone would fail now and then). Read with process_vm_readv, which reports an
+/// unmapped address as an error instead of faulting.
+fn gone(at: usize) -> bool {
+    let mut v = 0u64;
+    let local = libc::iovec {
+        iov_base: (&mut v as *mut u64).cast(),
+        iov_len: 8,
+    };
+    let remote = libc::iovec {
+        iov_base: at as *mut libc::c_void,
+        iov_len: 8,
+    };
+    // SAFETY: both iovecs describe 8 bytes; the local one is `v`, the remote one is only read by
+    // the kernel, which checks it.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    n != 8 || v != MARK
+}
+
 #[test]
 fn the_pool_gives_back_the_stack_of_the_asked_class_and_unmaps_what_it_holds_when_dropped() {
     let page = page_size();
@@ -104,17 +135,18 @@ fn the_pool_gives_back_the_stack_of_the_asked_class_and_unmaps_what_it_holds_whe
     assert_eq!(pool.pooled(), 1);
 
     // Dropping the pool unmaps every stack it holds, in the last slot and on the lists.
+    let (a_mark, b_mark) = (mark(&a), mark(&b));
     pool.put(a);
     pool.put(b);
-    let g_base = pool.get(small, true).unwrap().0.base;
-    assert!(
-        !mapped(g_base),
-        "a stack dropped outside the pool is unmapped"
-    );
+    let g = pool.get(small, true).unwrap().0;
+    let g_mark = mark(&g);
+    drop(g);
+    assert!(gone(g_mark), "a stack dropped outside the pool is unmapped");
     assert!(mapped(a_base) && mapped(b_base));
+    assert!(!gone(a_mark) && !gone(b_mark));
     drop(pool);
     assert!(
-        !mapped(a_base) && !mapped(b_base),
+        gone(a_mark) && gone(b_mark),
         "the pool's stacks were unmapped"
     );
 }
@@ -124,9 +156,9 @@ fn a_full_pool_unmaps_instead_of_keeping() {
     let mut pool = StackPool::new(1);
     let (a, _) = pool.get(MIN_STACK_SIZE, false).unwrap();
     let (b, _) = pool.get(MIN_STACK_SIZE, false).unwrap();
-    let b_base = b.base;
+    let b_mark = mark(&b);
     pool.put(a);
     pool.put(b);
     assert_eq!(pool.pooled(), 1);
-    assert!(!mapped(b_base));
+    assert!(gone(b_mark));
 }

@@ -349,6 +349,7 @@ pub const BALANCE_PROBE: crate::experiments::Probe = crate::experiments::Probe {
             progress: &|_| {},
             env: &env,
             host: &host,
+            budget_scale: 1.0,
         };
         let mut out = Outcome::default();
         measure(&ctx, &mut out)?;

@@ -83,6 +83,30 @@ pub struct SamplerConfig {
     pub phase_filter: bool,
 }
 
+impl SamplerConfig {
+    /// This configuration with its budget and its trial counts scaled by `factor` (`--budget`
+    /// fitting a run into a wall time): more trials and a longer budget above 1, fewer below,
+    /// but never fewer than `MIN_TRIALS` kept, the fewest a median's 95% interval needs. Each
+    /// row still stops early once its median is known to its target.
+    pub fn scaled(self, factor: f64) -> SamplerConfig {
+        if !factor.is_finite() || factor <= 0.0 || (factor - 1.0).abs() < 1e-6 {
+            return self;
+        }
+        let times = |n: usize| (n as f64 * factor).round() as usize;
+        let min_trials = if factor < 1.0 {
+            times(self.min_trials).max(MIN_TRIALS).min(self.min_trials)
+        } else {
+            self.min_trials
+        };
+        SamplerConfig {
+            budget: self.budget.mul_f64(factor),
+            min_trials,
+            max_trials: times(self.max_trials).max(min_trials),
+            ..self
+        }
+    }
+}
+
 /// Where a group's rows run: the CPUs whose steal sets a trial aside, and the pair whose
 /// cache-line distance is measured at the start of every trial (rows spanning two CPUs or
 /// placed by the kernel).

@@ -44,9 +44,12 @@ fn run(label: &str, metrics: &[(&str, Unit, Vec<f64>)]) -> Run {
                 drift_pct: 1.0,
                 kept: true,
             }],
+            headline: vec![],
+            verdict: None,
             drift_note: None,
             host: None,
         }],
+        advice: vec![],
     };
     Run {
         label: label.into(),

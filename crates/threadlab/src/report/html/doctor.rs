@@ -212,6 +212,8 @@ mod tests {
             tables: vec![],
             conclusion: None,
             attempts: vec![],
+            headline: vec![],
+            verdict: None,
             drift_note: None,
             host: None,
         };
@@ -227,6 +229,7 @@ mod tests {
             environment: Default::default(),
             warnings: vec![],
             experiments: vec![e],
+            advice: vec![],
         };
         let html = render(&r);
         let b = html.find("<b>b</b>").unwrap();

@@ -573,6 +573,7 @@ mod tests {
             progress: &|_| {},
             env: &env,
             host: &host,
+            budget_scale: 1.0,
         };
         let Some((a, b)) = crate::measure::placement::cpu_pair() else {
             return;

@@ -46,6 +46,8 @@ fn an_experiment_its_function_knows_nothing_of_gets_the_generic_charts() {
         tables: vec![],
         conclusion: None,
         attempts: vec![],
+        headline: vec![],
+        verdict: None,
         drift_note: None,
         host: None,
     };

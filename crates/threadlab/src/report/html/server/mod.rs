@@ -22,8 +22,8 @@ use super::svg::{
 use super::Chart;
 use crate::measure::units::Unit;
 use crate::report::{fmt_value, fmt_with_unit};
-use crate::results::flag::{self, Flag};
-use crate::results::ids::server::{stat, Connection, ServerId};
+use crate::results::flag;
+use crate::results::ids::server::{stat, Connection};
 use crate::results::ids::{self, server as sid};
 use crate::results::{ExperimentResult, Metric, SerializedHistogram, HDR_ENCODING};
 use crate::seeds;
@@ -137,28 +137,6 @@ pub fn charts(e: &ExperimentResult) -> Vec<Chart> {
 // ---------------------------------------------------------------------------------------------
 // Designs and ids.
 
-/// The designs of the file: the second segment of every `server.<design>.<…>` id (not the
-/// generator's), the study's two first, the others in the order first seen.
-pub fn designs(e: &ExperimentResult) -> Vec<String> {
-    let mut v: Vec<String> = Vec::new();
-    for s in e.metrics.iter().filter_map(|m| ServerId::parse(&m.id)) {
-        if s.is_design() && !v.iter().any(|x| x == s.design) {
-            v.push(s.design.to_string());
-        }
-    }
-    v.sort_by_key(|d| sid::study_order(d)); // stable: the others keep their order
-    v
-}
-
-/// The metric `server.<design>.<statistic>`.
-pub fn design_metric<'a>(
-    e: &'a ExperimentResult,
-    design: &str,
-    statistic: &str,
-) -> Option<&'a Metric> {
-    e.metric(&sid::id(design, statistic))
-}
-
 mod bars;
 mod figures;
 mod placement;
@@ -166,10 +144,10 @@ mod ratios;
 mod rows;
 mod spectrum;
 
+pub use crate::report::server_facts::{design_metric, designs, limits_summary, pinning_effect};
 use bars::*;
 use figures::*;
 use placement::{limits_chart, placement_charts};
-pub use placement::{limits_summary, pinning_effect};
 use ratios::*;
 use rows::*;
 pub use spectrum::*;

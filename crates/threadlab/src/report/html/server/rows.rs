@@ -39,14 +39,7 @@ pub(super) fn study_rows<'a>(
     rows
 }
 
-/// A number for the tables: whole numbers without decimals (16 connections, 3 threads).
-pub(super) fn fmt_num(v: f64) -> String {
-    if v == v.trunc() && v.abs() < 1e12 {
-        format!("{}", v as i64)
-    } else {
-        fmt_value(v)
-    }
-}
+pub(super) use crate::report::server_facts::fmt_num;
 
 /// A metric's median with its unit, whole counts without decimals.
 pub(super) fn fmt_metric(m: &Metric) -> String {

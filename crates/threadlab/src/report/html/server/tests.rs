@@ -151,6 +151,8 @@ fn experiment() -> ExperimentResult {
         tables: vec![],
         conclusion: Some("When each request blocks for 1000 us (400/s), ...".into()),
         attempts: vec![],
+        headline: vec![],
+        verdict: None,
         drift_note: None,
         host: None,
     }
