@@ -633,7 +633,9 @@ impl Experiment for Switch {
                     }
                 }
             }
-            for (row, count) in ROWS.iter().zip(&counts_unpinned) {
+            // The unpinned rows are measured with the same-CPU group only; the cross-CPU pass
+            // must not rewrite their notes from its own (empty) counts.
+            for (row, count) in ROWS.iter().zip(&counts_unpinned).filter(|_| !cross) {
                 let id = format!("{}.unpinned", row.id);
                 if let Some(m) = out.metric_mut(&id) {
                     m.note = format!(
@@ -647,7 +649,10 @@ impl Experiment for Switch {
                     m.flags.push(crate::results::RACE_FLAG.to_string());
                 }
             }
-            if let Some(m) = out.metric_mut("switch.thread.futex.unpinned.vs_pinned") {
+            if let Some(m) = out
+                .metric_mut("switch.thread.futex.unpinned.vs_pinned")
+                .filter(|_| !cross)
+            {
                 m.flags.push(crate::results::RACE_FLAG.to_string());
                 m.note = format!("[{}] {}", crate::results::RACE_FLAG, m.note);
             }
