@@ -8,7 +8,7 @@
 //!
 //! A second signal ends the process at once, from the handler, with only async-signal-safe
 //! calls: it SIGKILLs the child processes registered by `ChildGuard` (the Go toolchain, a
-//! probe, the Go peer) with everything they started (`measure::proctree`), unlinks the
+//! probe, the Go peer) with everything they started (`proctree`), unlinks the
 //! temporary files registered by `TempFileGuard` (a results file being written), writes back
 //! the machine settings registered by `RestoreFileGuard` (a sysfs or /proc/sys value doctor
 //! changed), and `_exit`s with 128 + the signal. Forked measurement partners die with the lab anyway
@@ -125,7 +125,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
             // The pid is our own unreaped child (its guard clears the slot before reaping
             // it), so it cannot name another process. kill_tree is async-signal-safe and ends
             // what the child started too (the Go toolchain's compiler and linker).
-            crate::measure::proctree::kill_tree(pid);
+            crate::proctree::kill_tree(pid);
         }
     }
     for slot in RESTORES.iter() {

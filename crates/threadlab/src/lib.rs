@@ -10,6 +10,7 @@ pub mod cli;
 pub mod error;
 pub mod experiments;
 pub mod measure;
+pub mod proctree;
 pub mod report;
 pub mod results;
 pub mod runner;

@@ -11,7 +11,6 @@ pub mod pair;
 pub mod placement;
 pub mod probe;
 pub mod process;
-pub mod proctree;
 pub mod sampler;
 pub mod sched;
 pub mod settings;

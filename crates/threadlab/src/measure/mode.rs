@@ -86,3 +86,27 @@ impl Mode {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_scale_moves_budget_and_trials_but_never_below_a_median_interval() {
+        let c = Mode::Full.sampler_config();
+        assert_eq!(c.scaled(1.0).max_trials, c.max_trials);
+        let small = c.scaled(0.25);
+        assert!(small.budget < c.budget);
+        assert!(
+            small.min_trials >= crate::measure::sampler::MIN_TRIALS
+                && small.min_trials <= c.min_trials
+        );
+        assert!(small.max_trials >= small.min_trials && small.max_trials < c.max_trials);
+        let large = c.scaled(4.0);
+        assert_eq!(large.min_trials, c.min_trials);
+        assert!(large.max_trials > c.max_trials && large.budget > c.budget);
+        // Nonsense leaves it as it is.
+        assert_eq!(c.scaled(f64::NAN).max_trials, c.max_trials);
+        assert_eq!(c.scaled(0.0).budget, c.budget);
+    }
+}

@@ -329,7 +329,7 @@ impl Supervised {
     pub fn kill(&mut self) {
         if self.registered.is_some() {
             // Not reaped (registered), so the pid still names our child.
-            crate::measure::proctree::kill_tree(self.child.id() as libc::pid_t);
+            crate::proctree::kill_tree(self.child.id() as libc::pid_t);
         }
         let _ = self.child.kill();
         while !self.ended() {
