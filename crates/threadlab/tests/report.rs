@@ -447,7 +447,7 @@ fn hostile_text_in_a_results_file_stays_text() {
 
 /// The metric a slowdown is planted in: the stablest (smallest max/min) of those whose
 /// samples times 1.3 cannot overlap the originals, with distinct samples (so the U test is
-/// exact, as in any quick run).
+/// exact, as in any quick run), and not flagged `race` (whose moves `compare` calls unstable).
 fn stable_metric(r: &RunResults) -> (usize, usize) {
     let mut best: Option<(f64, usize, usize)> = None;
     for (i, e) in r.experiments.iter().enumerate() {
@@ -460,6 +460,8 @@ fn stable_metric(r: &RunResults) -> (usize, usize) {
                 && m.min > 0.0
                 && m.direction == Direction::LowerIsBetter
                 && m.ratio_of.is_none()
+                // A race-flagged figure's move is called unstable, never slower, by design.
+                && !m.flags.iter().any(|f| f == threadlab::results::RACE_FLAG)
             {
                 let spread = m.max / m.min;
                 if best.map_or(true, |b| spread < b.0) {
