@@ -521,7 +521,15 @@ fn readable(m: &crate::results::Metric) -> String {
     if !m.unit.is_time() {
         return fmt_with_unit(m.median, m.unit);
     }
-    let ns = m.unit.convert(m.median, Unit::Ns).unwrap_or(f64::NAN);
+    match m.unit.convert(m.median, Unit::Ns) {
+        Some(ns) => readable_ns(ns),
+        None => fmt_with_unit(m.median, m.unit),
+    }
+}
+
+/// A time in ns in the unit that keeps it short.
+fn readable_ns(ns: f64) -> String {
+    use crate::measure::units::Unit;
     let unit = if ns < 1e3 {
         Unit::Ns
     } else if ns < 1e6 {
@@ -531,7 +539,70 @@ fn readable(m: &crate::results::Metric) -> String {
     } else {
         Unit::S
     };
-    fmt_with_unit(Unit::Ns.convert(ns, unit).unwrap_or(m.median), unit)
+    fmt_with_unit(Unit::Ns.convert(ns, unit).unwrap_or(ns), unit)
+}
+
+/// ", flagged a, b" after a chosen figure that carries flags.
+fn flagged(f: &[String]) -> String {
+    if f.is_empty() {
+        String::new()
+    } else {
+        format!(", flagged {}", f.join(", "))
+    }
+}
+
+/// Many long connections: the design with the least CPU per request and the one with the
+/// lowest open-loop p99, in the default placement when the file has it (what a program gets),
+/// with what pinning would change.
+fn many_connections(
+    e: &ExperimentResult,
+    designs: &[String],
+    rests_on: &mut Vec<String>,
+) -> Option<String> {
+    let unpinned = designs
+        .iter()
+        .any(|d| server::design_metric(e, d, "cpu_per_request.unpinned").is_some());
+    let (cpu_id, p99_id, placed) = if unpinned {
+        (
+            "cpu_per_request.unpinned",
+            "rate.p99.unpinned",
+            " in the default placement",
+        )
+    } else {
+        ("cpu_per_request", "rate.p99", "")
+    };
+    let pinned = |d: &str, suffix: &str| {
+        server::design_metric(e, d, suffix)
+            .filter(|_| unpinned)
+            .map_or(String::new(), |m| format!(", pinned {}", readable(m)))
+    };
+    let cpu = best_design(e, designs, cpu_id, true, true);
+    let p99 = best_design(e, designs, p99_id, true, true);
+    match (cpu, p99) {
+        (Some((dc, vc, fc, ic)), Some((dl, vl, fl, il))) => {
+            rests_on.push(ic);
+            rests_on.push(il);
+            Some(format!(
+                "for many long connections{placed}, {dc} spent the least server CPU per request \
+                 ({vc}{}{}; CPU per request) and {dl} had the lowest p99 at the open-loop point \
+                 ({vl}{}{}; latency spectrum)",
+                pinned(&dc, "cpu_per_request"),
+                flagged(&fc),
+                pinned(&dl, "rate.p99"),
+                flagged(&fl)
+            ))
+        }
+        (Some((dc, vc, fc, ic)), None) => {
+            rests_on.push(ic);
+            Some(format!(
+                "for many long connections{placed}, {dc} spent the least server CPU per request \
+                 ({vc}{}{}; CPU per request)",
+                pinned(&dc, "cpu_per_request"),
+                flagged(&fc)
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// What the server section's figures say, each clause naming the chart it comes from.
@@ -539,13 +610,6 @@ fn server_answer(e: &ExperimentResult) -> Option<Answer> {
     let designs = server::designs(e);
     let mut parts: Vec<String> = Vec::new();
     let mut rests_on: Vec<String> = Vec::new();
-    let flagged = |f: &[String]| {
-        if f.is_empty() {
-            String::new()
-        } else {
-            format!(", flagged {}", f.join(", "))
-        }
-    };
     if let Some((d, v, f, id)) = best_design(e, &designs, "short.1kib.mean", true, true) {
         rests_on.push(id);
         rests_on.extend(present(
@@ -566,51 +630,8 @@ fn server_answer(e: &ExperimentResult) -> Option<Answer> {
             flagged(&f)
         ));
     }
-    // Many connections: the default placement's figures (what a program gets) when the file
-    // has them, with what pinning would change.
-    let unpinned = designs
-        .iter()
-        .any(|d| server::design_metric(e, d, "cpu_per_request.unpinned").is_some());
-    let (cpu_id, p99_id, placed) = if unpinned {
-        (
-            "cpu_per_request.unpinned",
-            "rate.p99.unpinned",
-            " in the default placement",
-        )
-    } else {
-        ("cpu_per_request", "rate.p99", "")
-    };
-    let pinned = |d: &str, suffix: &str| {
-        server::design_metric(e, d, suffix)
-            .filter(|_| unpinned)
-            .map_or(String::new(), |m| format!(", pinned {}", readable(m)))
-    };
-    let cpu = best_design(e, &designs, cpu_id, true, true);
-    let p99 = best_design(e, &designs, p99_id, true, true);
-    match (cpu, p99) {
-        (Some((dc, vc, fc, ic)), Some((dl, vl, fl, il))) => {
-            rests_on.push(ic);
-            rests_on.push(il);
-            parts.push(format!(
-                "for many long connections{placed}, {dc} spent the least server CPU per request \
-                 ({vc}{}{}; CPU per request) and {dl} had the lowest p99 at the open-loop point \
-                 ({vl}{}{}; latency spectrum)",
-                pinned(&dc, "cpu_per_request"),
-                flagged(&fc),
-                pinned(&dl, "rate.p99"),
-                flagged(&fl)
-            ));
-        }
-        (Some((dc, vc, fc, ic)), None) => {
-            rests_on.push(ic);
-            parts.push(format!(
-                "for many long connections{placed}, {dc} spent the least server CPU per request \
-                 ({vc}{}{}; CPU per request)",
-                pinned(&dc, "cpu_per_request"),
-                flagged(&fc)
-            ));
-        }
-        _ => {}
+    if let Some(text) = many_connections(e, &designs, &mut rests_on) {
+        parts.push(text);
     }
     if let Some(text) = server::pinning_effect(e, &designs) {
         parts.push(text);

@@ -3,9 +3,8 @@
 //! An experiment without a rule of its own here (or whose figures are missing) gets its first
 //! metrics with a historical figure and the first sentences of its conclusion.
 
-use super::{best_design, first_sentences, median, readable, server};
+use super::{best_design, first_sentences, median, readable, readable_ns, server};
 use crate::measure::units::fmt_fixed;
-use crate::report::fmt_with_unit;
 use crate::results::ExperimentResult;
 
 /// Figures a short report shows of one experiment, at most.
@@ -390,19 +389,4 @@ fn ordering(e: &ExperimentResult) -> Verdict {
     rates.sort_by(|a, b| b.median.total_cmp(&a.median));
     let headline = rates.iter().take(3).map(|m| m.id.clone()).collect();
     Some((headline, from_conclusion(e)?))
-}
-
-/// A time in ns in the unit that keeps it short.
-fn readable_ns(ns: f64) -> String {
-    use crate::measure::units::Unit;
-    let unit = if ns < 1e3 {
-        Unit::Ns
-    } else if ns < 1e6 {
-        Unit::Us
-    } else if ns < 1e9 {
-        Unit::Ms
-    } else {
-        Unit::S
-    };
-    fmt_with_unit(Unit::Ns.convert(ns, unit).unwrap_or(ns), unit)
 }
