@@ -8,6 +8,7 @@ use comfy_table::{Cell, CellAlignment, ContentArrangement, Table};
 
 use crate::report::env::one_line;
 use crate::report::table::wrap;
+use crate::results::ids::doctor;
 use crate::results::{ExperimentResult, RunResults, Status};
 
 /// The whole doctor report for a terminal `width` columns wide.
@@ -45,12 +46,12 @@ pub fn render(r: &RunResults, width: usize) -> String {
     out.push_str(&facts(e, width));
     out.push_str(&knobs(e, width));
     out.push_str(&apply(e, width));
-    for t in e.tables.iter().filter(|t| t.id.ends_with("_split")) {
+    for t in e.tables.iter().filter(|t| doctor::is_split_table(&t.id)) {
         out.push_str(&format!("\n{}\n", t.title));
         out.push_str(&grid(&t.header, &t.rows, width));
         out.push_str(&wrap(&t.note, width, "  ", "  "));
     }
-    if let Some(t) = e.tables.iter().find(|t| t.id == "doctor.restored") {
+    if let Some(t) = table_of(e, doctor::RESTORED) {
         out.push_str(&format!("\n{}\n", t.title));
         out.push_str(&grid(&t.header, &t.rows, width));
     }
@@ -61,12 +62,17 @@ pub fn render(r: &RunResults, width: usize) -> String {
     out
 }
 
-fn table_of<'a>(e: &'a ExperimentResult, id: &str) -> Option<&'a crate::results::Table> {
+/// The doctor's table `name` (`doctor::FACTS`, ...).
+pub(crate) fn table_of<'a>(
+    e: &'a ExperimentResult,
+    name: &str,
+) -> Option<&'a crate::results::Table> {
+    let id = doctor::table(name);
     e.tables.iter().find(|t| t.id == id)
 }
 
 fn facts(e: &ExperimentResult, width: usize) -> String {
-    let Some(t) = table_of(e, "doctor.facts") else {
+    let Some(t) = table_of(e, doctor::FACTS) else {
         return String::new();
     };
     let mut out = format!("\n{}\n", t.title);
@@ -83,7 +89,7 @@ fn facts(e: &ExperimentResult, width: usize) -> String {
 }
 
 fn knobs(e: &ExperimentResult, width: usize) -> String {
-    let Some(t) = table_of(e, "doctor.knobs") else {
+    let Some(t) = table_of(e, doctor::KNOBS) else {
         return String::new();
     };
     let mut out = format!("\n{}\n", t.title);
@@ -100,7 +106,7 @@ fn knobs(e: &ExperimentResult, width: usize) -> String {
 }
 
 fn apply(e: &ExperimentResult, width: usize) -> String {
-    let Some(t) = table_of(e, "doctor.apply") else {
+    let Some(t) = table_of(e, doctor::APPLY) else {
         return String::new();
     };
     let mut out = String::from("\nHow to apply each setting\n");
