@@ -68,6 +68,27 @@ pub fn quote(field: &str) -> String {
     }
 }
 
+/// The `--csv` output.
+pub struct Csv;
+
+impl crate::report::export::Exporter for Csv {
+    fn flag(&self) -> &'static str {
+        "--csv"
+    }
+
+    fn label(&self) -> &'static str {
+        "csv"
+    }
+
+    fn render(
+        &self,
+        r: &RunResults,
+        _: &crate::report::export::Context,
+    ) -> crate::error::Result<String> {
+        Ok(render(r))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
