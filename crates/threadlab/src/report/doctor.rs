@@ -6,27 +6,14 @@
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, ContentArrangement, Table};
 
-use crate::report::env::one_line;
-use crate::report::table::wrap;
+use crate::report::table::{heading, warning_lines, wrap};
 use crate::results::ids::doctor;
 use crate::results::{ExperimentResult, RunResults, Status};
 
 /// The whole doctor report for a terminal `width` columns wide.
 pub fn render(r: &RunResults, width: usize) -> String {
-    let mut out = wrap(
-        &format!(
-            "threadlab doctor {} · {} · {}",
-            r.threadlab_version,
-            r.mode,
-            one_line(&r.environment)
-        ),
-        width,
-        "",
-        "  ",
-    );
-    for w in &r.warnings {
-        out.push_str(&wrap(&format!("warning: {}", w.text), width, "  ", "    "));
-    }
+    let mut out = heading("threadlab doctor", r, &r.mode, width);
+    out.push_str(&warning_lines(r, width));
     let Some(e) = r.experiments.iter().find(|e| e.name == "doctor") else {
         out.push_str("\nNo doctor results in this file.\n");
         return out;
@@ -230,36 +217,15 @@ mod tests {
             "not tried here: no SMT here".into(),
         ]);
         let e = ExperimentResult {
-            name: "doctor".into(),
-            study: "s".into(),
-            study_label: "l".into(),
-            status: Status::Ok,
-            reason: None,
             wall_s: 1.0,
-            metrics: vec![],
-            series: vec![],
-            skipped_metrics: vec![],
             tables: vec![facts, knobs, apply],
             conclusion: Some("Hold the limit.".into()),
-            attempts: vec![],
-            headline: vec![],
-            verdict: None,
-            drift_note: None,
-            host: None,
+            ..ExperimentResult::new("doctor", "s", "l")
         };
         RunResults {
-            schema_version: crate::results::SCHEMA_VERSION,
             threadlab_version: "0".into(),
-            started_at: String::new(),
-            finished_at: String::new(),
-            mode: "full".into(),
-            interrupted_by: None,
-            repeat: 1,
-            drift_threshold_pct: 0.0,
-            environment: Default::default(),
-            warnings: vec![],
             experiments: vec![e],
-            advice: vec![],
+            ..RunResults::new("full", Default::default())
         }
     }
 

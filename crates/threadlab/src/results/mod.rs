@@ -60,6 +60,27 @@ pub struct RunResults {
     pub advice: Vec<Advice>,
 }
 
+impl RunResults {
+    /// A run of this version with no experiment yet, on `environment`: one repeat, no drift
+    /// threshold, no warnings, no times; a runner or a test fills in the rest.
+    pub fn new(mode: &str, environment: Environment) -> RunResults {
+        RunResults {
+            schema_version: SCHEMA_VERSION,
+            threadlab_version: env!("CARGO_PKG_VERSION").to_string(),
+            started_at: String::new(),
+            finished_at: String::new(),
+            mode: mode.to_string(),
+            interrupted_by: None,
+            repeat: 1,
+            drift_threshold_pct: 0.0,
+            environment,
+            warnings: Vec::new(),
+            experiments: Vec::new(),
+            advice: Vec::new(),
+        }
+    }
+}
+
 /// One answer to a question a user of threads asks (pool size, lock, server design ...).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Advice {
@@ -144,6 +165,29 @@ pub struct ExperimentResult {
 }
 
 impl ExperimentResult {
+    /// An experiment's result with nothing in it yet: its name and study, status Ok, no
+    /// figures, no time taken; a runner or a test fills in the rest.
+    pub fn new(name: &str, study: &str, study_label: &str) -> ExperimentResult {
+        ExperimentResult {
+            name: name.to_string(),
+            study: study.to_string(),
+            study_label: study_label.to_string(),
+            status: Status::Ok,
+            reason: None,
+            wall_s: 0.0,
+            metrics: Vec::new(),
+            series: Vec::new(),
+            skipped_metrics: Vec::new(),
+            tables: Vec::new(),
+            conclusion: None,
+            attempts: Vec::new(),
+            headline: Vec::new(),
+            verdict: None,
+            drift_note: None,
+            host: None,
+        }
+    }
+
     /// Measured again because the host's speed moved during an attempt.
     pub fn remeasured(&self) -> bool {
         self.attempts.len() > 1

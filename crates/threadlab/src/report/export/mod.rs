@@ -88,20 +88,7 @@ mod tests {
     /// to a non-empty text.
     #[test]
     fn every_registered_format_is_distinct_and_renders() {
-        let r = RunResults {
-            schema_version: crate::results::SCHEMA_VERSION,
-            threadlab_version: "0".into(),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            finished_at: "2026-01-01T00:00:01Z".into(),
-            mode: "tiny".into(),
-            interrupted_by: None,
-            repeat: 1,
-            drift_threshold_pct: 0.0,
-            environment: Default::default(),
-            warnings: Vec::new(),
-            experiments: Vec::new(),
-            advice: Vec::new(),
-        };
+        let r = RunResults::new("tiny", Default::default());
         let cx = Context {
             source: "r.json",
             machine: None,
