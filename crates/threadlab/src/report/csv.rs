@@ -69,25 +69,11 @@ pub fn quote(field: &str) -> String {
 }
 
 /// The `--csv` output.
-pub struct Csv;
-
-impl crate::report::export::Exporter for Csv {
-    fn flag(&self) -> &'static str {
-        "--csv"
-    }
-
-    fn label(&self) -> &'static str {
-        "csv"
-    }
-
-    fn render(
-        &self,
-        r: &RunResults,
-        _: &crate::report::export::Context,
-    ) -> crate::error::Result<String> {
-        Ok(render(r))
-    }
-}
+pub const EXPORTER: crate::report::export::Plain = crate::report::export::Plain {
+    flag: "--csv",
+    label: "csv",
+    render,
+};
 
 #[cfg(test)]
 mod tests {

@@ -121,22 +121,8 @@ pub fn render(r: &RunResults) -> String {
 }
 
 /// The `--markdown` output.
-pub struct Markdown;
-
-impl crate::report::export::Exporter for Markdown {
-    fn flag(&self) -> &'static str {
-        "--markdown"
-    }
-
-    fn label(&self) -> &'static str {
-        "markdown"
-    }
-
-    fn render(
-        &self,
-        r: &RunResults,
-        _: &crate::report::export::Context,
-    ) -> crate::error::Result<String> {
-        Ok(render(r))
-    }
-}
+pub const EXPORTER: crate::report::export::Plain = crate::report::export::Plain {
+    flag: "--markdown",
+    label: "markdown",
+    render,
+};

@@ -576,24 +576,12 @@ mod tests {
     fn wide_tables_shorten_designs_once_and_never_cut_a_figure_or_flag() {
         for width in [60usize, 100, 200] {
             let mut legend = false;
-            let first = data_table(
-                &designs_table(),
-                &Style {
-                    color: false,
-                    width: None,
-                },
-                width,
-                &mut legend,
-            );
-            let second = data_table(
-                &designs_table(),
-                &Style {
-                    color: false,
-                    width: None,
-                },
-                width,
-                &mut legend,
-            );
+            let style = Style {
+                color: false,
+                width: None,
+            };
+            let first = data_table(&designs_table(), &style, width, &mut legend);
+            let second = data_table(&designs_table(), &style, width, &mut legend);
             let both = format!("{first}{second}");
             assert!(!both.contains('…'), "{width}: something cut:\n{both}");
             for figure in ["39.8 us", "141.30 ms", "98250", "1.17 ms"] {
