@@ -3,12 +3,31 @@
 
 use crate::measure::units::Unit;
 use crate::report::html::svg::Bar;
+use crate::report::html::Chart;
 use crate::report::{fmt_value, fmt_with_unit};
 use crate::results::{ExperimentResult, Metric};
 
 /// A key unique in the page: the experiment's name and the chart's, HTML-id safe.
 pub fn key(e: &ExperimentResult, what: &str) -> String {
     crate::report::html::html_id(&format!("{}-{what}", e.name))
+}
+
+/// A chart of `e` keyed by `what`, its drawing named by its title.
+pub fn chart_for(
+    e: &ExperimentResult,
+    what: &str,
+    title: &str,
+    svg: String,
+    caption: String,
+    numbers: Vec<Vec<String>>,
+) -> Chart {
+    Chart {
+        key: key(e, what),
+        title: title.into(),
+        svg,
+        caption,
+        numbers,
+    }
 }
 
 /// A unit all `metrics` can be shown in: theirs when they share one, else for times the one

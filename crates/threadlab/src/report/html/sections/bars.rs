@@ -111,13 +111,14 @@ pub(super) fn bars(e: &ExperimentResult, what: &str, title: &str, ids: &[&str]) 
             left_out.join(", ")
         ));
     }
-    Some(Chart {
-        key: key(e, what),
-        title: title.into(),
-        svg: chart.svg(title),
+    Some(chart_for(
+        e,
+        what,
+        title,
+        chart.svg(title),
         caption,
         numbers,
-    })
+    ))
 }
 
 /// Every metric (that passes `keep`) as bars, one chart per unit, at most 16 bars a chart.
@@ -241,11 +242,12 @@ pub(in crate::report::html) fn then_now(
         " The number above each pair is then ÷ now. Then: {}.",
         sources.into_iter().collect::<Vec<_>>().join("; ")
     ));
-    Some(Chart {
-        key: key(e, what),
-        title: title.into(),
-        svg: chart.svg(title),
+    Some(chart_for(
+        e,
+        what,
+        title,
+        chart.svg(title),
         caption,
         numbers,
-    })
+    ))
 }

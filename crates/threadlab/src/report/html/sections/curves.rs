@@ -149,11 +149,5 @@ pub(super) fn curve_chart(
     if !sources.is_empty() {
         caption.push_str(&format!(" · Then: {}.", sources.join("; ")));
     }
-    Chart {
-        key: key(e, what),
-        title: title.into(),
-        svg: chart.svg(title),
-        caption,
-        numbers,
-    }
+    chart_for(e, what, title, chart.svg(title), caption, numbers)
 }

@@ -71,13 +71,14 @@ pub(super) fn grid(
     };
     let mut caption = caption_of(&ms);
     caption.push_str(" Bars: medians; whiskers: quartiles.");
-    Some(Chart {
-        key: key(e, what),
-        title: title.into(),
-        svg: chart.svg(title),
+    Some(chart_for(
+        e,
+        what,
+        title,
+        chart.svg(title),
         caption,
         numbers,
-    })
+    ))
 }
 
 /// Every sample of each metric as a dot, with its quartile box; `colour_by` names the row
@@ -171,13 +172,14 @@ pub(super) fn distribution(
     }
     let mut caption = caption_of(&ms);
     caption.push_str(" Dots: samples; box: quartiles; line: median; diamond: marked value.");
-    Some(Chart {
-        key: key(e, what),
-        title: title.into(),
-        svg: chart.svg(title),
+    Some(chart_for(
+        e,
+        what,
+        title,
+        chart.svg(title),
         caption,
         numbers,
-    })
+    ))
 }
 
 /// The leading number of a table cell ("57.7%", "1044.9 us", "0.733"); None for "-".

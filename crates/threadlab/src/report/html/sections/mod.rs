@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 
-use super::parts::{common_unit, conv, key, metric_bar, unit_label};
+use super::parts::{chart_for, common_unit, conv, metric_bar, unit_label};
 use super::Chart;
 use crate::measure::units::Unit;
 use crate::report::html::svg::{

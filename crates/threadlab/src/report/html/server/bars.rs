@@ -196,13 +196,14 @@ pub(super) fn design_bars(
         ));
     }
     caption.push_str(&flags_note(&ms));
-    Some(Chart {
-        key: key(e, spec.what),
-        title: spec.title.into(),
-        svg: chart.svg(spec.title),
+    Some(chart_for(
+        e,
+        spec.what,
+        spec.title,
+        chart.svg(spec.title),
         caption,
         numbers,
-    })
+    ))
 }
 
 /// The blocking work itself, read from the conclusion ("blocks for 1000 us"), in us.

@@ -14,7 +14,7 @@ use base64::Engine;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 
-use super::parts::{common_unit, conv, flag_text, key, metric_bar, unit_label};
+use super::parts::{chart_for, common_unit, conv, flag_text, metric_bar, unit_label};
 use super::svg::{
     nines, Annotation, Axis, BarChart, BarGroup, BarSeries, Dash, Key, Line, LineChart, Marker,
     Reference, Scale, THEN,

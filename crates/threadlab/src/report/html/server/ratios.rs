@@ -116,13 +116,14 @@ pub(super) fn fork_ratio(e: &ExperimentResult) -> Option<Chart> {
         caption.push_str(&format!(" Then: {}.", sources.join("; ")));
     }
     caption.push_str(&flag_caption(&ms));
-    Some(Chart {
-        key: key(e, "fork-ratio"),
-        title: title.into(),
-        svg: chart.svg(title),
+    Some(chart_for(
+        e,
+        "fork-ratio",
+        title,
+        chart.svg(title),
         caption,
         numbers,
-    })
+    ))
 }
 
 /// Fig. 5's example ("10K ... took 1.469 us first time, but then ... around 0.45 us"): the
@@ -250,13 +251,14 @@ pub(super) fn first_vs_rest(e: &ExperimentResult, designs: &[String]) -> Option<
         caption.push_str(&format!(" Then: {}.", sources.join("; ")));
     }
     caption.push_str(&flag_caption(&firsts));
-    Some(Chart {
-        key: key(e, "fig5-example"),
-        title: title.into(),
-        svg: chart.svg(title),
+    Some(chart_for(
+        e,
+        "fig5-example",
+        title,
+        chart.svg(title),
         caption,
         numbers,
-    })
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------

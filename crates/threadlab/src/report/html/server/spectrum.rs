@@ -320,13 +320,14 @@ pub(super) fn spectrum(e: &ExperimentResult, designs: &[String]) -> Option<Chart
     if let Some(rest) = f.split_once("(named on hover and in the table): ") {
         caption.push_str(&format!(" Flags: {}", rest.1));
     }
-    Some(Chart {
-        key: key(e, "spectrum"),
-        title: title.into(),
-        svg: chart.svg(title),
+    Some(chart_for(
+        e,
+        "spectrum",
+        title,
+        chart.svg(title),
         caption,
         numbers,
-    })
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------
