@@ -71,10 +71,7 @@ pub(super) fn bars(e: &ExperimentResult, what: &str, title: &str, ids: &[&str]) 
             label: unit_label(unit),
             scale: if log { Scale::Log } else { Scale::Linear },
         },
-        series: vec![BarSeries {
-            name: "now".into(),
-            then: false,
-        }],
+        series: vec![BarSeries::now("now")],
         groups: shown
             .iter()
             .map(|m| BarGroup {
@@ -222,17 +219,11 @@ pub(in crate::report::html) fn then_now(
     let chart = BarChart {
         y: Axis::auto(unit_label(unit), &all),
         series: vec![
-            BarSeries {
-                name: format!(
-                    "then ({})",
-                    labels.into_iter().collect::<Vec<_>>().join(", ")
-                ),
-                then: true,
-            },
-            BarSeries {
-                name: "now".into(),
-                then: false,
-            },
+            BarSeries::then(format!(
+                "then ({})",
+                labels.into_iter().collect::<Vec<_>>().join(", ")
+            )),
+            BarSeries::now("now"),
         ],
         groups,
         references: Vec::new(),

@@ -59,13 +59,7 @@ pub(super) fn grid(
             label: unit_label(unit),
             scale: if log { Scale::Log } else { Scale::Linear },
         },
-        series: cols
-            .iter()
-            .map(|c| BarSeries {
-                name: c.1.clone(),
-                then: false,
-            })
-            .collect(),
+        series: cols.iter().map(|c| BarSeries::now(c.1.clone())).collect(),
         groups,
         references: Vec::new(),
     };

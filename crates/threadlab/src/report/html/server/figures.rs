@@ -69,7 +69,10 @@ pub(super) fn figure(e: &ExperimentResult, designs: &[String], long: bool) -> Op
         references: Vec::new(),
         x_unit: "bytes".into(),
         y_unit: unit_label(unit),
-        keys: placement_keys(across, same),
+        keys: solid_dotted_keys(
+            across.map(|p| format!("solid: client on another CPU ({p})")),
+            same.map(|p| format!("dotted, hollow: client on the server's CPU ({p})")),
+        ),
         annotations,
     };
     let mut caption = how_measured(&rows)?;
@@ -236,29 +239,6 @@ fn study_points(
         }
     }
     (annotations, sources)
-}
-
-/// What solid and dotted lines mean, for the placements the file holds.
-fn placement_keys(across: Option<&str>, same: Option<&str>) -> Vec<Key> {
-    let mut keys = Vec::new();
-    if let Some(p) = across {
-        keys.push(Key {
-            name: format!("solid: client on another CPU ({p})"),
-            colour: THEN,
-            marker: Some((Marker::Circle, false)),
-            ..Key::default()
-        });
-    }
-    if let Some(p) = same {
-        keys.push(Key {
-            name: format!("dotted, hollow: client on the server's CPU ({p})"),
-            colour: THEN,
-            dash: Dash::Dotted,
-            marker: Some((Marker::Circle, true)),
-            ..Key::default()
-        });
-    }
-    keys
 }
 
 /// How it was measured: the first design's note (the study's thread server when present),

@@ -25,7 +25,7 @@ use crate::report::{fmt_value, fmt_with_unit};
 use crate::results::flag;
 use crate::results::ids::server::{stat, Connection};
 use crate::results::ids::{self, server as sid};
-use crate::results::{ExperimentResult, Metric, SerializedHistogram, HDR_ENCODING};
+use crate::results::{ExperimentResult, Historical, Metric, SerializedHistogram, HDR_ENCODING};
 use crate::seeds;
 
 /// The two servers the study compared, drawn bold in its figures.

@@ -32,6 +32,24 @@ pub struct BarSeries {
     pub then: bool,
 }
 
+impl BarSeries {
+    /// The study's series, drawn neutral.
+    pub fn then(name: impl Into<String>) -> BarSeries {
+        BarSeries {
+            name: name.into(),
+            then: true,
+        }
+    }
+
+    /// A series measured now, drawn in the palette.
+    pub fn now(name: impl Into<String>) -> BarSeries {
+        BarSeries {
+            name: name.into(),
+            then: false,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct BarChart {
     pub y: Axis,

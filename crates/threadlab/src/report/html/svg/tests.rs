@@ -233,7 +233,10 @@ fn triangle_and_diamond_markers_keep_their_outlines() {
                 c(x - r * 1.2),
                 c(y)
             );
-            assert_eq!(Marker::Triangle.svg(x, y, "s3", false, light, None), triangle);
+            assert_eq!(
+                Marker::Triangle.svg(x, y, "s3", false, light, None),
+                triangle
+            );
             assert_eq!(Marker::Diamond.svg(x, y, "s3", false, light, None), diamond);
         }
     }
