@@ -57,14 +57,10 @@ fn fixture() -> RunResults {
     t.row(vec!["10 | 100".into(), "19.1".into()]);
     t.note = "cells with pipes stay in their column".into();
     let create_result = ExperimentResult {
-        name: "create".into(),
         study: threadlab::seeds::PTHREADS_1999.citation.into(),
         study_label: threadlab::seeds::PTHREADS_1999.label.into(),
-        status: Status::Ok,
-        reason: None,
         wall_s: 2.5,
         metrics: vec![create, ratio, bimodal],
-        series: vec![],
         skipped_metrics: vec![SkippedMetric {
             id: "create.go".into(),
             reason: "no Go toolchain on PATH".into(),
@@ -87,28 +83,13 @@ fn fixture() -> RunResults {
                 kept: true,
             },
         ],
-        headline: vec![],
-        verdict: None,
-        drift_note: None,
-        host: None,
+        ..ExperimentResult::new("create", Status::Ok)
     };
     let skipped = ExperimentResult {
-        name: "ordering".into(),
         study: threadlab::seeds::DELPHI_2010S.citation.into(),
         study_label: threadlab::seeds::DELPHI_2010S.label.into(),
-        status: Status::Skipped,
         reason: Some("litmus tests need two CPUs".into()),
-        wall_s: 0.0,
-        metrics: vec![],
-        series: vec![],
-        skipped_metrics: vec![],
-        tables: vec![],
-        conclusion: None,
-        attempts: vec![],
-        headline: vec![],
-        verdict: None,
-        drift_note: None,
-        host: None,
+        ..ExperimentResult::new("ordering", Status::Skipped)
     };
     RunResults {
         schema_version: SCHEMA_VERSION,

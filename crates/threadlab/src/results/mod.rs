@@ -144,6 +144,29 @@ pub struct ExperimentResult {
 }
 
 impl ExperimentResult {
+    /// A result with nothing in it yet: no study named, no figures, tables or notes; the
+    /// start from which a results file is built up field by field.
+    pub fn new(name: &str, status: Status) -> ExperimentResult {
+        ExperimentResult {
+            name: name.into(),
+            study: String::new(),
+            study_label: String::new(),
+            status,
+            reason: None,
+            wall_s: 0.0,
+            metrics: Vec::new(),
+            series: Vec::new(),
+            skipped_metrics: Vec::new(),
+            tables: Vec::new(),
+            conclusion: None,
+            headline: Vec::new(),
+            verdict: None,
+            attempts: Vec::new(),
+            drift_note: None,
+            host: None,
+        }
+    }
+
     /// Measured again because the host's speed moved during an attempt.
     pub fn remeasured(&self) -> bool {
         self.attempts.len() > 1
