@@ -2,7 +2,7 @@
 //! a unit several metrics share, a metric as a bar, its flags as hover text.
 
 use crate::measure::units::Unit;
-use crate::report::html::svg::{Axis, Bar, Line, LineChart, Reference};
+use crate::report::html::svg::{Axis, Bar, Drawing, Line, LineChart, Reference};
 use crate::report::html::Chart;
 use crate::report::{fmt_value, fmt_with_unit};
 use crate::results::{ExperimentResult, Metric, Series};
@@ -17,14 +17,14 @@ pub fn chart_for(
     e: &ExperimentResult,
     what: &str,
     title: &str,
-    svg: String,
+    drawing: &dyn Drawing,
     caption: String,
     numbers: Vec<Vec<String>>,
 ) -> Chart {
     Chart {
         key: key(e, what),
         title: title.into(),
-        svg,
+        svg: drawing.draw(title),
         caption,
         numbers,
     }

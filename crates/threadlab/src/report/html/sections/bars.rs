@@ -108,14 +108,7 @@ pub(super) fn bars(e: &ExperimentResult, what: &str, title: &str, ids: &[&str]) 
             left_out.join(", ")
         ));
     }
-    Some(chart_for(
-        e,
-        what,
-        title,
-        chart.svg(title),
-        caption,
-        numbers,
-    ))
+    Some(chart_for(e, what, title, &chart, caption, numbers))
 }
 
 /// Every metric (that passes `keep`) as bars, one chart per unit, at most 16 bars a chart.
@@ -233,12 +226,5 @@ pub(in crate::report::html) fn then_now(
         " The number above each pair is then ÷ now. Then: {}.",
         sources.into_iter().collect::<Vec<_>>().join("; ")
     ));
-    Some(chart_for(
-        e,
-        what,
-        title,
-        chart.svg(title),
-        caption,
-        numbers,
-    ))
+    Some(chart_for(e, what, title, &chart, caption, numbers))
 }

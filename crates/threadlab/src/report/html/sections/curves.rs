@@ -125,5 +125,5 @@ pub(super) fn curve_chart(
     if !sources.is_empty() {
         caption.push_str(&format!(" · Then: {}.", sources.join("; ")));
     }
-    chart_for(e, what, title, chart.svg(title), caption, numbers)
+    chart_for(e, what, title, &chart, caption, numbers)
 }

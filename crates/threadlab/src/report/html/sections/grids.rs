@@ -65,14 +65,7 @@ pub(super) fn grid(
     };
     let mut caption = caption_of(&ms);
     caption.push_str(" Bars: medians; whiskers: quartiles.");
-    Some(chart_for(
-        e,
-        what,
-        title,
-        chart.svg(title),
-        caption,
-        numbers,
-    ))
+    Some(chart_for(e, what, title, &chart, caption, numbers))
 }
 
 /// Every sample of each metric as a dot, with its quartile box; `colour_by` names the row
@@ -166,14 +159,7 @@ pub(super) fn distribution(
     }
     let mut caption = caption_of(&ms);
     caption.push_str(" Dots: samples; box: quartiles; line: median; diamond: marked value.");
-    Some(chart_for(
-        e,
-        what,
-        title,
-        chart.svg(title),
-        caption,
-        numbers,
-    ))
+    Some(chart_for(e, what, title, &chart, caption, numbers))
 }
 
 /// The leading number of a table cell ("57.7%", "1044.9 us", "0.733"); None for "-".

@@ -87,12 +87,7 @@ pub(super) fn design_bars(
     let mut caption = drawn.caption(designs, &ms, &left_out);
     caption.push_str(&flags_note(&ms));
     Some(chart_for(
-        e,
-        spec.what,
-        spec.title,
-        chart.svg(spec.title),
-        caption,
-        numbers,
+        e, spec.what, spec.title, &chart, caption, numbers,
     ))
 }
 

@@ -95,14 +95,7 @@ pub(super) fn figure(e: &ExperimentResult, designs: &[String], long: bool) -> Op
             sources.join("; ")
         ));
     }
-    Some(chart_for(
-        e,
-        what,
-        title,
-        chart.svg(title),
-        caption,
-        numbers,
-    ))
+    Some(chart_for(e, what, title, &chart, caption, numbers))
 }
 
 /// One curve per design and placement (the client on another CPU, then on the server's),

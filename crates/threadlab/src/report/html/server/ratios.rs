@@ -107,14 +107,7 @@ pub(super) fn fork_ratio(e: &ExperimentResult) -> Option<Chart> {
         4.7 / 4.0
     );
     let caption = then_and_flags(caption, &sources, &ms);
-    Some(chart_for(
-        e,
-        "fork-ratio",
-        title,
-        chart.svg(title),
-        caption,
-        numbers,
-    ))
+    Some(chart_for(e, "fork-ratio", title, &chart, caption, numbers))
 }
 
 /// One design's first request of a long connection and the rest, now and as the study
@@ -185,7 +178,7 @@ pub(super) fn first_vs_rest(e: &ExperimentResult, designs: &[String]) -> Option<
         e,
         "fig5-example",
         title,
-        chart.svg(title),
+        &chart,
         caption,
         numbers,
     ))

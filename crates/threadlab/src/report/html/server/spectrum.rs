@@ -224,14 +224,7 @@ pub(super) fn spectrum(e: &ExperimentResult, designs: &[String]) -> Option<Chart
     };
     let title = "Latency percentile spectrum at the open-loop point";
     let caption = spectrum_caption(e, designs, &all);
-    Some(chart_for(
-        e,
-        "spectrum",
-        title,
-        chart.svg(title),
-        caption,
-        numbers,
-    ))
+    Some(chart_for(e, "spectrum", title, &chart, caption, numbers))
 }
 
 /// A design's curves: from the planned send, listed, and from the actual send, dotted.
@@ -255,29 +248,24 @@ fn spectrum_lines(s: &DesignSpectrum, d: &str) -> Vec<Line> {
             }
         )
     };
-    let mut lines = Vec::new();
-    for (pts, corrected) in [(&s.corrected, true), (&s.uncorrected, false)] {
-        if pts.is_empty() {
-            continue;
-        }
-        let how = if corrected {
-            "from the planned send"
-        } else {
-            "from the actual send (uncorrected)"
-        };
-        lines.push(Line {
-            name: name.clone(),
-            points: pts.iter().map(|p| (p.x, p.value)).collect(),
-            colour: s.design,
-            marker: Marker::nth(s.design),
-            dash: if corrected { Dash::Solid } else { Dash::Dotted },
-            hollow: !corrected,
-            unlisted: !corrected,
-            titles: pts.iter().map(|p| title(p, how)).collect(),
-            ..Line::default()
-        });
-    }
-    lines
+    [
+        (&s.corrected, true, "from the planned send"),
+        (&s.uncorrected, false, "from the actual send (uncorrected)"),
+    ]
+    .into_iter()
+    .filter(|(pts, _, _)| !pts.is_empty())
+    .map(|(pts, corrected, how)| Line {
+        name: name.clone(),
+        points: pts.iter().map(|p| (p.x, p.value)).collect(),
+        colour: s.design,
+        marker: Marker::nth(s.design),
+        dash: if corrected { Dash::Solid } else { Dash::Dotted },
+        hollow: !corrected,
+        unlisted: !corrected,
+        titles: pts.iter().map(|p| title(p, how)).collect(),
+        ..Line::default()
+    })
+    .collect()
 }
 
 /// How the curves were made (from histograms or from metrics, per design), how to read
