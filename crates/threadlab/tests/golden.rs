@@ -5,12 +5,10 @@
 
 use std::path::PathBuf;
 
-use threadlab::measure::env::Environment;
 use threadlab::measure::units::Unit;
 use threadlab::report::{markdown, table};
 use threadlab::results::{
     Attempt, ExperimentResult, Metric, RunResults, SkippedMetric, Status, Table, Warning,
-    SCHEMA_VERSION,
 };
 
 fn fixture() -> RunResults {
@@ -92,23 +90,17 @@ fn fixture() -> RunResults {
         ..ExperimentResult::new("ordering", Status::Skipped)
     };
     RunResults {
-        schema_version: SCHEMA_VERSION,
         threadlab_version: "0.0.0-golden".into(),
         started_at: "2026-11-23T10:00:00Z".into(),
         finished_at: "2026-11-23T10:01:00Z".into(),
-        mode: "quick".into(),
-        interrupted_by: None,
-        repeat: 1,
         drift_threshold_pct: 5.0,
-        environment: Environment::default(),
         warnings: vec![Warning {
             kind: "busy_machine".into(),
             text: "busy machine: 1-minute load average 1.62 at start is above 0.5 per CPU (2 \
                    CPUs); figures may be slower and noisier than this machine at rest"
                 .into(),
         }],
-        experiments: vec![create_result, skipped],
-        advice: vec![],
+        ..RunResults::new("quick", vec![create_result, skipped])
     }
 }
 

@@ -60,6 +60,27 @@ pub struct RunResults {
     pub advice: Vec<Advice>,
 }
 
+impl RunResults {
+    /// The results of a run in `mode` holding `experiments`, written by this version, with
+    /// no times, warnings or advice yet.
+    pub fn new(mode: &str, experiments: Vec<ExperimentResult>) -> RunResults {
+        RunResults {
+            schema_version: SCHEMA_VERSION,
+            threadlab_version: env!("CARGO_PKG_VERSION").into(),
+            started_at: String::new(),
+            finished_at: String::new(),
+            mode: mode.into(),
+            interrupted_by: None,
+            repeat: 1,
+            drift_threshold_pct: 0.0,
+            environment: Environment::default(),
+            warnings: Vec::new(),
+            experiments,
+            advice: Vec::new(),
+        }
+    }
+}
+
 /// One answer to a question a user of threads asks (pool size, lock, server design ...).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Advice {

@@ -207,20 +207,7 @@ mod tests {
             }],
             ..ExperimentResult::new("doctor", Status::Ok)
         };
-        let mut r = RunResults {
-            schema_version: crate::results::SCHEMA_VERSION,
-            threadlab_version: "0".into(),
-            started_at: String::new(),
-            finished_at: String::new(),
-            mode: "full".into(),
-            interrupted_by: None,
-            repeat: 1,
-            drift_threshold_pct: 0.0,
-            environment: Default::default(),
-            warnings: vec![],
-            experiments: vec![e],
-            advice: vec![],
-        };
+        let mut r = RunResults::new("full", vec![e]);
         let html = render(&r);
         let b = html.find("<b>b</b>").unwrap();
         let a = html.find("<b>a</b>").unwrap();
