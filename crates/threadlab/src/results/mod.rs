@@ -60,6 +60,27 @@ pub struct RunResults {
     pub advice: Vec<Advice>,
 }
 
+impl RunResults {
+    /// The results of a run in `mode` holding `experiments`, written by this version, with
+    /// no times, warnings or advice yet.
+    pub fn new(mode: &str, experiments: Vec<ExperimentResult>) -> RunResults {
+        RunResults {
+            schema_version: SCHEMA_VERSION,
+            threadlab_version: env!("CARGO_PKG_VERSION").into(),
+            started_at: String::new(),
+            finished_at: String::new(),
+            mode: mode.into(),
+            interrupted_by: None,
+            repeat: 1,
+            drift_threshold_pct: 0.0,
+            environment: Environment::default(),
+            warnings: Vec::new(),
+            experiments,
+            advice: Vec::new(),
+        }
+    }
+}
+
 /// One answer to a question a user of threads asks (pool size, lock, server design ...).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Advice {
@@ -144,6 +165,29 @@ pub struct ExperimentResult {
 }
 
 impl ExperimentResult {
+    /// A result with nothing in it yet: no study named, no figures, tables or notes; the
+    /// start from which a results file is built up field by field.
+    pub fn new(name: &str, status: Status) -> ExperimentResult {
+        ExperimentResult {
+            name: name.into(),
+            study: String::new(),
+            study_label: String::new(),
+            status,
+            reason: None,
+            wall_s: 0.0,
+            metrics: Vec::new(),
+            series: Vec::new(),
+            skipped_metrics: Vec::new(),
+            tables: Vec::new(),
+            conclusion: None,
+            headline: Vec::new(),
+            verdict: None,
+            attempts: Vec::new(),
+            drift_note: None,
+            host: None,
+        }
+    }
+
     /// Measured again because the host's speed moved during an attempt.
     pub fn remeasured(&self) -> bool {
         self.attempts.len() > 1
