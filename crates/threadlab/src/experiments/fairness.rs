@@ -14,7 +14,7 @@ use hdrhistogram::Histogram;
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
-use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
+use crate::experiments::{own_series, Axis, Ctx, Experiment, Info, Mode, Outcome};
 use crate::measure::placement::{allowed_cpus, pin_current_thread};
 use crate::measure::process::mono_ns;
 use crate::measure::spawn::{spawn_scoped, start_called_off, StartGate};
@@ -631,20 +631,23 @@ fn threads_table(threads: usize, medians: &[Medians]) -> Table {
 /// One lock's throughput over the thread counts.
 fn throughput_series(lock: &str, medians: &[Medians], ncpu: usize) -> Series {
     let pts: Vec<&Medians> = medians.iter().filter(|m| m.lock == lock).collect();
-    Series {
-        id: format!("fairness.{lock}.throughput_vs_threads"),
-        x_label: "contending threads".into(),
-        x_unit: Unit::Threads,
-        y_label: "acquisitions per second (median)".into(),
-        y_unit: Unit::PerS,
-        x: pts.iter().map(|m| m.threads as f64).collect(),
-        y: pts.iter().map(|m| m.throughput).collect(),
-        note: format!(
+    own_series(
+        format!("fairness.{lock}.throughput_vs_threads"),
+        Axis {
+            label: "contending threads",
+            unit: Unit::Threads,
+            values: pts.iter().map(|m| m.threads as f64).collect(),
+        },
+        Axis {
+            label: "acquisitions per second (median)",
+            unit: Unit::PerS,
+            values: pts.iter().map(|m| m.throughput).collect(),
+        },
+        format!(
             "{lock}: {}; threads pinned round-robin over {ncpu} CPU(s).",
             policy(lock)
         ),
-        historical: None,
-    }
+    )
 }
 
 #[cfg(test)]

@@ -236,13 +236,6 @@ fn with_condition<T: Send>(
     })
 }
 
-const INFO: Info = Info {
-    name: "latency",
-    study: &seeds::BEOS_1999,
-    measures: "gaps in a clock-reading loop over 256 us and the longest, alone / beside a lower-priority spinner / plus a 125 us rescheduler; normal and real-time; cyclictest-style wake-up lateness",
-    rough_secs: [0.4, 4.0, 40.0],
-};
-
 /// What every probe of a run shares: the CPU, how long each probe runs, the threshold, and
 /// whether real time is permitted here (with the reason when not).
 struct Setup {
@@ -271,6 +264,13 @@ impl Setup {
 
 /// One clock-loop probe's result, as the conclusion reads it: (id prefix, gaps over, longest us).
 type GapRow = (String, u64, f64);
+
+const INFO: Info = Info {
+    name: "latency",
+    study: &seeds::BEOS_1999,
+    measures: "gaps in a clock-reading loop over 256 us and the longest, alone / beside a lower-priority spinner / plus a 125 us rescheduler; normal and real-time; cyclictest-style wake-up lateness",
+    rough_secs: [0.4, 4.0, 40.0],
+};
 
 impl Experiment for Latency {
     fn info(&self) -> &'static Info {

@@ -8,14 +8,14 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::experiments::{Ctx, Experiment, Info, Interleaved, Outcome};
+use crate::experiments::{own_series, Axis, Ctx, Experiment, Info, Interleaved, Outcome};
 use crate::measure::pair::CacheLine;
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::{mono_ns, thread_cpu_ns};
 use crate::measure::sampler::Sampler;
 use crate::measure::spawn::spawn_scoped;
 use crate::measure::units::{Direction, Unit};
-use crate::results::{Metric, Series};
+use crate::results::Metric;
 use crate::seeds;
 use crate::sys::gettid;
 
@@ -674,17 +674,20 @@ fn throughput_loss(ctx: &Ctx, sampler: &Sampler, out: &mut Outcome, cpu: usize) 
          small negative values are noise",
         job_ns / 1_000_000
     );
-    out.series.push(Series {
-        id: "preempt.throughput_loss".into(),
-        x_label: "quantum".into(),
-        x_unit: Unit::Us,
-        y_label: "throughput loss".into(),
-        y_unit: Unit::Percent,
-        x: QUANTA_US.iter().map(|&q| q as f64).collect(),
-        y: ys,
-        note: method.clone(),
-        historical: None,
-    });
+    out.series.push(own_series(
+        "preempt.throughput_loss".into(),
+        Axis {
+            label: "quantum",
+            unit: Unit::Us,
+            values: QUANTA_US.iter().map(|&q| q as f64).collect(),
+        },
+        Axis {
+            label: "throughput loss",
+            unit: Unit::Percent,
+            values: ys,
+        },
+        method.clone(),
+    ));
     if let Some(s) = at_10ms {
         out.add(
             Metric::from_summary(

@@ -43,6 +43,20 @@ pub(super) struct RunResult {
     idle_pct: Vec<f64>,
 }
 
+impl RunResult {
+    /// A run of `seconds` from its workers' or carriers' (sum, voluntary, involuntary switches);
+    /// the idle shares are added by the sweep.
+    fn of(seconds: f64, parts: &[(u64, u64, u64)]) -> RunResult {
+        RunResult {
+            seconds,
+            total: parts.iter().fold(0u64, |a, p| a.wrapping_add(p.0)),
+            voluntary: parts.iter().map(|p| p.1).sum(),
+            involuntary: parts.iter().map(|p| p.2).sum(),
+            idle_pct: Vec::new(),
+        }
+    }
+}
+
 /// Runs `f` and measures how idle each allowed CPU was meanwhile.
 fn with_idle<T>(cpus: &[usize], f: impl FnOnce() -> Result<T>) -> Result<(T, Vec<f64>)> {
     let before = sys::cpu_ticks();
@@ -107,14 +121,7 @@ pub(super) fn run_kernel(limit: Option<usize>, per_worker: u64) -> Result<RunRes
             None => joined,
         }
     })?;
-    let seconds = t.elapsed().as_secs_f64();
-    Ok(RunResult {
-        seconds,
-        total: parts.iter().fold(0u64, |a, p| a.wrapping_add(p.0)),
-        voluntary: parts.iter().map(|p| p.1).sum(),
-        involuntary: parts.iter().map(|p| p.2).sum(),
-        idle_pct: Vec::new(),
-    })
+    Ok(RunResult::of(t.elapsed().as_secs_f64(), &parts))
 }
 
 /// The same on uthread: `carriers` OS threads each run a runtime with their share of the 64
@@ -187,13 +194,7 @@ pub(super) fn run_uthread(
     });
     let seconds = t.elapsed().as_secs_f64();
     let parts = parts.into_iter().collect::<Result<Vec<_>>>()?;
-    Ok(RunResult {
-        seconds,
-        total: parts.iter().fold(0u64, |a, p| a.wrapping_add(p.0)),
-        voluntary: parts.iter().map(|p| p.1).sum(),
-        involuntary: parts.iter().map(|p| p.2).sum(),
-        idle_pct: Vec::new(),
-    })
+    Ok(RunResult::of(seconds, &parts))
 }
 
 fn x_of(limit: Option<usize>) -> usize {
