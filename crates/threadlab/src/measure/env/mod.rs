@@ -323,14 +323,11 @@ impl Environment {
 
     /// Records the load figures at the end of the run.
     pub fn record_end(&mut self) {
-        let load = read("/proc/loadavg")
-            .as_deref()
-            .and_then(load::parse_loadavg);
-        self.loadavg_end = load.map(|l| l.avg);
-        self.runnable_tasks_end = load.map(|l| l.running.saturating_sub(1));
-        self.procs_running_end = read("/proc/stat")
-            .as_deref()
-            .and_then(load::parse_procs_running);
+        (
+            self.loadavg_end,
+            self.runnable_tasks_end,
+            self.procs_running_end,
+        ) = load::load_now();
         if !self.steal_ticks_start.is_empty() {
             self.steal_ms_during_run = Some(crate::measure::host::steal_ms(
                 &self.steal_ticks_start,
