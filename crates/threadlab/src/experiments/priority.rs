@@ -355,7 +355,7 @@ fn nice_shares(ctx: &Ctx, s: &Setup, out: &mut Outcome) -> Result<(Table, f64)> 
             &id,
             Unit::Percent,
             &s,
-            &placement,
+            placement,
             format!(
                 "CPU share of the first of {} spinning threads at nice {:?}, all pinned to one CPU, \
                  per-thread CPU time (CLOCK_THREAD_CPUTIME_ID) over {} ms windows; kernel weight \
@@ -466,7 +466,7 @@ fn frame_model(ctx: &Ctx, s: &Setup, out: &mut Outcome) -> Result<(Table, f64)> 
             &format!("priority.frames.interrupted_{label}_pct"),
             Unit::Percent,
             pct[k],
-            &placement,
+            placement,
             format!(
                 "share of {frames} frames of 16.7 ms (probe at nice 0 reading the clock) that saw \
                  {label} gaps > {} us, beside a spinner at nice {spinner_nice} on the same CPU; \
