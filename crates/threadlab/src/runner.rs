@@ -367,7 +367,11 @@ fn run_once(
 
 fn empty_result(exp: &dyn Experiment) -> ExperimentResult {
     let info = exp.info();
-    ExperimentResult::new(info.name, info.study.citation, info.study.label)
+    ExperimentResult {
+        study: info.study.citation.to_string(),
+        study_label: info.study.label.to_string(),
+        ..ExperimentResult::new(info.name, Status::Ok)
+    }
 }
 
 fn not_run(exp: &dyn Experiment, reason: String) -> ExperimentResult {
@@ -609,7 +613,7 @@ mod tests {
             )
             .unwrap()],
             conclusion: Some("c".into()),
-            ..ExperimentResult::new("x", "s", "l")
+            ..ExperimentResult::new("x", Status::Ok)
         }
     }
 

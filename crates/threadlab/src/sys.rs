@@ -8,45 +8,37 @@ use std::sync::atomic::AtomicU32;
 /// `shared`: the word lives in memory shared between processes (non-private futex).
 #[inline]
 pub fn futex_wait(word: &AtomicU32, expected: u32, shared: bool) {
-    let op = if shared {
-        libc::FUTEX_WAIT
-    } else {
-        libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG
-    };
-    // SAFETY: word is a valid, aligned u32 for the duration of the call; no timeout pointer.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            op,
-            expected,
-            std::ptr::null::<libc::timespec>(),
-        );
-    }
+    futex_wait_until(word, expected, shared, None);
 }
 
 /// Like futex_wait, but returns after `timeout_ms` at the latest, so the caller can re-check
 /// whether its partner is still there.
 #[inline]
 pub fn futex_wait_for(word: &AtomicU32, expected: u32, shared: bool, timeout_ms: u64) {
+    let ts = libc::timespec {
+        tv_sec: (timeout_ms / 1000) as libc::time_t,
+        tv_nsec: ((timeout_ms % 1000) * 1_000_000) as libc::c_long,
+    };
+    futex_wait_until(word, expected, shared, Some(&ts));
+}
+
+#[inline]
+fn futex_wait_until(
+    word: &AtomicU32,
+    expected: u32,
+    shared: bool,
+    timeout: Option<&libc::timespec>,
+) {
     let op = if shared {
         libc::FUTEX_WAIT
     } else {
         libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG
     };
-    let ts = libc::timespec {
-        tv_sec: (timeout_ms / 1000) as libc::time_t,
-        tv_nsec: ((timeout_ms % 1000) * 1_000_000) as libc::c_long,
-    };
-    // SAFETY: word is a valid, aligned u32; ts is a valid relative timeout.
+    let ts = timeout.map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: word is a valid, aligned u32 for the duration of the call; ts is null (no
+    // timeout) or points to a valid relative timeout that outlives the call.
     unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            op,
-            expected,
-            &ts as *const libc::timespec,
-        );
+        libc::syscall(libc::SYS_futex, word.as_ptr(), op, expected, ts);
     }
 }
 

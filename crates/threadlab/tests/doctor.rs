@@ -81,6 +81,17 @@ fn resume_file(root: &Path) -> Option<PathBuf> {
     )))
 }
 
+/// A doctor run (saving nothing) caught inside an "on" phase: `file` reads "n/a".
+fn doctor_in_on_phase(root: &Path, file: &Path) -> Child {
+    let mut child = doctor(root, &["--no-save"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&mut child, file, "n/a");
+    child
+}
+
 /// Waits until `file` reads `value` (the run is inside an "on" phase), at most a minute.
 fn wait_for(child: &mut Child, file: &Path, value: &str) {
     let t = Instant::now();
@@ -211,12 +222,7 @@ fn machine_settings_are_restored_after_a_run_and_after_sigterm_in_an_on_phase() 
     );
     assert!(!root.join("run/threadlab-doctor.journal").exists());
 
-    let mut child = doctor(&root, &["--no-save"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for(&mut child, &file, "n/a");
+    let mut child = doctor_in_on_phase(&root, &file);
     signal(&child, libc::SIGTERM);
     assert_eq!(exit_code(&mut child), Some(143));
     assert_eq!(
@@ -236,12 +242,7 @@ fn a_second_signal_restores_from_the_handler_and_sigkill_from_the_journal() {
     };
     let before = settings(&root);
     // Two signals: the second ends the process at once, from the handler.
-    let mut child = doctor(&root, &["--no-save"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for(&mut child, &file, "n/a");
+    let mut child = doctor_in_on_phase(&root, &file);
     signal(&child, libc::SIGTERM);
     signal(&child, libc::SIGTERM);
     let code = exit_code(&mut child);
@@ -249,12 +250,7 @@ fn a_second_signal_restores_from_the_handler_and_sigkill_from_the_journal() {
     assert_eq!(settings(&root), before, "the handler wrote the value back");
 
     // SIGKILL: nothing runs, the journal remembers, the next run restores.
-    let mut child = doctor(&root, &["--no-save"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for(&mut child, &file, "n/a");
+    let mut child = doctor_in_on_phase(&root, &file);
     signal(&child, libc::SIGKILL);
     let _ = exit_code(&mut child);
     assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "n/a");

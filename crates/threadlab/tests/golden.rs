@@ -5,12 +5,10 @@
 
 use std::path::PathBuf;
 
-use threadlab::measure::env::Environment;
 use threadlab::measure::units::Unit;
 use threadlab::report::{markdown, table};
 use threadlab::results::{
     Attempt, ExperimentResult, Metric, RunResults, SkippedMetric, Status, Table, Warning,
-    SCHEMA_VERSION,
 };
 
 fn fixture() -> RunResults {
@@ -57,14 +55,10 @@ fn fixture() -> RunResults {
     t.row(vec!["10 | 100".into(), "19.1".into()]);
     t.note = "cells with pipes stay in their column".into();
     let create_result = ExperimentResult {
-        name: "create".into(),
         study: threadlab::seeds::PTHREADS_1999.citation.into(),
         study_label: threadlab::seeds::PTHREADS_1999.label.into(),
-        status: Status::Ok,
-        reason: None,
         wall_s: 2.5,
         metrics: vec![create, ratio, bimodal],
-        series: vec![],
         skipped_metrics: vec![SkippedMetric {
             id: "create.go".into(),
             reason: "no Go toolchain on PATH".into(),
@@ -87,47 +81,26 @@ fn fixture() -> RunResults {
                 kept: true,
             },
         ],
-        headline: vec![],
-        verdict: None,
-        drift_note: None,
-        host: None,
+        ..ExperimentResult::new("create", Status::Ok)
     };
     let skipped = ExperimentResult {
-        name: "ordering".into(),
         study: threadlab::seeds::DELPHI_2010S.citation.into(),
         study_label: threadlab::seeds::DELPHI_2010S.label.into(),
-        status: Status::Skipped,
         reason: Some("litmus tests need two CPUs".into()),
-        wall_s: 0.0,
-        metrics: vec![],
-        series: vec![],
-        skipped_metrics: vec![],
-        tables: vec![],
-        conclusion: None,
-        attempts: vec![],
-        headline: vec![],
-        verdict: None,
-        drift_note: None,
-        host: None,
+        ..ExperimentResult::new("ordering", Status::Skipped)
     };
     RunResults {
-        schema_version: SCHEMA_VERSION,
         threadlab_version: "0.0.0-golden".into(),
         started_at: "2026-11-23T10:00:00Z".into(),
         finished_at: "2026-11-23T10:01:00Z".into(),
-        mode: "quick".into(),
-        interrupted_by: None,
-        repeat: 1,
         drift_threshold_pct: 5.0,
-        environment: Environment::default(),
         warnings: vec![Warning {
             kind: "busy_machine".into(),
             text: "busy machine: 1-minute load average 1.62 at start is above 0.5 per CPU (2 \
                    CPUs); figures may be slower and noisier than this machine at rest"
                 .into(),
         }],
-        experiments: vec![create_result, skipped],
-        advice: vec![],
+        ..RunResults::new("quick", vec![create_result, skipped])
     }
 }
 

@@ -40,6 +40,9 @@ fn tiny() -> &'static Path {
     })
 }
 
+/// The tiny run's page stays under this (docs/report.md).
+const PAGE_BUDGET: usize = 1_300_000;
+
 fn results(path: &Path) -> RunResults {
     parse_results(&std::fs::read_to_string(path).unwrap(), "test").unwrap()
 }
@@ -115,8 +118,9 @@ fn run_writes_a_report_with_every_experiment_charted_and_nothing_from_the_networ
         assert!(advice.contains(topic), "advice lacks {topic}");
     }
     assert!(advice.matches("Rests on").count() >= 5, "{advice}");
-    // Well under the size budget (a full run has a few more points per curve).
-    assert!(page.len() < 1_000_000, "{} bytes", page.len());
+    // Within the size budget (docs/report.md: a tiny run's page is about 1 MB, its size
+    // following the data - the server's and the doctor's metric counts - by a few percent).
+    assert!(page.len() < PAGE_BUDGET, "{} bytes", page.len());
     // Dark mode and print are styled.
     assert!(page.contains("prefers-color-scheme: dark") && page.contains("@media print"));
 }
@@ -221,7 +225,7 @@ fn the_server_section_draws_its_figures_with_units_captions_and_numbers() {
     );
     // Nothing from the network, and within the size budget with everything else.
     assert_eq!(html::network_references(&page), Vec::<String>::new());
-    assert!(page.len() < 1_000_000, "{} bytes", page.len());
+    assert!(page.len() < PAGE_BUDGET, "{} bytes", page.len());
 }
 
 /// Decodes a stored histogram the way any HdrHistogram reader would.

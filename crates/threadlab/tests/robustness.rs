@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use threadlab::results::{RunResults, Status};
@@ -236,6 +236,19 @@ fn in_own_session(cmd: &mut Command) -> &mut Command {
     }
 }
 
+/// A tiny run of `experiments` writing `json`, in its own session, quiet.
+fn tiny_run_in_own_session(experiments: &[&str], json: &Path) -> Child {
+    in_own_session(&mut threadlab())
+        .arg("run")
+        .args(experiments)
+        .args(["--tiny", "--allow-debug", "--json"])
+        .arg(json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// Live pids of session `sid`. Zombies are left out: they have ended and only wait to be
 /// reaped, by init when their parent ended first.
 fn session_members(sid: i32) -> Vec<i32> {
@@ -279,21 +292,7 @@ fn signals_at_random_moments_end_the_run_cleanly() {
         let (sig, code) = signals[round % 3];
         let json = d.join(format!("r{round}.json"));
         // Its own session, so every process it starts can be found afterwards.
-        let mut child = in_own_session(&mut threadlab())
-            .args([
-                "run",
-                "create",
-                "switch",
-                "sync",
-                "--tiny",
-                "--allow-debug",
-                "--json",
-                json.to_str().unwrap(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = tiny_run_in_own_session(&["create", "switch", "sync"], &json);
         let sid = child.id() as i32;
         std::thread::sleep(Duration::from_millis(50 + next(&mut seed) % 1500));
         let sent = Instant::now();
@@ -350,20 +349,7 @@ fn signals_at_random_moments_end_the_run_cleanly() {
 fn a_second_signal_ends_at_once_and_leaves_nothing_behind() {
     let d = scratch("second");
     let json = d.join("r.json");
-    let mut child = in_own_session(&mut threadlab())
-        .args([
-            "run",
-            "switch",
-            "create",
-            "--tiny",
-            "--allow-debug",
-            "--json",
-            json.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = tiny_run_in_own_session(&["switch", "create"], &json);
     let sid = child.id() as i32;
     // The moment that matters most: a Go build under way, whose compiler or linker (started by
     // `go`, not by threadlab) must end too. Without a Go toolchain, 400 ms into the run.

@@ -467,55 +467,185 @@ impl Experiment for Coop {
             Ok(())
         };
 
-        // scores[mode] = per-rep ratios to that rep's baseline; yields[mode] = last rep's yields.
-        let mut u_scores: Vec<Vec<f64>> = vec![Vec::new(); U_MODES.len()];
-        let mut u_yields = vec![0u64; U_MODES.len()];
-        let mut k_scores: Vec<Vec<f64>> = vec![Vec::new(); K_MODES.len()];
-        let mut k_yields = vec![0u64; K_MODES.len()];
-        let mut baselines = (Vec::new(), Vec::new());
+        let u_names: Vec<&str> = U_MODES.iter().map(|m| m.id).collect();
+        let k_names: Vec<&str> = K_MODES.iter().map(|m| m.1).collect();
+        let mut uthread = Scores::new(U_MODES.len());
+        let mut kernel = Scores::new(K_MODES.len());
         for rep in 0..reps {
             ctx.step(&format!("coop.uthread rep {}", rep + 1))?;
-            // The baseline is run before and after the modes and averaged, so that a drift in
-            // the machine's load during the rep does not bias every score one way.
-            let before = run_uthread(cpu, chunks, None, &flag)?;
-            check("uthread baseline", &before)?;
-            let mut times = Vec::new();
-            for (i, m) in U_MODES.iter().enumerate() {
-                ctx.cancel.check()?;
-                let r = run_uthread(cpu, chunks, Some(*m), &flag)?;
-                check(m.id, &r)?;
-                times.push(r.0);
-                u_yields[i] = r.2;
-            }
-            let after = run_uthread(cpu, chunks, None, &flag)?;
-            check("uthread baseline", &after)?;
-            let base = (before.0 + after.0) / 2.0;
-            baselines.0.push(base);
-            for (i, t) in times.iter().enumerate() {
-                u_scores[i].push(t / base);
-            }
-
+            uthread.rep(ctx, "uthread baseline", &u_names, &check, |m| {
+                run_uthread(cpu, chunks, m.map(|i| U_MODES[i]), &flag)
+            })?;
             ctx.step(&format!("coop.kernel rep {}", rep + 1))?;
-            let before = run_kernel(cpu, chunks, KMode::Baseline, &flag)?;
-            check("kernel baseline", &before)?;
-            let mut times = Vec::new();
-            for (i, m) in K_MODES.iter().enumerate() {
-                ctx.cancel.check()?;
-                let r = run_kernel(cpu, chunks, m.0, &flag)?;
-                check(m.1, &r)?;
-                times.push(r.0);
-                k_yields[i] = r.2;
-            }
-            let after = run_kernel(cpu, chunks, KMode::Baseline, &flag)?;
-            check("kernel baseline", &after)?;
-            let base = (before.0 + after.0) / 2.0;
-            baselines.1.push(base);
-            for (i, t) in times.iter().enumerate() {
-                k_scores[i].push(t / base);
-            }
+            kernel.rep(ctx, "kernel baseline", &k_names, &check, |m| {
+                run_kernel(
+                    cpu,
+                    chunks,
+                    m.map_or(KMode::Baseline, |i| K_MODES[i].0),
+                    &flag,
+                )
+            })?;
         }
-        let base_u = Summary::from_samples(&baselines.0, 1).map_or(f64::NAN, |s| s.median);
-        let base_k = Summary::from_samples(&baselines.1, 1).map_or(f64::NAN, |s| s.median);
+        let found = Found {
+            cpu,
+            chunks,
+            reps,
+            base_u: uthread.base_median(),
+            base_k: kernel.base_median(),
+            uthread,
+            kernel,
+        };
+        let medians = found.metrics(out)?;
+        out.tables.push(found.table(&medians));
+        out.conclusion = Some(found.conclusion(&medians));
+        Ok(())
+    }
+}
+
+/// One substrate's scores: per mode, each rep's ratio to that rep's baseline; the last rep's
+/// yields per mode; each rep's baseline.
+struct Scores {
+    scores: Vec<Vec<f64>>,
+    yields: Vec<u64>,
+    baselines: Vec<f64>,
+}
+
+impl Scores {
+    fn new(modes: usize) -> Scores {
+        Scores {
+            scores: vec![Vec::new(); modes],
+            yields: vec![0u64; modes],
+            baselines: Vec::new(),
+        }
+    }
+
+    /// One rep: the baseline (`run(None)`), every mode (`run(Some(i))`), the baseline again.
+    /// The baseline is run before and after the modes and averaged, so that a drift in the
+    /// machine's load during the rep does not bias every score one way.
+    fn rep(
+        &mut self,
+        ctx: &Ctx,
+        baseline: &str,
+        names: &[&str],
+        check: &dyn Fn(&str, &JobRun) -> Result<()>,
+        run: impl Fn(Option<usize>) -> Result<JobRun>,
+    ) -> Result<()> {
+        let before = run(None)?;
+        check(baseline, &before)?;
+        let mut times = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            ctx.cancel.check()?;
+            let r = run(Some(i))?;
+            check(name, &r)?;
+            times.push(r.0);
+            self.yields[i] = r.2;
+        }
+        let after = run(None)?;
+        check(baseline, &after)?;
+        let base = (before.0 + after.0) / 2.0;
+        self.baselines.push(base);
+        for (i, t) in times.iter().enumerate() {
+            self.scores[i].push(t / base);
+        }
+        Ok(())
+    }
+
+    fn base_median(&self) -> f64 {
+        Summary::from_samples(&self.baselines, 1).map_or(f64::NAN, |s| s.median)
+    }
+
+    fn summary(&self, i: usize) -> Result<Summary> {
+        Summary::from_samples(&self.scores[i], 1)
+            .ok_or_else(|| Error::Fail("no coop samples".into()))
+    }
+}
+
+/// Both substrates' scores and what their notes name.
+struct Found {
+    cpu: usize,
+    chunks: u64,
+    reps: usize,
+    base_u: f64,
+    base_k: f64,
+    uthread: Scores,
+    kernel: Scores,
+}
+
+/// Each score's median by metric id, for the table and the conclusion.
+type Medians = Vec<(String, f64)>;
+
+fn median_of(medians: &Medians, id: &str) -> Option<f64> {
+    medians.iter().find(|m| m.0 == id).map(|m| m.1)
+}
+
+/// The Mac models' range of a score column ("-" for a column the Mac did not have).
+fn mac_range(col: &str) -> String {
+    let idx = match col {
+        "coop_fg" => 1,
+        "coop_bg" => 2,
+        "preempt_fg" => 3,
+        "preempt_bg" => 4,
+        _ => return "-".into(),
+    };
+    let vals: Vec<f64> = seeds::MAC_SCORES
+        .iter()
+        .map(|r| [r.1, r.2, r.3, r.4][idx - 1])
+        .collect();
+    let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = vals.iter().copied().fold(0.0, f64::max);
+    format!("{lo:.3}..{hi:.3}")
+}
+
+impl Found {
+    /// One score metric per mode and substrate; their medians.
+    fn metrics(&self, out: &mut Outcome) -> Result<Medians> {
+        let (cpu, chunks, base_u, base_k) = (self.cpu, self.chunks, self.base_u, self.base_k);
+        let mut medians: Medians = Vec::new();
+        for (i, m) in U_MODES.iter().enumerate() {
+            let s = self.uthread.summary(i)?;
+            let id = format!("coop.score.{}", m.id);
+            medians.push((id.clone(), s.median));
+            let yields = self.uthread.yields[i];
+            let yields_per_s = yields as f64 / (base_u * s.median);
+            out.add(
+                Metric::from_summary(
+                    &id,
+                    Unit::Score,
+                    &s,
+                    format!("one uthread carrier on CPU {cpu}"),
+                    format!(
+                        "{}; time / time of the same job never yielding (mean of runs before and after the modes, {base_u:.3} s, {chunks} x \
+                         4096 iterations, checksum verified); {} yields ({yields_per_s:.0}/s)",
+                        m.what, yields
+                    ),
+                )
+                .with_direction(score_direction(&id)),
+            );
+        }
+        for (i, m) in K_MODES.iter().enumerate() {
+            let s = self.kernel.summary(i)?;
+            let id = format!("coop.score.kernel.{}", m.1);
+            medians.push((id.clone(), s.median));
+            out.add(
+                Metric::from_summary(
+                    &id,
+                    Unit::Score,
+                    &s,
+                    Placement::SameCpu(cpu),
+                    format!(
+                        "kernel threads pinned to CPU {cpu}: {}; time / time of the job alone \
+                         never yielding ({base_k:.3} s); {} yields",
+                        m.3, self.kernel.yields[i]
+                    ),
+                )
+                .with_direction(score_direction(&id)),
+            );
+        }
+        Ok(medians)
+    }
+
+    /// Today's scores on both substrates beside the Mac's.
+    fn table(&self, medians: &Medians) -> Table {
         let mut table = Table::new(
             "coop.scores",
             "Scores: time relative to the same job never yielding (1.00)",
@@ -528,70 +658,13 @@ impl Experiment for Coop {
             ],
         );
         table.note = format!(
-            "median of {reps} runs; 1.00 = the job never yielding ({base_u:.2} s on uthread); \
+            "median of {} runs; 1.00 = the job never yielding ({:.2} s on uthread); \
              Mac figures from {}",
+            self.reps,
+            self.base_u,
             seeds::MAC_1997.citation
         );
-        let mut medians: Vec<(String, f64)> = Vec::new();
-        let mac_range = |col: &str| -> String {
-            let idx = match col {
-                "coop_fg" => 1,
-                "coop_bg" => 2,
-                "preempt_fg" => 3,
-                "preempt_bg" => 4,
-                _ => return "-".into(),
-            };
-            let vals: Vec<f64> = seeds::MAC_SCORES
-                .iter()
-                .map(|r| [r.1, r.2, r.3, r.4][idx - 1])
-                .collect();
-            let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = vals.iter().copied().fold(0.0, f64::max);
-            format!("{lo:.3}..{hi:.3}")
-        };
-
-        for (i, m) in U_MODES.iter().enumerate() {
-            let s = Summary::from_samples(&u_scores[i], 1)
-                .ok_or_else(|| Error::Fail("no coop samples".into()))?;
-            let id = format!("coop.score.{}", m.id);
-            medians.push((id.clone(), s.median));
-            let yields_per_s = u_yields[i] as f64 / (base_u * s.median);
-            out.add(
-                Metric::from_summary(
-                    &id,
-                    Unit::Score,
-                    &s,
-                    format!("one uthread carrier on CPU {cpu}"),
-                    format!(
-                        "{}; time / time of the same job never yielding (mean of runs before and after the modes, {base_u:.3} s, {chunks} x \
-                         4096 iterations, checksum verified); {} yields ({yields_per_s:.0}/s)",
-                        m.what, u_yields[i]
-                    ),
-                )
-                .with_direction(score_direction(&id)),
-            );
-        }
-        for (i, m) in K_MODES.iter().enumerate() {
-            let s = Summary::from_samples(&k_scores[i], 1)
-                .ok_or_else(|| Error::Fail("no coop samples".into()))?;
-            let id = format!("coop.score.kernel.{}", m.1);
-            medians.push((id.clone(), s.median));
-            out.add(
-                Metric::from_summary(
-                    &id,
-                    Unit::Score,
-                    &s,
-                    Placement::SameCpu(cpu),
-                    format!(
-                        "kernel threads pinned to CPU {cpu}: {}; time / time of the job alone \
-                         never yielding ({base_k:.3} s); {} yields",
-                        m.3, k_yields[i]
-                    ),
-                )
-                .with_direction(score_direction(&id)),
-            );
-        }
-        let get = |id: &str| medians.iter().find(|m| m.0 == id).map(|m| m.1);
+        let get = |id: &str| median_of(medians, id);
         let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
         for m in U_MODES {
             let k = get(&format!("coop.score.kernel.{}", m.id));
@@ -610,21 +683,26 @@ impl Experiment for Coop {
                 },
             ]);
         }
-        let every4096 = get("coop.score.coop_fg_every4096").unwrap_or(f64::NAN);
-        let k4096 = get("coop.score.kernel.coop_fg_every4096").unwrap_or(f64::NAN);
-        let balance = get("coop.score.balance").unwrap_or(f64::NAN);
-        let kbalance = get("coop.score.kernel.balance").unwrap_or(f64::NAN);
-        let pfg = get("coop.score.preempt_fg").unwrap_or(f64::NAN);
-        let t333 = get("coop.score.coop_fg_333ms").unwrap_or(f64::NAN);
-        let t1ms = get("coop.score.coop_fg_1ms").unwrap_or(f64::NAN);
-        let kbg = get("coop.score.kernel.preempt_bg").unwrap_or(f64::NAN);
+        table
+    }
+
+    /// What yielding on time, on a count and preemption cost, and which to choose.
+    fn conclusion(&self, medians: &Medians) -> String {
+        let get = |id: &str| median_of(medians, id).unwrap_or(f64::NAN);
+        let every4096 = get("coop.score.coop_fg_every4096");
+        let k4096 = get("coop.score.kernel.coop_fg_every4096");
+        let balance = get("coop.score.balance");
+        let kbalance = get("coop.score.kernel.balance");
+        let pfg = get("coop.score.preempt_fg");
+        let t333 = get("coop.score.coop_fg_333ms");
+        let t1ms = get("coop.score.coop_fg_1ms");
+        let kbg = get("coop.score.kernel.preempt_bg");
         let i4096 = U_MODES
             .iter()
             .position(|m| m.id == "coop_fg_every4096")
             .unwrap_or(0);
-        let rate = u_yields[i4096] as f64 / (base_u * every4096);
-        out.tables.push(table);
-        out.conclusion = Some(format!(
+        let rate = self.uthread.yields[i4096] as f64 / (self.base_u * every4096);
+        format!(
             "Yielding on a time basis scores {t333:.3} at 1/3 s and {t1ms:.3} at 1 ms: next to \
              nothing. Yielding every 4096 iterations scores {every4096:.3} on uthread and {k4096:.3} \
              with sched_yield: the count fixes the work between yields, not the time, so this \
@@ -637,8 +715,7 @@ impl Experiment for Coop {
              on uthread's lottery ({balance:.2}) and on Linux's fair scheduler ({kbalance:.2}); the \
              study found the Mac's main thread slightly favoured. Choose preemptive threads for \
              CPU-bound jobs; if you must yield cooperatively, yield on time, not on a count."
-        ));
-        Ok(())
+        )
     }
 }
 

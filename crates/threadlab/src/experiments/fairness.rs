@@ -14,7 +14,7 @@ use hdrhistogram::Histogram;
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
-use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
+use crate::experiments::{own_series, Axis, Ctx, Experiment, Info, Mode, Outcome};
 use crate::measure::placement::{allowed_cpus, pin_current_thread};
 use crate::measure::process::mono_ns;
 use crate::measure::spawn::{spawn_scoped, start_called_off, StartGate};
@@ -132,103 +132,68 @@ struct ThreadTally {
     waits: Histogram<u64>,
 }
 
-/// Runs T threads on lock `L` for the given duration; Err(Cancelled) if interrupted.
-pub fn run_once<L: BenchLock>(p: &FairnessParams, cancel: &Cancel) -> Result<FairnessRun> {
-    let lock = L::default();
-    // Protected by the lock: the previous holder's id (0 = none) and a counter. They are atomics
-    // with Relaxed accesses only so that this file needs no unsafe; the lock orders them.
-    let last_holder = AtomicUsize::new(0);
-    let counter = AtomicU64::new(0);
-    let stop = AtomicBool::new(false);
-    let start = StartGate::new(p.threads + 1);
-    let mut pin_error = None;
-    let mut elapsed = Duration::ZERO;
-    let mut cancelled = None;
-    let mut refused = None;
+/// What the lock threads of one run share: the lock, the state it protects, the stop flag and
+/// the start line. The previous holder's id (0 = none) and the counter are protected by the
+/// lock; they are atomics with Relaxed accesses only so that this file needs no unsafe, and the
+/// lock orders them.
+struct Contended<L> {
+    lock: L,
+    last_holder: AtomicUsize,
+    counter: AtomicU64,
+    stop: AtomicBool,
+    start: StartGate,
+}
 
-    let tallies: Vec<Result<ThreadTally>> = std::thread::scope(|s| {
-        let mut handles = Vec::with_capacity(p.threads);
-        for i in 0..p.threads {
-            let (lock, last_holder, counter, stop, start) =
-                (&lock, &last_holder, &counter, &stop, &start);
-            let spawned = spawn_scoped(s, "a lock thread", move || -> Result<ThreadTally> {
-                let pinned = match p.cpus.get(i % p.cpus.len().max(1)) {
-                    Some(&cpu) => pin_current_thread(cpu),
-                    None => Ok(()),
-                };
-                let mut t = ThreadTally {
-                    acquisitions: 0,
-                    reacquired: 0,
-                    waits: Histogram::new_with_bounds(1, 60_000_000_000, 3)
-                        .expect("constant histogram bounds are valid"),
-                };
-                if !start.wait() {
-                    return Err(start_called_off());
-                }
-                pinned?;
-                let me = i + 1;
-                let mut tick = 0u32;
-                while !stop.load(Ordering::Relaxed) {
-                    let timed = tick == 0;
-                    tick = (tick + 1) % WAIT_SAMPLE_EVERY;
-                    let asked = if timed { mono_ns() } else { 0 };
-                    let (got, again) = lock.with(|| {
-                        let got = if timed { mono_ns() } else { 0 };
-                        let again = last_holder.load(Ordering::Relaxed) == me;
-                        last_holder.store(me, Ordering::Relaxed);
-                        let c = counter.load(Ordering::Relaxed);
-                        std::hint::black_box(work(p.critical_units));
-                        counter.store(c + 1, Ordering::Relaxed);
-                        (got, again)
-                    });
-                    if timed {
-                        t.waits.saturating_record(got.saturating_sub(asked).max(1));
-                    }
-                    t.acquisitions += 1;
-                    t.reacquired += again as u64;
-                    std::hint::black_box(work(p.pause_units));
-                }
-                Ok(t)
-            });
-            match spawned {
-                Ok(h) => handles.push(h),
-                Err(e) => {
-                    // Release the threads waiting at the start line, then report the refusal.
-                    start.abort();
-                    refused = Some(e);
-                    break;
-                }
-            }
-        }
-        if refused.is_some() {
-            return Vec::new();
-        }
-        start.wait();
-        let t0 = Instant::now();
-        while t0.elapsed() < p.duration {
-            if let Err(e) = cancel.check() {
-                cancelled = Some(e);
-                break;
-            }
-            std::thread::sleep(
-                (p.duration - t0.elapsed().min(p.duration)).min(Duration::from_millis(10)),
-            );
-        }
-        stop.store(true, Ordering::Relaxed);
-        elapsed = t0.elapsed();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Fail("a lock thread panicked".into())))
-            })
-            .collect()
-    });
-    if let Some(e) = refused.or(cancelled) {
-        return Err(e);
+/// One lock thread: pinned (round-robin), it waits at the start line, then locks, works,
+/// unlocks and pauses until told to stop, timing one acquisition in `WAIT_SAMPLE_EVERY`.
+fn lock_thread<L: BenchLock>(
+    c: &Contended<L>,
+    p: &FairnessParams,
+    i: usize,
+) -> Result<ThreadTally> {
+    let pinned = match p.cpus.get(i % p.cpus.len().max(1)) {
+        Some(&cpu) => pin_current_thread(cpu),
+        None => Ok(()),
+    };
+    let mut t = ThreadTally {
+        acquisitions: 0,
+        reacquired: 0,
+        waits: Histogram::new_with_bounds(1, 60_000_000_000, 3)
+            .expect("constant histogram bounds are valid"),
+    };
+    if !c.start.wait() {
+        return Err(start_called_off());
     }
+    pinned?;
+    let me = i + 1;
+    let mut tick = 0u32;
+    while !c.stop.load(Ordering::Relaxed) {
+        let timed = tick == 0;
+        tick = (tick + 1) % WAIT_SAMPLE_EVERY;
+        let asked = if timed { mono_ns() } else { 0 };
+        let (got, again) = c.lock.with(|| {
+            let got = if timed { mono_ns() } else { 0 };
+            let again = c.last_holder.load(Ordering::Relaxed) == me;
+            c.last_holder.store(me, Ordering::Relaxed);
+            let n = c.counter.load(Ordering::Relaxed);
+            std::hint::black_box(work(p.critical_units));
+            c.counter.store(n + 1, Ordering::Relaxed);
+            (got, again)
+        });
+        if timed {
+            t.waits.saturating_record(got.saturating_sub(asked).max(1));
+        }
+        t.acquisitions += 1;
+        t.reacquired += again as u64;
+        std::hint::black_box(work(p.pause_units));
+    }
+    Ok(t)
+}
 
-    let mut per_thread = Vec::with_capacity(p.threads);
+/// The threads' tallies as one run: acquisitions per thread, re-takes, and the waits merged.
+fn merge_tallies(tallies: Vec<Result<ThreadTally>>, elapsed: Duration) -> Result<FairnessRun> {
+    let mut pin_error = None;
+    let mut per_thread = Vec::with_capacity(tallies.len());
     let mut reacquired = 0;
     let mut waits = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|e| Error::Fail(format!("histogram: {e}")))?;
@@ -247,19 +212,76 @@ pub fn run_once<L: BenchLock>(p: &FairnessParams, cancel: &Cancel) -> Result<Fai
     if let Some(e) = pin_error {
         return Err(e);
     }
-    let run = FairnessRun {
+    Ok(FairnessRun {
         per_thread,
         elapsed,
         reacquired,
         wait_p99_ns: waits.value_at_quantile(0.99),
         wait_max_ns: waits.max(),
         wait_samples: waits.len(),
+    })
+}
+
+/// Runs T threads on lock `L` for the given duration; Err(Cancelled) if interrupted.
+pub fn run_once<L: BenchLock>(p: &FairnessParams, cancel: &Cancel) -> Result<FairnessRun> {
+    let c = Contended {
+        lock: L::default(),
+        last_holder: AtomicUsize::new(0),
+        counter: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        start: StartGate::new(p.threads + 1),
     };
-    if counter.load(Ordering::Relaxed) != run.total() {
+    let mut elapsed = Duration::ZERO;
+    let mut cancelled = None;
+    let mut refused = None;
+
+    let tallies: Vec<Result<ThreadTally>> = std::thread::scope(|s| {
+        let mut handles = Vec::with_capacity(p.threads);
+        for i in 0..p.threads {
+            let c = &c;
+            match spawn_scoped(s, "a lock thread", move || lock_thread(c, p, i)) {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // Release the threads waiting at the start line, then report the refusal.
+                    c.start.abort();
+                    refused = Some(e);
+                    break;
+                }
+            }
+        }
+        if refused.is_some() {
+            return Vec::new();
+        }
+        c.start.wait();
+        let t0 = Instant::now();
+        while t0.elapsed() < p.duration {
+            if let Err(e) = cancel.check() {
+                cancelled = Some(e);
+                break;
+            }
+            std::thread::sleep(
+                (p.duration - t0.elapsed().min(p.duration)).min(Duration::from_millis(10)),
+            );
+        }
+        c.stop.store(true, Ordering::Relaxed);
+        elapsed = t0.elapsed();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Fail("a lock thread panicked".into())))
+            })
+            .collect()
+    });
+    if let Some(e) = refused.or(cancelled) {
+        return Err(e);
+    }
+    let run = merge_tallies(tallies, elapsed)?;
+    if c.counter.load(Ordering::Relaxed) != run.total() {
         return Err(Error::Fail(format!(
             "lock {} lost updates: {} increments for {} acquisitions",
             L::NAME,
-            counter.load(Ordering::Relaxed),
+            c.counter.load(Ordering::Relaxed),
             run.total()
         )));
     }
@@ -442,140 +464,190 @@ impl Experiment for Fairness {
                 pause_units,
                 cpus: cpus.clone(),
             };
-            // runs[lock][rep]; repetitions interleave the locks so slow drift hits all alike.
-            let mut runs: Vec<Vec<FairnessRun>> = vec![Vec::new(); LOCKS.len()];
-            for _ in 0..reps {
-                for (k, lock) in LOCKS.iter().enumerate() {
-                    ctx.step(&format!("fairness.{lock}.t{threads}"))?;
-                    runs[k].push(run_named(lock, &p, ctx.cancel)?);
-                }
-            }
+            let runs = interleaved_runs(ctx, &p, reps)?;
             let placement = placement_name(&cpus[..threads.min(cpus.len())]);
             for (k, lock) in LOCKS.iter().enumerate() {
-                let r = &runs[k];
-                let id = |what: &str| ids::fairness::id(lock, threads, what);
-                let col =
-                    |f: &dyn Fn(&FairnessRun) -> f64| -> Vec<f64> { r.iter().map(f).collect() };
-                let acquisitions: u64 = r.iter().map(|x| x.total()).sum();
-                let timed: u64 = r.iter().map(|x| x.wait_samples).sum();
-                let base = format!(
-                    "{threads} threads pinned round-robin to CPUs {}, each looping: lock, critical section of ~{CRITICAL_SECTION_NS:.0} ns of arithmetic ({critical_units} units), unlock, pause of ~{PAUSE_NS:.0} ns ({pause_units} units). Lock policy: {}. Spread over {reps} runs of {} ms each (the quick suite takes 5 runs, fewer than the lab's usual 7 samples, to stay short; --full takes 11 runs of 500 ms); {acquisitions} acquisitions in all.",
-                    placement,
-                    policy(lock),
-                    duration.as_millis(),
-                );
-                let tp = summary(&col(&|x| x.throughput_per_s()), 1)?;
-                let jain = summary(&col(&|x| x.jain()), 1)?;
-                let mm = summary(&col(&|x| x.max_over_min()), 1)?;
-                let p99 = summary(&col(&|x| x.wait_p99_ns as f64 / 1e3), 1)?;
-                let wmax = summary(&col(&|x| x.wait_max_ns as f64 / 1e3), 1)?;
-                let again = summary(&col(&|x| x.reacquired_pct()), 1)?;
-                let wait_note = format!(
-                    "Wait = from just before lock() to the first instruction inside the critical section, monotonic clock, timed on 1 acquisition in {WAIT_SAMPLE_EVERY} per thread ({timed} timed) so that clock reads do not lengthen every critical section; per-run value from an HDR histogram (3 significant digits)."
-                );
-                out.add(Metric::from_summary(
-                    &id(ids::fairness::THROUGHPUT),
-                    Unit::PerS,
-                    &tp,
-                    &placement,
-                    format!("Acquisitions/s, all threads together; {base}"),
-                ));
-                out.add(Metric::from_summary(
-                    &id(ids::fairness::JAIN),
-                    Unit::Index,
-                    &jain,
-                    &placement,
-                    format!("Jain index over acquisitions per thread; 1 = equal shares, 1/{threads} = one thread took all. {base}"),
-                ).with_direction(Direction::HigherIsBetter));
-                out.add(Metric::from_summary(
-                    &id(ids::fairness::MAX_MIN),
-                    Unit::Ratio,
-                    &mm,
-                    &placement,
-                    format!("Most acquisitions by one thread / fewest; a thread with none counts as 1. {base}"),
-                ).with_direction(Direction::LowerIsBetter));
-                out.add(Metric::from_summary(
-                    &id(ids::fairness::WAIT_P99),
-                    Unit::Us,
-                    &p99,
-                    &placement,
-                    format!("p99 wait for the lock, sampled; {wait_note} {base}"),
-                ));
-                out.add(Metric::from_summary(
-                    &id(ids::fairness::WAIT_MAX),
-                    Unit::Us,
-                    &wmax,
-                    &placement,
-                    format!("Longest sampled wait for the lock; {wait_note} {base}"),
-                ));
-                out.add(Metric::from_summary(
-                    &id(ids::fairness::BARGING),
-                    Unit::Percent,
-                    &again,
-                    &placement,
-                    format!("Share re-taken by the thread that just released it; it released, paused ~{PAUSE_NS:.0} ns and came back first. Under contention a FIFO lock keeps this near 0; it also counts re-takes when nobody was waiting. {base}"),
-                ));
-                medians.push(Medians {
-                    lock,
-                    threads,
-                    throughput: tp.median,
-                    jain: jain.median,
-                    reacquired_pct: again.median,
-                    wait_p99_us: p99.median,
-                    wait_max_us: wmax.median,
-                });
+                medians.push(lock_metrics(out, lock, &p, reps, &placement, &runs[k])?);
             }
         }
 
         for &threads in &thread_counts(cpus.len()) {
-            let mut t = Table::new(
-                &format!("fairness.t{threads}"),
-                &format!("{threads} threads on one lock (medians of the runs)"),
-                &[
-                    "lock",
-                    "acquisitions/s",
-                    "Jain",
-                    "p99 wait",
-                    "longest wait",
-                    "re-taken",
-                ],
-            );
-            t.note =
-                "Jain 1 = equal shares; re-taken = share the releaser took again at once (barging)"
-                    .into();
-            for m in medians.iter().filter(|m| m.threads == threads) {
-                t.row(vec![
-                    m.lock.to_string(),
-                    fmt_rate(m.throughput),
-                    format!("{:.3}", m.jain),
-                    format!("{:.1} us", m.wait_p99_us),
-                    format!("{:.0} us", m.wait_max_us),
-                    format!("{:.0}%", m.reacquired_pct),
-                ]);
-            }
-            out.tables.push(t);
+            out.tables.push(threads_table(threads, &medians));
         }
         for lock in LOCKS {
-            let pts: Vec<&Medians> = medians.iter().filter(|m| m.lock == *lock).collect();
-            out.series.push(Series {
-                id: format!("fairness.{lock}.throughput_vs_threads"),
-                x_label: "contending threads".into(),
-                x_unit: Unit::Threads,
-                y_label: "acquisitions per second (median)".into(),
-                y_unit: Unit::PerS,
-                x: pts.iter().map(|m| m.threads as f64).collect(),
-                y: pts.iter().map(|m| m.throughput).collect(),
-                note: format!(
-                    "{lock}: {}; threads pinned round-robin over {} CPU(s).",
-                    policy(lock),
-                    cpus.len()
-                ),
-                historical: None,
-            });
+            out.series
+                .push(throughput_series(lock, &medians, cpus.len()));
         }
         out.conclusion = Some(conclusion(&medians, cpus.len()));
         Ok(())
     }
+}
+
+/// runs[lock][rep] at one thread count; repetitions interleave the locks so slow drift hits
+/// all alike.
+fn interleaved_runs(ctx: &Ctx, p: &FairnessParams, reps: usize) -> Result<Vec<Vec<FairnessRun>>> {
+    let mut runs: Vec<Vec<FairnessRun>> = vec![Vec::new(); LOCKS.len()];
+    for _ in 0..reps {
+        for (k, lock) in LOCKS.iter().enumerate() {
+            ctx.step(&format!("fairness.{lock}.t{}", p.threads))?;
+            runs[k].push(run_named(lock, p, ctx.cancel)?);
+        }
+    }
+    Ok(runs)
+}
+
+/// One figure of a lock at a thread count: which value of each run, its unit and note.
+struct LockFigure {
+    what: &'static str,
+    unit: Unit,
+    value: fn(&FairnessRun) -> f64,
+    direction: Option<Direction>,
+    note: String,
+}
+
+/// The six figures of one lock at one thread count, from its runs; their medians.
+fn lock_metrics(
+    out: &mut Outcome,
+    lock: &'static str,
+    p: &FairnessParams,
+    reps: usize,
+    placement: &str,
+    r: &[FairnessRun],
+) -> Result<Medians> {
+    let (threads, critical_units, pause_units) = (p.threads, p.critical_units, p.pause_units);
+    let acquisitions: u64 = r.iter().map(|x| x.total()).sum();
+    let timed: u64 = r.iter().map(|x| x.wait_samples).sum();
+    let base = format!(
+        "{threads} threads pinned round-robin to CPUs {}, each looping: lock, critical section of ~{CRITICAL_SECTION_NS:.0} ns of arithmetic ({critical_units} units), unlock, pause of ~{PAUSE_NS:.0} ns ({pause_units} units). Lock policy: {}. Spread over {reps} runs of {} ms each (the quick suite takes 5 runs, fewer than the lab's usual 7 samples, to stay short; --full takes 11 runs of 500 ms); {acquisitions} acquisitions in all.",
+        placement,
+        policy(lock),
+        p.duration.as_millis(),
+    );
+    let wait_note = format!(
+        "Wait = from just before lock() to the first instruction inside the critical section, monotonic clock, timed on 1 acquisition in {WAIT_SAMPLE_EVERY} per thread ({timed} timed) so that clock reads do not lengthen every critical section; per-run value from an HDR histogram (3 significant digits)."
+    );
+    let figures = [
+        LockFigure {
+            what: ids::fairness::THROUGHPUT,
+            unit: Unit::PerS,
+            value: |x| x.throughput_per_s(),
+            direction: None,
+            note: format!("Acquisitions/s, all threads together; {base}"),
+        },
+        LockFigure {
+            what: ids::fairness::JAIN,
+            unit: Unit::Index,
+            value: |x| x.jain(),
+            direction: Some(Direction::HigherIsBetter),
+            note: format!("Jain index over acquisitions per thread; 1 = equal shares, 1/{threads} = one thread took all. {base}"),
+        },
+        LockFigure {
+            what: ids::fairness::MAX_MIN,
+            unit: Unit::Ratio,
+            value: |x| x.max_over_min(),
+            direction: Some(Direction::LowerIsBetter),
+            note: format!("Most acquisitions by one thread / fewest; a thread with none counts as 1. {base}"),
+        },
+        LockFigure {
+            what: ids::fairness::WAIT_P99,
+            unit: Unit::Us,
+            value: |x| x.wait_p99_ns as f64 / 1e3,
+            direction: None,
+            note: format!("p99 wait for the lock, sampled; {wait_note} {base}"),
+        },
+        LockFigure {
+            what: ids::fairness::WAIT_MAX,
+            unit: Unit::Us,
+            value: |x| x.wait_max_ns as f64 / 1e3,
+            direction: None,
+            note: format!("Longest sampled wait for the lock; {wait_note} {base}"),
+        },
+        LockFigure {
+            what: ids::fairness::BARGING,
+            unit: Unit::Percent,
+            value: |x| x.reacquired_pct(),
+            direction: None,
+            note: format!("Share re-taken by the thread that just released it; it released, paused ~{PAUSE_NS:.0} ns and came back first. Under contention a FIFO lock keeps this near 0; it also counts re-takes when nobody was waiting. {base}"),
+        },
+    ];
+    // Every summary before any metric: a run without finite samples adds none of the six.
+    let summaries = figures
+        .iter()
+        .map(|f| summary(&r.iter().map(f.value).collect::<Vec<_>>(), 1))
+        .collect::<Result<Vec<_>>>()?;
+    for (f, s) in figures.into_iter().zip(&summaries) {
+        let m = Metric::from_summary(
+            &ids::fairness::id(lock, threads, f.what),
+            f.unit,
+            s,
+            placement,
+            f.note,
+        );
+        out.add(match f.direction {
+            Some(d) => m.with_direction(d),
+            None => m,
+        });
+    }
+    Ok(Medians {
+        lock,
+        threads,
+        throughput: summaries[0].median,
+        jain: summaries[1].median,
+        reacquired_pct: summaries[5].median,
+        wait_p99_us: summaries[3].median,
+        wait_max_us: summaries[4].median,
+    })
+}
+
+/// The locks side by side at one thread count.
+fn threads_table(threads: usize, medians: &[Medians]) -> Table {
+    let mut t = Table::new(
+        &format!("fairness.t{threads}"),
+        &format!("{threads} threads on one lock (medians of the runs)"),
+        &[
+            "lock",
+            "acquisitions/s",
+            "Jain",
+            "p99 wait",
+            "longest wait",
+            "re-taken",
+        ],
+    );
+    t.note =
+        "Jain 1 = equal shares; re-taken = share the releaser took again at once (barging)".into();
+    for m in medians.iter().filter(|m| m.threads == threads) {
+        t.row(vec![
+            m.lock.to_string(),
+            fmt_rate(m.throughput),
+            format!("{:.3}", m.jain),
+            format!("{:.1} us", m.wait_p99_us),
+            format!("{:.0} us", m.wait_max_us),
+            format!("{:.0}%", m.reacquired_pct),
+        ]);
+    }
+    t
+}
+
+/// One lock's throughput over the thread counts.
+fn throughput_series(lock: &str, medians: &[Medians], ncpu: usize) -> Series {
+    let pts: Vec<&Medians> = medians.iter().filter(|m| m.lock == lock).collect();
+    own_series(
+        format!("fairness.{lock}.throughput_vs_threads"),
+        Axis {
+            label: "contending threads",
+            unit: Unit::Threads,
+            values: pts.iter().map(|m| m.threads as f64).collect(),
+        },
+        Axis {
+            label: "acquisitions per second (median)",
+            unit: Unit::PerS,
+            values: pts.iter().map(|m| m.throughput).collect(),
+        },
+        format!(
+            "{lock}: {}; threads pinned round-robin over {ncpu} CPU(s).",
+            policy(lock)
+        ),
+    )
 }
 
 #[cfg(test)]

@@ -229,6 +229,28 @@ impl Outcome {
     }
 }
 
+/// One axis of a series measured here: its label, unit and values.
+pub struct Axis<'s> {
+    pub label: &'s str,
+    pub unit: Unit,
+    pub values: Vec<f64>,
+}
+
+/// A series of this run's own, with no historical curve beside it.
+pub fn own_series(id: String, x: Axis, y: Axis, note: String) -> Series {
+    Series {
+        id,
+        x_label: x.label.into(),
+        x_unit: x.unit,
+        y_label: y.label.into(),
+        y_unit: y.unit,
+        x: x.values,
+        y: y.values,
+        note,
+        historical: None,
+    }
+}
+
 /// Rows that are read against each other, measured in the same trials, round by round (see
 /// `Sampler::interleaved`), and rows derived from them round by round (ratios, overhead
 /// subtracted).
@@ -245,6 +267,19 @@ struct RowSpec {
     note: String,
     /// Measured only as an input of derived rows, not recorded itself.
     hidden: bool,
+}
+
+impl RowSpec {
+    /// A row that is recorded.
+    fn shown(id: &str, unit: Unit, placement: impl ToString, note: impl Into<String>) -> RowSpec {
+        RowSpec {
+            id: id.to_string(),
+            unit,
+            placement: placement.to_string(),
+            note: note.into(),
+            hidden: false,
+        }
+    }
 }
 
 type DeriveFn = Box<dyn Fn(&[f64]) -> f64>;
@@ -277,11 +312,7 @@ impl<'a> Interleaved<'a> {
         batch: impl FnMut(u64) -> Result<Duration> + 'a,
     ) -> &mut Self {
         self.push(
-            id,
-            unit,
-            placement.to_string(),
-            note.into(),
-            false,
+            RowSpec::shown(id, unit, placement, note),
             InterleavedRow::new(batch),
         )
     }
@@ -315,11 +346,7 @@ impl<'a> Interleaved<'a> {
         B: FnMut(u64) -> Result<Duration> + 'a,
     {
         self.push(
-            id,
-            unit,
-            placement.to_string(),
-            note.into(),
-            false,
+            RowSpec::shown(id, unit, placement, note),
             InterleavedRow::fresh(make),
         )
     }
@@ -331,14 +358,14 @@ impl<'a> Interleaved<'a> {
         key: &str,
         batch: impl FnMut(u64) -> Result<Duration> + 'a,
     ) -> &mut Self {
-        self.push(
-            key,
-            Unit::Ns,
-            String::new(),
-            String::new(),
-            true,
-            InterleavedRow::new(batch),
-        )
+        let spec = RowSpec {
+            id: key.to_string(),
+            unit: Unit::Ns,
+            placement: String::new(),
+            note: String::new(),
+            hidden: true,
+        };
+        self.push(spec, InterleavedRow::new(batch))
     }
 
     /// The precision the last row added must reach before sampling may stop (default
@@ -369,31 +396,15 @@ impl<'a> Interleaved<'a> {
         self
     }
 
-    fn push(
-        &mut self,
-        id: &str,
-        unit: Unit,
-        placement: String,
-        note: String,
-        hidden: bool,
-        mut row: InterleavedRow<'a>,
-    ) -> &mut Self {
-        let spans_two = placement
+    fn push(&mut self, spec: RowSpec, mut row: InterleavedRow<'a>) -> &mut Self {
+        let spans_two = spec
+            .placement
             .split_once('(')
             .is_some_and(|(_, list)| list.contains(',') || list.contains('-'));
-        if is_unpinned(&placement) || spans_two {
+        if is_unpinned(&spec.placement) || spans_two {
             row.precision = Precision::Race;
         }
-        self.rows.push((
-            RowSpec {
-                id: id.to_string(),
-                unit,
-                placement,
-                note,
-                hidden,
-            },
-            row,
-        ));
+        self.rows.push((spec, row));
         self
     }
 

@@ -571,9 +571,12 @@ impl Experiment for MemoryOrdering {
                 "litmus tests need two CPUs: this process may use only one".into(),
             ));
         };
-        let plan = plan(ctx.mode);
-        let iterations = plan.iterations;
         let (model, hw_allowed) = hardware_model();
+        let method = Method {
+            plan: plan(ctx.mode),
+            model,
+            hw_allowed,
+        };
         let mut lines = Vec::new();
         let mut violations = Vec::new();
 
@@ -603,106 +606,161 @@ impl Experiment for MemoryOrdering {
                     continue;
                 }
                 ctx.step(&id)?;
-                let mut runs = Vec::with_capacity(plan.reps);
-                let started = Instant::now();
-                while runs.len() < plan.reps
-                    && (runs.len() < plan.min_reps || started.elapsed() < plan.budget)
-                {
-                    ctx.cancel.check()?;
-                    runs.push(run_litmus(test, order, iterations, &test_cpus, ctx.cancel)?);
-                }
-                let mut total = runs[0].clone();
-                for r in &runs[1..] {
-                    total.iterations += r.iterations;
-                    total.elapsed += r.elapsed;
-                    for (t, n) in total.counts.iter_mut().zip(&r.counts) {
-                        *t += n;
-                    }
-                }
-                let reps = runs.len();
-                let hw = hw_allowed.contains(&test);
-                let short = format!(
-                    "{}, {}",
-                    test.relaxed_short(),
-                    if forbids(test, order) {
-                        "forbidden by this ordering"
-                    } else {
-                        "allowed by this ordering"
-                    }
-                );
-                let note = format!(
-                    "{short}; program {} with {}. Relaxed outcome {}: {}. All outcomes over {} iterations ({reps} runs of {iterations}: up to {} runs, no new run past {} ms once {} are in; 1 = read this iteration's store, 0 = an older value): {}. Method: threads pinned one per CPU; before every iteration each thread publishes its iteration number and spins until the others have (litmus7-style per-iteration sync), then runs 0-{} units of pseudo-random arithmetic so the accesses meet at varied offsets; {:.0} ns per iteration here; iteration i stores the value i, so no reset is needed. Hardware model: {model}.",
-                    test.program(),
-                    order.describe(),
-                    test.relaxed_text(),
-                    verdict(test, order, hw),
-                    total.iterations,
-                    plan.reps,
-                    plan.budget.as_millis(),
-                    plan.min_reps,
-                    total.outcomes_text(),
-                    JITTER_UNITS - 1,
-                    total.elapsed.as_nanos() as f64 / total.iterations.max(1) as f64,
-                );
-                out.add(Metric::single(
-                    &format!("{id}.relaxed_outcomes"),
-                    Unit::Count,
-                    total.relaxed() as f64,
-                    &placement,
-                    note.clone(),
-                ));
-                let rates: Vec<f64> = runs.iter().map(|r| r.relaxed_pct()).collect();
-                let s = Summary::from_samples(&rates, iterations)
-                    .ok_or_else(|| Error::Fail("no finite rates".into()))?;
-                out.add(Metric::from_summary(
-                    &ids::ordering::relaxed_rate(test.name(), order.name()),
-                    Unit::Percent,
-                    &s,
-                    &placement,
-                    format!(
-                        "Share of iterations with {} over {reps} runs; {note}",
-                        test.relaxed_short()
-                    ),
-                ));
+                let runs = method.runs(ctx, test, order, &test_cpus)?;
+                let total = sum_of(&runs);
+                method.emit(out, test, order, &placement, &runs, &total)?;
                 if total.forbidden_seen() {
                     violations.push(format!("{id} ({} times)", total.relaxed()));
                 }
                 lines.push((test, order, total));
             }
         }
-        let mut table = Table::new(
-            ids::ordering::OUTCOMES_TABLE,
-            "Relaxed outcomes per test and ordering",
-            &[
-                "test",
-                "ordering",
-                "relaxed outcome",
-                "seen",
-                "iterations",
-                "rate",
-                "allowed?",
-            ],
-        );
-        table.note = format!("hardware model: {model}");
-        for (test, order, r) in &lines {
-            table.row(vec![
-                test.name().to_string(),
-                order.name().to_string(),
-                test.relaxed_short().to_string(),
-                r.relaxed().to_string(),
-                r.iterations.to_string(),
-                format!("{:.3}%", r.relaxed_pct()),
-                if forbids(*test, *order) {
-                    "forbidden".to_string()
-                } else {
-                    "allowed".to_string()
-                },
-            ]);
-        }
-        out.tables.push(table);
+        out.tables.push(outcomes_table(model, &lines));
         out.conclusion = Some(conclusion(model, &lines, &violations));
         Ok(())
     }
+}
+
+/// How every (test, ordering) pair is run and described: the plan and the hardware's model.
+struct Method {
+    plan: Plan,
+    model: &'static str,
+    hw_allowed: &'static [Litmus],
+}
+
+impl Method {
+    /// The runs of one pair: up to `plan.reps`, no new run past the budget once `min_reps` are in.
+    fn runs(
+        &self,
+        ctx: &Ctx,
+        test: Litmus,
+        order: Order,
+        test_cpus: &[usize],
+    ) -> Result<Vec<LitmusResult>> {
+        let plan = &self.plan;
+        let mut runs = Vec::with_capacity(plan.reps);
+        let started = Instant::now();
+        while runs.len() < plan.reps
+            && (runs.len() < plan.min_reps || started.elapsed() < plan.budget)
+        {
+            ctx.cancel.check()?;
+            runs.push(run_litmus(
+                test,
+                order,
+                plan.iterations,
+                test_cpus,
+                ctx.cancel,
+            )?);
+        }
+        Ok(runs)
+    }
+
+    /// One pair's two metrics: the relaxed outcomes over every run, and their rate per run.
+    fn emit(
+        &self,
+        out: &mut Outcome,
+        test: Litmus,
+        order: Order,
+        placement: &str,
+        runs: &[LitmusResult],
+        total: &LitmusResult,
+    ) -> Result<()> {
+        let (plan, model, iterations) = (&self.plan, self.model, self.plan.iterations);
+        let id = ids::ordering::stem(test.name(), order.name());
+        let reps = runs.len();
+        let hw = self.hw_allowed.contains(&test);
+        let short = format!(
+            "{}, {}",
+            test.relaxed_short(),
+            if forbids(test, order) {
+                "forbidden by this ordering"
+            } else {
+                "allowed by this ordering"
+            }
+        );
+        let note = format!(
+            "{short}; program {} with {}. Relaxed outcome {}: {}. All outcomes over {} iterations ({reps} runs of {iterations}: up to {} runs, no new run past {} ms once {} are in; 1 = read this iteration's store, 0 = an older value): {}. Method: threads pinned one per CPU; before every iteration each thread publishes its iteration number and spins until the others have (litmus7-style per-iteration sync), then runs 0-{} units of pseudo-random arithmetic so the accesses meet at varied offsets; {:.0} ns per iteration here; iteration i stores the value i, so no reset is needed. Hardware model: {model}.",
+            test.program(),
+            order.describe(),
+            test.relaxed_text(),
+            verdict(test, order, hw),
+            total.iterations,
+            plan.reps,
+            plan.budget.as_millis(),
+            plan.min_reps,
+            total.outcomes_text(),
+            JITTER_UNITS - 1,
+            total.elapsed.as_nanos() as f64 / total.iterations.max(1) as f64,
+        );
+        out.add(Metric::single(
+            &format!("{id}.relaxed_outcomes"),
+            Unit::Count,
+            total.relaxed() as f64,
+            placement,
+            note.clone(),
+        ));
+        let rates: Vec<f64> = runs.iter().map(|r| r.relaxed_pct()).collect();
+        let s = Summary::from_samples(&rates, iterations)
+            .ok_or_else(|| Error::Fail("no finite rates".into()))?;
+        out.add(Metric::from_summary(
+            &ids::ordering::relaxed_rate(test.name(), order.name()),
+            Unit::Percent,
+            &s,
+            placement,
+            format!(
+                "Share of iterations with {} over {reps} runs; {note}",
+                test.relaxed_short()
+            ),
+        ));
+        Ok(())
+    }
+}
+
+/// Every run's counts added up (runs is never empty: at least `min_reps` are taken).
+fn sum_of(runs: &[LitmusResult]) -> LitmusResult {
+    let mut total = runs[0].clone();
+    for r in &runs[1..] {
+        total.iterations += r.iterations;
+        total.elapsed += r.elapsed;
+        for (t, n) in total.counts.iter_mut().zip(&r.counts) {
+            *t += n;
+        }
+    }
+    total
+}
+
+/// Every pair's relaxed outcomes, with whether the ordering allows them.
+fn outcomes_table(model: &str, lines: &[(Litmus, Order, LitmusResult)]) -> Table {
+    let mut table = Table::new(
+        ids::ordering::OUTCOMES_TABLE,
+        "Relaxed outcomes per test and ordering",
+        &[
+            "test",
+            "ordering",
+            "relaxed outcome",
+            "seen",
+            "iterations",
+            "rate",
+            "allowed?",
+        ],
+    );
+    table.note = format!("hardware model: {model}");
+    for (test, order, r) in lines {
+        table.row(vec![
+            test.name().to_string(),
+            order.name().to_string(),
+            test.relaxed_short().to_string(),
+            r.relaxed().to_string(),
+            r.iterations.to_string(),
+            format!("{:.3}%", r.relaxed_pct()),
+            if forbids(*test, *order) {
+                "forbidden".to_string()
+            } else {
+                "allowed".to_string()
+            },
+        ]);
+    }
+    table
 }
 
 fn conclusion(

@@ -8,13 +8,14 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::experiments::{Ctx, Experiment, Info, Interleaved, Outcome};
+use crate::experiments::{own_series, Axis, Ctx, Experiment, Info, Interleaved, Outcome};
 use crate::measure::pair::CacheLine;
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::{mono_ns, thread_cpu_ns};
+use crate::measure::sampler::Sampler;
 use crate::measure::spawn::spawn_scoped;
 use crate::measure::units::{Direction, Unit};
-use crate::results::{Metric, Series};
+use crate::results::Metric;
 use crate::seeds;
 use crate::sys::gettid;
 
@@ -467,149 +468,11 @@ impl Experiment for Preempt {
 
     fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let cpu = home_cpu();
-        let placement = Placement::SameCpu(cpu);
         let sampler = ctx.sampler();
-        let window_ns = ctx.mode.pick(2_000_000u64, 20_000_000, 50_000_000);
-
-        {
-            let _pin = PinGuard::pin(cpu)?;
-            let _handler = HandlerGuard::install(count_handler)?;
-
-            ctx.step("preempt.timer_signal")?;
-            let s = sampler.repeat(|| timer_loss_sample(window_ns), 1)?;
-            out.add_ns(
-                "preempt.timer_signal",
-                Unit::Us,
-                &s,
-                placement,
-                format!(
-                    "standard path: a POSIX timer (timer_create CLOCK_MONOTONIC, \
-                         SIGEV_THREAD_ID to this thread) every {} us interrupts a spin loop; \
-                         per signal = (thread CPU time used - CPU time the same work takes \
-                         without the timer) / signals; reference rate = mean of windows before \
-                         and after; {} ms CPU windows; includes timer interrupt, signal \
-                         delivery, a counting handler, sigreturn and cache/TLB disturbance",
-                    TIMER_PERIOD.as_micros(),
-                    window_ns / 1_000_000
-                ),
-            )?;
-        }
-
-        // The signal round trip and uthread's signal-driven switch are read against each other
-        // (bar: the switch <= 1.5x the bare signal), so they are sampled interleaved.
-        {
-            let _pin = PinGuard::pin(cpu)?;
-            let _handler = HandlerGuard::install(count_handler)?;
-            // SAFETY: getpid has no preconditions.
-            let (pid, tid) = (unsafe { libc::getpid() }, gettid());
-            let rt = uthread::Runtime::new();
-            let mut group = Interleaved::new();
-            group.row(
-                "preempt.signal_roundtrip",
-                Unit::Ns,
-                placement,
-                "thread-directed signal: tgkill to the calling thread, delivered on the syscall's \
-                 return, a handler that increments a counter, sigreturn; per round trip, \
-                 calibrated batches; nothing subtracted; the study's figure is its asynchronous \
-                 software trap",
-                |n| {
-                    let t = Instant::now();
-                    for _ in 0..n {
-                        tgkill_self(pid, tid);
-                    }
-                    Ok(t.elapsed())
-                },
-            );
-            if uthread::preempt_safe_alloc_installed() {
-                group
-                    .row(
-                        "preempt.green_switch",
-                        Unit::Ns,
-                        placement,
-                        "uthread's full preemptive switch: two Mode::Preemptive green threads on \
-                         one carrier each raise the runtime's preemption signal (tgkill to self, \
-                         the same path as preempt.signal_roundtrip) and the handler switches to \
-                         the other thread; per switch, nothing subtracted (bar <= 1.5x the bare \
-                         signal round trip, see preempt.green_switch.vs_signal)",
-                        |n| green_switch_batch(&rt, n),
-                    )
-                    .ratio(
-                        "preempt.green_switch.vs_signal",
-                        "preempt.green_switch",
-                        "preempt.signal_roundtrip",
-                        "what a signal-driven green switch costs over the bare signal round trip",
-                    );
-            } else {
-                out.skip(
-                    "preempt.green_switch",
-                    "uthread::PreemptSafeAlloc is not the global allocator of this binary, so \
-                     uthread defers every preemption to a safe point instead of switching in the \
-                     signal handler",
-                );
-            }
-            group.measure(ctx, out)?;
-        }
-
-        {
-            let _pin = PinGuard::pin(cpu)?;
-            let _handler = HandlerGuard::install(stamp_handler)?;
-            ctx.step("preempt.timer_latency")?;
-            let shots = ctx.mode.pick(5, 20, 50);
-            let s = sampler.repeat(|| timer_latency_sample(shots), shots as u64)?;
-            out.add_ns(
-                "preempt.timer_latency",
-                Unit::Us,
-                &s,
-                placement,
-                format!(
-                    "one-shot absolute timer (CLOCK_MONOTONIC, SIGEV_THREAD_ID) armed 300 us \
-                     ahead while the thread spins; from the programmed expiry to the handler's \
-                     first clock read; mean of {shots} shots per sample; on a VM this includes \
-                     the hypervisor's timer emulation"
-                ),
-            )?;
-        }
-
-        {
-            let _pin = PinGuard::pin(cpu)?;
-            ctx.step("preempt.poll_flag")?;
-            // Where a check costs issue slots: a throughput-bound loop.
-            check_cost(
-                ctx,
-                out,
-                "preempt.poll_flag",
-                placement,
-                wide_loop::<false>,
-                wide_loop::<true>,
-                |b, with| {
-                    format!(
-                        "direct path: a relaxed atomic load + branch at every iteration of a \
-                         throughput-bound loop (four independent multiply-add chains), minus the \
-                         same loop without the check, both sampled interleaved and subtracted \
-                         round by round ({b:.2} ns per iteration without, {with:.2} ns with): \
-                         what a poll at each loop back-edge costs when the core is busy"
-                    )
-                },
-            )?;
-            // Where it hides: a loop bound by one dependency chain.
-            check_cost(
-                ctx,
-                out,
-                "preempt.poll_flag.chain",
-                placement,
-                chain_loop::<false>,
-                chain_loop::<true>,
-                |b, with| {
-                    format!(
-                        "the same check in a loop bound by one dependency chain (an LCG step per \
-                         iteration), minus that loop without it, interleaved ({b:.2} ns per \
-                         iteration without, {with:.2} ns with): the check runs in the chain's \
-                         shadow, so about 0, and as often slightly negative as positive"
-                    )
-                },
-            )?;
-        }
-
+        timer_signal(ctx, &sampler, out, cpu)?;
+        signal_and_switch(ctx, out, cpu)?;
+        timer_latency(ctx, &sampler, out, cpu)?;
+        poll_flag(ctx, out, cpu)?;
         match cpu_pair() {
             Some(pair) => flag_latency(ctx, out, pair)?,
             None => out.skip(
@@ -617,72 +480,227 @@ impl Experiment for Preempt {
                 "this process may use only one CPU",
             ),
         }
-
-        // Throughput loss: a fixed job in a Preemptive thread alone, against the same job in a
-        // Cooperative thread (never interrupted), for each quantum.
-        {
-            let _pin = PinGuard::pin(cpu)?;
-            ctx.step("preempt.throughput_loss")?;
-            let job_ns = ctx.mode.pick(2_000_000u64, 30_000_000, 100_000_000);
-            let probe = 1_000_000u64;
-            let probe_ns =
-                green_job_cpu_ns(Duration::from_millis(3), uthread::Mode::Cooperative, probe)?;
-            let steps = (probe as f64 * job_ns as f64 / probe_ns.max(1) as f64).ceil() as u64;
-            let mut ys = Vec::new();
-            let mut at_10ms = None;
-            for q_us in QUANTA_US {
-                ctx.cancel.check()?;
-                let q = Duration::from_micros(q_us);
-                let s = sampler.repeat(
-                    || {
-                        let coop = green_job_cpu_ns(q, uthread::Mode::Cooperative, steps)?;
-                        let pre = green_job_cpu_ns(q, uthread::Mode::Preemptive, steps)?;
-                        Ok(loss_percent(pre as f64, coop as f64))
-                    },
-                    1,
-                )?;
-                ys.push(s.median);
-                if q_us == 10_000 {
-                    at_10ms = Some(s);
-                }
-            }
-            let method = format!(
-                "a fixed CPU-bound job (~{} ms) alone on a carrier in a Mode::Preemptive \
-                 uthread with quantum q (the timer fires every q) vs the same job in a \
-                 Mode::Cooperative one; loss% = (t_q / t_coop - 1) * 100 with t = the carrier's \
-                 thread CPU time read inside the job; paired runs, median of the samples; \
-                 small negative values are noise",
-                job_ns / 1_000_000
-            );
-            out.series.push(Series {
-                id: "preempt.throughput_loss".into(),
-                x_label: "quantum".into(),
-                x_unit: Unit::Us,
-                y_label: "throughput loss".into(),
-                y_unit: Unit::Percent,
-                x: QUANTA_US.iter().map(|&q| q as f64).collect(),
-                y: ys,
-                note: method.clone(),
-                historical: None,
-            });
-            if let Some(s) = at_10ms {
-                out.add(
-                    Metric::from_summary(
-                        "preempt.loss_at_10ms",
-                        Unit::Percent,
-                        &s,
-                        placement,
-                        format!("{method}; q = 10 ms (bar <= 2%)"),
-                    )
-                    .with_direction(Direction::LowerIsBetter),
-                );
-            }
-        }
-
+        throughput_loss(ctx, &sampler, out, cpu)?;
         out.skip("preempt.uintr", uintr_unavailable_reason());
         out.conclusion = conclusion(out);
         Ok(())
     }
+}
+
+/// The standard path: what a POSIX timer signal costs the spin loop it interrupts.
+fn timer_signal(ctx: &Ctx, sampler: &Sampler, out: &mut Outcome, cpu: usize) -> Result<()> {
+    let placement = Placement::SameCpu(cpu);
+    let window_ns = ctx.mode.pick(2_000_000u64, 20_000_000, 50_000_000);
+    let _pin = PinGuard::pin(cpu)?;
+    let _handler = HandlerGuard::install(count_handler)?;
+
+    ctx.step("preempt.timer_signal")?;
+    let s = sampler.repeat(|| timer_loss_sample(window_ns), 1)?;
+    out.add_ns(
+        "preempt.timer_signal",
+        Unit::Us,
+        &s,
+        placement,
+        format!(
+            "standard path: a POSIX timer (timer_create CLOCK_MONOTONIC, \
+                 SIGEV_THREAD_ID to this thread) every {} us interrupts a spin loop; \
+                 per signal = (thread CPU time used - CPU time the same work takes \
+                 without the timer) / signals; reference rate = mean of windows before \
+                 and after; {} ms CPU windows; includes timer interrupt, signal \
+                 delivery, a counting handler, sigreturn and cache/TLB disturbance",
+            TIMER_PERIOD.as_micros(),
+            window_ns / 1_000_000
+        ),
+    )?;
+    Ok(())
+}
+
+/// The signal round trip and uthread's signal-driven switch are read against each other
+/// (bar: the switch <= 1.5x the bare signal), so they are sampled interleaved.
+fn signal_and_switch(ctx: &Ctx, out: &mut Outcome, cpu: usize) -> Result<()> {
+    let placement = Placement::SameCpu(cpu);
+    let _pin = PinGuard::pin(cpu)?;
+    let _handler = HandlerGuard::install(count_handler)?;
+    // SAFETY: getpid has no preconditions.
+    let (pid, tid) = (unsafe { libc::getpid() }, gettid());
+    let rt = uthread::Runtime::new();
+    let mut group = Interleaved::new();
+    group.row(
+        "preempt.signal_roundtrip",
+        Unit::Ns,
+        placement,
+        "thread-directed signal: tgkill to the calling thread, delivered on the syscall's \
+         return, a handler that increments a counter, sigreturn; per round trip, \
+         calibrated batches; nothing subtracted; the study's figure is its asynchronous \
+         software trap",
+        |n| {
+            let t = Instant::now();
+            for _ in 0..n {
+                tgkill_self(pid, tid);
+            }
+            Ok(t.elapsed())
+        },
+    );
+    if uthread::preempt_safe_alloc_installed() {
+        group
+            .row(
+                "preempt.green_switch",
+                Unit::Ns,
+                placement,
+                "uthread's full preemptive switch: two Mode::Preemptive green threads on \
+                 one carrier each raise the runtime's preemption signal (tgkill to self, \
+                 the same path as preempt.signal_roundtrip) and the handler switches to \
+                 the other thread; per switch, nothing subtracted (bar <= 1.5x the bare \
+                 signal round trip, see preempt.green_switch.vs_signal)",
+                |n| green_switch_batch(&rt, n),
+            )
+            .ratio(
+                "preempt.green_switch.vs_signal",
+                "preempt.green_switch",
+                "preempt.signal_roundtrip",
+                "what a signal-driven green switch costs over the bare signal round trip",
+            );
+    } else {
+        out.skip(
+            "preempt.green_switch",
+            "uthread::PreemptSafeAlloc is not the global allocator of this binary, so \
+             uthread defers every preemption to a safe point instead of switching in the \
+             signal handler",
+        );
+    }
+    group.measure(ctx, out)?;
+    Ok(())
+}
+
+/// How late a one-shot timer's handler runs after the programmed expiry.
+fn timer_latency(ctx: &Ctx, sampler: &Sampler, out: &mut Outcome, cpu: usize) -> Result<()> {
+    let placement = Placement::SameCpu(cpu);
+    let _pin = PinGuard::pin(cpu)?;
+    let _handler = HandlerGuard::install(stamp_handler)?;
+    ctx.step("preempt.timer_latency")?;
+    let shots = ctx.mode.pick(5, 20, 50);
+    let s = sampler.repeat(|| timer_latency_sample(shots), shots as u64)?;
+    out.add_ns(
+        "preempt.timer_latency",
+        Unit::Us,
+        &s,
+        placement,
+        format!(
+            "one-shot absolute timer (CLOCK_MONOTONIC, SIGEV_THREAD_ID) armed 300 us \
+             ahead while the thread spins; from the programmed expiry to the handler's \
+             first clock read; mean of {shots} shots per sample; on a VM this includes \
+             the hypervisor's timer emulation"
+        ),
+    )?;
+    Ok(())
+}
+
+/// The direct path: what a polled flag costs per check, in a busy loop and in a chain-bound one.
+fn poll_flag(ctx: &Ctx, out: &mut Outcome, cpu: usize) -> Result<()> {
+    let placement = Placement::SameCpu(cpu);
+    let _pin = PinGuard::pin(cpu)?;
+    ctx.step("preempt.poll_flag")?;
+    // Where a check costs issue slots: a throughput-bound loop.
+    check_cost(
+        ctx,
+        out,
+        "preempt.poll_flag",
+        placement,
+        wide_loop::<false>,
+        wide_loop::<true>,
+        |b, with| {
+            format!(
+                "direct path: a relaxed atomic load + branch at every iteration of a \
+                 throughput-bound loop (four independent multiply-add chains), minus the \
+                 same loop without the check, both sampled interleaved and subtracted \
+                 round by round ({b:.2} ns per iteration without, {with:.2} ns with): \
+                 what a poll at each loop back-edge costs when the core is busy"
+            )
+        },
+    )?;
+    // Where it hides: a loop bound by one dependency chain.
+    check_cost(
+        ctx,
+        out,
+        "preempt.poll_flag.chain",
+        placement,
+        chain_loop::<false>,
+        chain_loop::<true>,
+        |b, with| {
+            format!(
+                "the same check in a loop bound by one dependency chain (an LCG step per \
+                 iteration), minus that loop without it, interleaved ({b:.2} ns per \
+                 iteration without, {with:.2} ns with): the check runs in the chain's \
+                 shadow, so about 0, and as often slightly negative as positive"
+            )
+        },
+    )?;
+    Ok(())
+}
+
+/// Throughput loss: a fixed job in a Preemptive thread alone, against the same job in a
+/// Cooperative thread (never interrupted), for each quantum.
+fn throughput_loss(ctx: &Ctx, sampler: &Sampler, out: &mut Outcome, cpu: usize) -> Result<()> {
+    let placement = Placement::SameCpu(cpu);
+    let _pin = PinGuard::pin(cpu)?;
+    ctx.step("preempt.throughput_loss")?;
+    let job_ns = ctx.mode.pick(2_000_000u64, 30_000_000, 100_000_000);
+    let probe = 1_000_000u64;
+    let probe_ns = green_job_cpu_ns(Duration::from_millis(3), uthread::Mode::Cooperative, probe)?;
+    let steps = (probe as f64 * job_ns as f64 / probe_ns.max(1) as f64).ceil() as u64;
+    let mut ys = Vec::new();
+    let mut at_10ms = None;
+    for q_us in QUANTA_US {
+        ctx.cancel.check()?;
+        let q = Duration::from_micros(q_us);
+        let s = sampler.repeat(
+            || {
+                let coop = green_job_cpu_ns(q, uthread::Mode::Cooperative, steps)?;
+                let pre = green_job_cpu_ns(q, uthread::Mode::Preemptive, steps)?;
+                Ok(loss_percent(pre as f64, coop as f64))
+            },
+            1,
+        )?;
+        ys.push(s.median);
+        if q_us == 10_000 {
+            at_10ms = Some(s);
+        }
+    }
+    let method = format!(
+        "a fixed CPU-bound job (~{} ms) alone on a carrier in a Mode::Preemptive \
+         uthread with quantum q (the timer fires every q) vs the same job in a \
+         Mode::Cooperative one; loss% = (t_q / t_coop - 1) * 100 with t = the carrier's \
+         thread CPU time read inside the job; paired runs, median of the samples; \
+         small negative values are noise",
+        job_ns / 1_000_000
+    );
+    out.series.push(own_series(
+        "preempt.throughput_loss".into(),
+        Axis {
+            label: "quantum",
+            unit: Unit::Us,
+            values: QUANTA_US.iter().map(|&q| q as f64).collect(),
+        },
+        Axis {
+            label: "throughput loss",
+            unit: Unit::Percent,
+            values: ys,
+        },
+        method.clone(),
+    ));
+    if let Some(s) = at_10ms {
+        out.add(
+            Metric::from_summary(
+                "preempt.loss_at_10ms",
+                Unit::Percent,
+                &s,
+                placement,
+                format!("{method}; q = 10 ms (bar <= 2%)"),
+            )
+            .with_direction(Direction::LowerIsBetter),
+        );
+    }
+    Ok(())
 }
 
 fn conclusion(out: &Outcome) -> Option<String> {

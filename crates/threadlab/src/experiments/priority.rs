@@ -274,207 +274,245 @@ impl Experiment for PriorityExperiment {
 
     fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let cpu = home_cpu();
-        let placement = Placement::SameCpu(cpu).to_string();
-        let window = ctx.mode.pick(
-            Duration::from_millis(40),
-            Duration::from_millis(300),
-            Duration::from_secs(1),
-        );
-        let reps = ctx.mode.pick(1, 3, 3);
-        let mut table = Table::new(
-            "priority.nice_shares",
-            "CPU share of the first thread of each nice mix on one CPU",
-            &[
-                "mix (nice)",
-                "measured",
-                "kernel model",
-                "BeOS model (2x/unit)",
-            ],
-        );
-        table.note = format!("median of {reps} windows of {} ms", window.as_millis());
-        let mut worst_dev: f64 = 0.0;
-
-        for nices in NICE_MIXES {
-            let name = mix_name(&nices.iter().map(|n| n.to_string()).collect::<Vec<_>>());
-            let id = format!("priority.share.{name}");
-            ctx.step(&id)?;
-            let mut firsts = Vec::new();
-            for _ in 0..reps {
-                ctx.cancel.check()?;
-                let times = nice_cpu_times(cpu, nices, window)?;
-                let shares = shares_percent(&times.iter().map(|&t| t as f64).collect::<Vec<_>>());
-                firsts.push(shares[0]);
-            }
-            let s = Summary::from_samples(&firsts, 1)
-                .ok_or_else(|| Error::Fail("no share samples".into()))?;
-            let kernel = kernel_model_shares(nices)[0];
-            let beos = beos_model_shares(nices)[0];
-            worst_dev = worst_dev.max((s.median - kernel).abs());
-            table.row(vec![
-                name.clone(),
-                format!("{:.1}%", s.median),
-                format!("{kernel:.1}%"),
-                format!("{beos:.1}%"),
-            ]);
-            out.add(Metric::from_summary(
-                &id,
-                Unit::Percent,
-                &s,
-                &placement,
-                format!(
-                    "CPU share of the first of {} spinning threads at nice {:?}, all pinned to one CPU, \
-                     per-thread CPU time (CLOCK_THREAD_CPUTIME_ID) over {} ms windows; kernel weight \
-                     model (sched_prio_to_weight, kernel/sched/core.c: 1024 at nice 0, ~1.25x per step) \
-                     {kernel:.1}%; BeOS model (2x per unit) {beos:.1}%; other processes on the CPU \
-                     take time from all threads alike",
-                    nices.len(),
-                    nices,
-                    window.as_millis()
-                ),
-            ));
-        }
-
-        // uthread's lottery scheduler against its own model.
-        let mut ut_table = Table::new(
-            "priority.uthread_shares",
-            "uthread's lottery: share of the first of two preemptive green threads",
-            &["priorities", "measured", "model (2^p)"],
-        );
-        for &(a, b) in UTHREAD_PAIRS {
-            let id = format!("priority.uthread.share.{a}_vs_{b}");
-            ctx.step(&id)?;
-            let mut firsts = Vec::new();
-            for _ in 0..reps {
-                ctx.cancel.check()?;
-                let counts = uthread_counts(&[a, b], window)?;
-                firsts
-                    .push(shares_percent(&counts.iter().map(|&c| c as f64).collect::<Vec<_>>())[0]);
-            }
-            let s = Summary::from_samples(&firsts, 1)
-                .ok_or_else(|| Error::Fail("no share samples".into()))?;
-            let model = uthread_model_shares(&[a, b])[0];
-            ut_table.row(vec![
-                format!("{a}_vs_{b}"),
-                format!("{:.1}%", s.median),
-                format!("{model:.1}%"),
-            ]);
-            out.add(Metric::from_summary(
-                &id,
-                Unit::Percent,
-                &s,
-                "one uthread carrier, unpinned",
-                format!(
-                    "share of loop iterations of the first of two preemptive green threads at \
-                     TimeSharing({a}) vs ({b}), 1 ms quantum, {} ms windows; uthread's lottery \
-                     model (weight 2^p) {model:.1}%",
-                    window.as_millis()
-                ),
-            ));
-        }
-
-        // The frame model: 60 fps frames beside a lower-priority spinner.
-        ctx.step("priority.frames")?;
-        let frames = ctx.mode.pick(6, 60, 600);
-        let frame = Duration::from_micros(16_667);
-        let spinner_nice = 10;
-        let threshold = Duration::from_micros(50);
-        let (hist, probe_share, mean_gap) =
-            frame_interruptions(cpu, spinner_nice, frames, frame, threshold)?;
-        let total: u64 = hist.iter().sum();
-        let pct: Vec<f64> = hist
-            .iter()
-            .map(|&h| 100.0 * h as f64 / total.max(1) as f64)
-            .collect();
-        let mean_k: f64 = hist
-            .iter()
-            .enumerate()
-            .map(|(k, &h)| k as f64 * h as f64)
-            .sum::<f64>()
-            / total.max(1) as f64;
-        // Binomial with the same mean: n scheduling points per frame, one per mean interruption
-        // length (the spinner's slice), p chosen so that n*p is the measured mean.
-        let n = ((frame.as_secs_f64() / mean_gap.as_secs_f64().max(1e-4)).round() as u64).max(1);
-        let p = (mean_k / n as f64).min(1.0);
-        let predicted: Vec<f64> = (0..6u64).map(|k| 100.0 * binomial_pmf(n, p, k)).collect();
-        let beos = seeds::beos_frame_binomial();
-        let mut frame_table = Table::new(
-            "priority.frames",
-            &format!("60 fps frames beside a nice-{spinner_nice} spinner ({frames} frames)"),
-            &[
-                "interruptions/frame",
-                "measured",
-                "binomial (same mean)",
-                "study (n=166, p=1/1025)",
-            ],
-        );
-        for k in 0..6 {
-            let label = if k == 5 {
-                "5+".to_string()
-            } else {
-                k.to_string()
-            };
-            let study = beos
-                .y
-                .get(k)
-                .map_or("-".to_string(), |v| format!("{v:.2}%"));
-            frame_table.row(vec![
-                label.clone(),
-                format!("{:.1}%", pct[k]),
-                format!("{:.2}%", predicted[k]),
-                study,
-            ]);
-            out.add(Metric::single(
-                &format!("priority.frames.interrupted_{label}_pct"),
-                Unit::Percent,
-                pct[k],
-                &placement,
-                format!(
-                    "share of {frames} frames of 16.7 ms (probe at nice 0 reading the clock) that saw \
-                     {label} gaps > {} us, beside a spinner at nice {spinner_nice} on the same CPU; \
-                     binomial with the same mean (n = {n} slices of {:.2} ms, p = {p:.4}) predicts \
-                     {:.2}%",
-                    threshold.as_micros(),
-                    mean_gap.as_secs_f64() * 1e3,
-                    predicted[k]
-                ),
-            ));
-        }
-        out.series.push(Series {
-            id: "priority.frames.interruptions".into(),
-            x_label: "interruptions per 60 fps frame".into(),
-            x_unit: Unit::Count,
-            y_label: "frames".into(),
-            y_unit: Unit::Percent,
-            x: (0..6).map(|k| k as f64).collect(),
-            y: pct.clone(),
-            note: format!(
-                "probe CPU share {:.1}% (kernel model {:.1}%); last bin is 5 or more",
-                probe_share * 100.0,
-                kernel_model_shares(&[0, spinner_nice])[0]
+        let s = Setup {
+            cpu,
+            placement: Placement::SameCpu(cpu).to_string(),
+            window: ctx.mode.pick(
+                Duration::from_millis(40),
+                Duration::from_millis(300),
+                Duration::from_secs(1),
             ),
-            historical: Some(beos),
-        });
-
+            reps: ctx.mode.pick(1, 3, 3),
+        };
+        let (table, worst_dev) = nice_shares(ctx, &s, out)?;
+        let ut_table = uthread_shares(ctx, &s, out)?;
+        let (frame_table, no_interruption_pct) = frame_model(ctx, &s, out)?;
         out.tables.push(table);
         out.tables.push(ut_table);
         out.tables.push(frame_table);
-        let verdict = if worst_dev <= 3.0 {
-            "agree with the kernel's weight model within 3 points"
-        } else {
-            "deviate from the kernel's weight model by more than 3 points (other load on the CPU?)"
-        };
-        out.conclusion = Some(format!(
-            "Measured nice shares {verdict} (worst {worst_dev:.1} points); Linux's nice steps \
-             are ~1.25x, far gentler than BeOS's 2x per unit: nice 10 leaves the lower thread ~10% \
-             of the CPU, where BeOS gave priority 10 below only 0.1%. Frames beside the spinner: {:.0}% see no \
-             interruption (the study's lottery at 100 us: 85%); compare the measured spread with the \
-             binomial of the same mean — narrower means Linux spreads the lower thread's slices \
-             evenly rather than by lottery. To keep a background job out of the \
-             way, use nice 19 (~1.4%) or SCHED_IDLE, not a small nice step.",
-            pct[0]
-        ));
+        out.conclusion = Some(conclusion(worst_dev, no_interruption_pct));
         Ok(())
     }
+}
+
+/// What every window of a run shares: the one CPU, how long a window is, how many per mix.
+struct Setup {
+    cpu: usize,
+    placement: String,
+    window: Duration,
+    reps: usize,
+}
+
+/// The first thread's share over `reps` windows, each taken by `window` (cancellable between).
+fn first_shares(
+    ctx: &Ctx,
+    reps: usize,
+    mut window: impl FnMut() -> Result<f64>,
+) -> Result<Summary> {
+    let mut firsts = Vec::new();
+    for _ in 0..reps {
+        ctx.cancel.check()?;
+        firsts.push(window()?);
+    }
+    Summary::from_samples(&firsts, 1).ok_or_else(|| Error::Fail("no share samples".into()))
+}
+
+/// The kernel's nice mixes on one CPU against the weight model and BeOS's; the table and the
+/// worst deviation from the kernel's model.
+fn nice_shares(ctx: &Ctx, s: &Setup, out: &mut Outcome) -> Result<(Table, f64)> {
+    let (cpu, placement, window, reps) = (s.cpu, &s.placement, s.window, s.reps);
+    let mut table = Table::new(
+        "priority.nice_shares",
+        "CPU share of the first thread of each nice mix on one CPU",
+        &[
+            "mix (nice)",
+            "measured",
+            "kernel model",
+            "BeOS model (2x/unit)",
+        ],
+    );
+    table.note = format!("median of {reps} windows of {} ms", window.as_millis());
+    let mut worst_dev: f64 = 0.0;
+
+    for nices in NICE_MIXES {
+        let name = mix_name(&nices.iter().map(|n| n.to_string()).collect::<Vec<_>>());
+        let id = format!("priority.share.{name}");
+        ctx.step(&id)?;
+        let s = first_shares(ctx, reps, || {
+            let times = nice_cpu_times(cpu, nices, window)?;
+            Ok(shares_percent(&times.iter().map(|&t| t as f64).collect::<Vec<_>>())[0])
+        })?;
+        let kernel = kernel_model_shares(nices)[0];
+        let beos = beos_model_shares(nices)[0];
+        worst_dev = worst_dev.max((s.median - kernel).abs());
+        table.row(vec![
+            name.clone(),
+            format!("{:.1}%", s.median),
+            format!("{kernel:.1}%"),
+            format!("{beos:.1}%"),
+        ]);
+        out.add(Metric::from_summary(
+            &id,
+            Unit::Percent,
+            &s,
+            placement,
+            format!(
+                "CPU share of the first of {} spinning threads at nice {:?}, all pinned to one CPU, \
+                 per-thread CPU time (CLOCK_THREAD_CPUTIME_ID) over {} ms windows; kernel weight \
+                 model (sched_prio_to_weight, kernel/sched/core.c: 1024 at nice 0, ~1.25x per step) \
+                 {kernel:.1}%; BeOS model (2x per unit) {beos:.1}%; other processes on the CPU \
+                 take time from all threads alike",
+                nices.len(),
+                nices,
+                window.as_millis()
+            ),
+        ));
+    }
+    Ok((table, worst_dev))
+}
+
+/// uthread's lottery scheduler against its own model.
+fn uthread_shares(ctx: &Ctx, s: &Setup, out: &mut Outcome) -> Result<Table> {
+    let (window, reps) = (s.window, s.reps);
+    let mut ut_table = Table::new(
+        "priority.uthread_shares",
+        "uthread's lottery: share of the first of two preemptive green threads",
+        &["priorities", "measured", "model (2^p)"],
+    );
+    for &(a, b) in UTHREAD_PAIRS {
+        let id = format!("priority.uthread.share.{a}_vs_{b}");
+        ctx.step(&id)?;
+        let s = first_shares(ctx, reps, || {
+            let counts = uthread_counts(&[a, b], window)?;
+            Ok(shares_percent(&counts.iter().map(|&c| c as f64).collect::<Vec<_>>())[0])
+        })?;
+        let model = uthread_model_shares(&[a, b])[0];
+        ut_table.row(vec![
+            format!("{a}_vs_{b}"),
+            format!("{:.1}%", s.median),
+            format!("{model:.1}%"),
+        ]);
+        out.add(Metric::from_summary(
+            &id,
+            Unit::Percent,
+            &s,
+            "one uthread carrier, unpinned",
+            format!(
+                "share of loop iterations of the first of two preemptive green threads at \
+                 TimeSharing({a}) vs ({b}), 1 ms quantum, {} ms windows; uthread's lottery \
+                 model (weight 2^p) {model:.1}%",
+                window.as_millis()
+            ),
+        ));
+    }
+    Ok(ut_table)
+}
+
+/// The frame model: 60 fps frames beside a lower-priority spinner; the table and the share of
+/// frames no interruption reached.
+fn frame_model(ctx: &Ctx, s: &Setup, out: &mut Outcome) -> Result<(Table, f64)> {
+    let (cpu, placement) = (s.cpu, &s.placement);
+    ctx.step("priority.frames")?;
+    let frames = ctx.mode.pick(6, 60, 600);
+    let frame = Duration::from_micros(16_667);
+    let spinner_nice = 10;
+    let threshold = Duration::from_micros(50);
+    let (hist, probe_share, mean_gap) =
+        frame_interruptions(cpu, spinner_nice, frames, frame, threshold)?;
+    let total: u64 = hist.iter().sum();
+    let pct: Vec<f64> = hist
+        .iter()
+        .map(|&h| 100.0 * h as f64 / total.max(1) as f64)
+        .collect();
+    let mean_k: f64 = hist
+        .iter()
+        .enumerate()
+        .map(|(k, &h)| k as f64 * h as f64)
+        .sum::<f64>()
+        / total.max(1) as f64;
+    // Binomial with the same mean: n scheduling points per frame, one per mean interruption
+    // length (the spinner's slice), p chosen so that n*p is the measured mean.
+    let n = ((frame.as_secs_f64() / mean_gap.as_secs_f64().max(1e-4)).round() as u64).max(1);
+    let p = (mean_k / n as f64).min(1.0);
+    let predicted: Vec<f64> = (0..6u64).map(|k| 100.0 * binomial_pmf(n, p, k)).collect();
+    let beos = seeds::beos_frame_binomial();
+    let mut frame_table = Table::new(
+        "priority.frames",
+        &format!("60 fps frames beside a nice-{spinner_nice} spinner ({frames} frames)"),
+        &[
+            "interruptions/frame",
+            "measured",
+            "binomial (same mean)",
+            "study (n=166, p=1/1025)",
+        ],
+    );
+    for k in 0..6 {
+        let label = if k == 5 {
+            "5+".to_string()
+        } else {
+            k.to_string()
+        };
+        let study = beos
+            .y
+            .get(k)
+            .map_or("-".to_string(), |v| format!("{v:.2}%"));
+        frame_table.row(vec![
+            label.clone(),
+            format!("{:.1}%", pct[k]),
+            format!("{:.2}%", predicted[k]),
+            study,
+        ]);
+        out.add(Metric::single(
+            &format!("priority.frames.interrupted_{label}_pct"),
+            Unit::Percent,
+            pct[k],
+            placement,
+            format!(
+                "share of {frames} frames of 16.7 ms (probe at nice 0 reading the clock) that saw \
+                 {label} gaps > {} us, beside a spinner at nice {spinner_nice} on the same CPU; \
+                 binomial with the same mean (n = {n} slices of {:.2} ms, p = {p:.4}) predicts \
+                 {:.2}%",
+                threshold.as_micros(),
+                mean_gap.as_secs_f64() * 1e3,
+                predicted[k]
+            ),
+        ));
+    }
+    out.series.push(Series {
+        id: "priority.frames.interruptions".into(),
+        x_label: "interruptions per 60 fps frame".into(),
+        x_unit: Unit::Count,
+        y_label: "frames".into(),
+        y_unit: Unit::Percent,
+        x: (0..6).map(|k| k as f64).collect(),
+        y: pct.clone(),
+        note: format!(
+            "probe CPU share {:.1}% (kernel model {:.1}%); last bin is 5 or more",
+            probe_share * 100.0,
+            kernel_model_shares(&[0, spinner_nice])[0]
+        ),
+        historical: Some(beos),
+    });
+    Ok((frame_table, pct[0]))
+}
+
+/// How the shares compare with the models, and what to use for a background job.
+fn conclusion(worst_dev: f64, no_interruption_pct: f64) -> String {
+    let verdict = if worst_dev <= 3.0 {
+        "agree with the kernel's weight model within 3 points"
+    } else {
+        "deviate from the kernel's weight model by more than 3 points (other load on the CPU?)"
+    };
+    format!(
+        "Measured nice shares {verdict} (worst {worst_dev:.1} points); Linux's nice steps \
+         are ~1.25x, far gentler than BeOS's 2x per unit: nice 10 leaves the lower thread ~10% \
+         of the CPU, where BeOS gave priority 10 below only 0.1%. Frames beside the spinner: {:.0}% see no \
+         interruption (the study's lottery at 100 us: 85%); compare the measured spread with the \
+         binomial of the same mean — narrower means Linux spreads the lower thread's slices \
+         evenly rather than by lottery. To keep a background job out of the \
+         way, use nice 19 (~1.4%) or SCHED_IDLE, not a small nice step.",
+        no_interruption_pct
+    )
 }
 
 #[cfg(test)]

@@ -7,13 +7,12 @@ use crate::sys::{futex_wait_for, futex_wake};
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
+use crate::experiments::{own_series, Axis, Ctx, Experiment, Info, Mode, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::{fork_child, wait_until, SharedMap};
 use crate::measure::spawn::spawn_scoped;
 use crate::measure::stats::Summary;
 use crate::measure::units::Unit;
-use crate::results::Series;
 use crate::seeds;
 
 pub struct Shm;
@@ -269,31 +268,34 @@ impl Experiment for Shm {
                 "{how}; {cache_state}; sizes under 64 KiB are read as several fresh copies per \
                  sample and divided back; median of >= 7 fresh writes per size"
             );
-            out.series.push(Series {
-                id: format!("shm.{label}.read_time"),
-                x_label: "data size".into(),
-                x_unit: Unit::Bytes,
-                y_label: "time to read it once".into(),
-                y_unit: Unit::Us,
-                x: results.iter().map(|(s, _)| *s as f64).collect(),
-                y: results
-                    .iter()
-                    .map(|(_, m)| Unit::Us.from_ns(m.median))
-                    .collect(),
-                note: note.clone(),
-                historical: None,
-            });
-            out.series.push(Series {
-                id: format!("shm.{label}.bandwidth"),
-                x_label: "data size".into(),
-                x_unit: Unit::Bytes,
-                y_label: "read bandwidth".into(),
-                y_unit: Unit::GbPerS,
-                x: results.iter().map(|(s, _)| *s as f64).collect(),
-                y: results.iter().map(|(s, m)| *s as f64 / m.median).collect(),
-                note: note.clone(),
-                historical: None,
-            });
+            let sizes = || Axis {
+                label: "data size",
+                unit: Unit::Bytes,
+                values: results.iter().map(|(s, _)| *s as f64).collect(),
+            };
+            out.series.push(own_series(
+                format!("shm.{label}.read_time"),
+                sizes(),
+                Axis {
+                    label: "time to read it once",
+                    unit: Unit::Us,
+                    values: results
+                        .iter()
+                        .map(|(_, m)| Unit::Us.from_ns(m.median))
+                        .collect(),
+                },
+                note.clone(),
+            ));
+            out.series.push(own_series(
+                format!("shm.{label}.bandwidth"),
+                sizes(),
+                Axis {
+                    label: "read bandwidth",
+                    unit: Unit::GbPerS,
+                    values: results.iter().map(|(s, m)| *s as f64 / m.median).collect(),
+                },
+                note.clone(),
+            ));
             for (size, s) in results.iter() {
                 if [4 * KIB, MIB, 64 * MIB].contains(size) {
                     out.add_ns(

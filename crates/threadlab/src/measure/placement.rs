@@ -196,23 +196,9 @@ pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
     Some(out.into_iter().collect())
 }
 
-/// Pins the calling thread (or, in a fresh child, process) to one CPU.
-pub fn pin_current_thread(cpu: usize) -> Result<()> {
-    // SAFETY: the set is zero-initialised plain data and only the bit for `cpu` is set.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc != 0 {
-        return Err(Error::os(&format!("cannot pin to CPU {cpu}")));
-    }
-    Ok(())
-}
-
-/// Lets the calling thread (for the rest of its life) run on `cpus` only: one CPU pins it, every
-/// allowed CPU leaves it where the kernel puts it.
-pub fn place_current_thread(cpus: &[usize]) -> Result<()> {
+/// Sets the calling thread's affinity to `cpus`; false (errno set, for `Error::os`) when the
+/// kernel refuses.
+fn set_affinity(cpus: &[usize]) -> bool {
     // SAFETY: the set is zero-initialised plain data with only the bits for `cpus` set.
     let rc = unsafe {
         let mut set: libc::cpu_set_t = mem::zeroed();
@@ -221,7 +207,21 @@ pub fn place_current_thread(cpus: &[usize]) -> Result<()> {
         }
         libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set)
     };
-    if rc != 0 {
+    rc == 0
+}
+
+/// Pins the calling thread (or, in a fresh child, process) to one CPU.
+pub fn pin_current_thread(cpu: usize) -> Result<()> {
+    if !set_affinity(&[cpu]) {
+        return Err(Error::os(&format!("cannot pin to CPU {cpu}")));
+    }
+    Ok(())
+}
+
+/// Lets the calling thread (for the rest of its life) run on `cpus` only: one CPU pins it, every
+/// allowed CPU leaves it where the kernel puts it.
+pub fn place_current_thread(cpus: &[usize]) -> Result<()> {
+    if !set_affinity(cpus) {
         return Err(Error::os(&format!(
             "cannot place the thread on CPUs {cpus:?}"
         )));
@@ -250,15 +250,7 @@ impl PinGuard {
             }
             set
         };
-        // SAFETY: the set is zero-initialised plain data with only the bits for `cpus` set.
-        let rc = unsafe {
-            let mut set: libc::cpu_set_t = mem::zeroed();
-            for &c in cpus {
-                libc::CPU_SET(c, &mut set);
-            }
-            libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set)
-        };
-        if rc != 0 {
+        if !set_affinity(cpus) {
             return Err(Error::os(&format!("cannot pin to CPUs {cpus:?}")));
         }
         Ok(PinGuard { previous })

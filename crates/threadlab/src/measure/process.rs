@@ -370,6 +370,25 @@ pub fn mono_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
 }
 
+/// Sleeps until the absolute CLOCK_MONOTONIC time `deadline_ns`. A signal may end the sleep
+/// early: callers measure their wake-up against the deadline, so an early one shows as such.
+pub fn sleep_until_ns(deadline_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: ts is a valid absolute CLOCK_MONOTONIC time; with TIMER_ABSTIME no remainder is
+    // written, so the null remainder pointer is never dereferenced.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        );
+    }
+}
+
 /// CPU time of the calling OS thread, in ns (user + system).
 #[inline]
 pub fn thread_cpu_ns() -> u64 {

@@ -220,12 +220,11 @@ mod tests {
             wall_s: 1.0,
             tables: vec![facts, knobs, apply],
             conclusion: Some("Hold the limit.".into()),
-            ..ExperimentResult::new("doctor", "s", "l")
+            ..ExperimentResult::new("doctor", Status::Ok)
         };
         RunResults {
             threadlab_version: "0".into(),
-            experiments: vec![e],
-            ..RunResults::new("full", Default::default())
+            ..RunResults::new("full", vec![e])
         }
     }
 

@@ -474,7 +474,7 @@ mod tests {
             conclusion: Some(
                 "A conclusion long enough to wrap at a narrow width, in prose.".into(),
             ),
-            ..ExperimentResult::new("switch", "s", "l")
+            ..ExperimentResult::new("switch", crate::results::Status::Ok)
         }
     }
 

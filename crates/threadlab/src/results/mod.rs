@@ -61,21 +61,21 @@ pub struct RunResults {
 }
 
 impl RunResults {
-    /// A run of this version with no experiment yet, on `environment`: one repeat, no drift
-    /// threshold, no warnings, no times; a runner or a test fills in the rest.
-    pub fn new(mode: &str, environment: Environment) -> RunResults {
+    /// The results of a run in `mode` holding `experiments`, written by this version, with
+    /// no times, warnings or advice yet.
+    pub fn new(mode: &str, experiments: Vec<ExperimentResult>) -> RunResults {
         RunResults {
             schema_version: SCHEMA_VERSION,
-            threadlab_version: env!("CARGO_PKG_VERSION").to_string(),
+            threadlab_version: env!("CARGO_PKG_VERSION").into(),
             started_at: String::new(),
             finished_at: String::new(),
-            mode: mode.to_string(),
+            mode: mode.into(),
             interrupted_by: None,
             repeat: 1,
             drift_threshold_pct: 0.0,
-            environment,
+            environment: Environment::default(),
             warnings: Vec::new(),
-            experiments: Vec::new(),
+            experiments,
             advice: Vec::new(),
         }
     }
@@ -165,14 +165,14 @@ pub struct ExperimentResult {
 }
 
 impl ExperimentResult {
-    /// An experiment's result with nothing in it yet: its name and study, status Ok, no
-    /// figures, no time taken; a runner or a test fills in the rest.
-    pub fn new(name: &str, study: &str, study_label: &str) -> ExperimentResult {
+    /// A result with nothing in it yet: no study named, no figures, tables or notes; the
+    /// start from which a results file is built up field by field.
+    pub fn new(name: &str, status: Status) -> ExperimentResult {
         ExperimentResult {
-            name: name.to_string(),
-            study: study.to_string(),
-            study_label: study_label.to_string(),
-            status: Status::Ok,
+            name: name.into(),
+            study: String::new(),
+            study_label: String::new(),
+            status,
             reason: None,
             wall_s: 0.0,
             metrics: Vec::new(),
@@ -180,9 +180,9 @@ impl ExperimentResult {
             skipped_metrics: Vec::new(),
             tables: Vec::new(),
             conclusion: None,
-            attempts: Vec::new(),
             headline: Vec::new(),
             verdict: None,
+            attempts: Vec::new(),
             drift_note: None,
             host: None,
         }

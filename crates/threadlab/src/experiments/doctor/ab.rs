@@ -135,7 +135,10 @@ pub fn run_knob(
     let mut ops: Vec<(Measure, u64)> = Vec::new();
     // Round 0 warms up (first faults, fresh code paths) and is not kept.
     for round in 0..=plan.rounds {
-        progress(&format!("doctor.{} round {round}/{}", knob.id, plan.rounds));
+        progress(&format!(
+            "doctor.{} round {round}/{}",
+            knob.about.id, plan.rounds
+        ));
         let (mut burned_off, mut burned_on) = (Burned::default(), Burned::default());
         for &m in &knob.measures {
             if settle && m.wakes_idle_cpus() {
@@ -197,6 +200,7 @@ pub fn run_knob(
 mod tests {
     use super::*;
     use crate::experiments::doctor::figures::Setup;
+    use crate::experiments::doctor::knobs::About;
 
     #[test]
     fn ratios_skip_rounds_without_a_positive_off_value() {
@@ -218,12 +222,14 @@ mod tests {
         let mut on = base.clone();
         on.timer_slack_ns = Some(1);
         let knob = Knob {
-            id: "t",
-            title: "t",
+            about: About {
+                id: "t",
+                title: "t",
+                program: String::new(),
+                machine: String::new(),
+            },
             off_label: "off".into(),
             on_label: "on".into(),
-            program: String::new(),
-            machine: String::new(),
             scope: "",
             measures: vec![Measure::Timer],
             off: base,

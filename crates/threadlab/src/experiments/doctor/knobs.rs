@@ -19,18 +19,24 @@ pub enum Hold {
     Files(Vec<(String, String)>),
 }
 
-/// A setting to measure A/B.
+/// What names a setting and how to apply it, whether or not it can be tried here.
 #[derive(Debug, Clone)]
-pub struct Knob {
+pub struct About {
     pub id: &'static str,
     pub title: &'static str,
-    /// The two conditions in a few words.
-    pub off_label: String,
-    pub on_label: String,
     /// How to apply it as a program (the call).
     pub program: String,
     /// How to apply it for the machine (sysctl, tuned profile, kernel parameter).
     pub machine: String,
+}
+
+/// A setting to measure A/B.
+#[derive(Debug, Clone)]
+pub struct Knob {
+    pub about: About,
+    /// The two conditions in a few words.
+    pub off_label: String,
+    pub on_label: String,
     /// What the change is scoped to while doctor measures it, i.e. what ends it.
     pub scope: &'static str,
     pub measures: Vec<Measure>,
@@ -45,10 +51,7 @@ pub struct Knob {
 /// A setting that cannot be tried here.
 #[derive(Debug, Clone)]
 pub struct NotHere {
-    pub id: &'static str,
-    pub title: &'static str,
-    pub program: String,
-    pub machine: String,
+    pub about: About,
     pub reason: String,
 }
 
@@ -61,8 +64,8 @@ pub enum Planned {
 impl Planned {
     pub fn id(&self) -> &'static str {
         match self {
-            Planned::Try(k) => k.id,
-            Planned::NotHere(n) => n.id,
+            Planned::Try(k) => k.about.id,
+            Planned::NotHere(n) => n.about.id,
         }
     }
 }
@@ -139,10 +142,12 @@ pub fn catalogue(here: &Here) -> Vec<Planned> {
             "kernel parameter mitigations=off (only on machines that run trusted code alone)",
         ),
         Planned::NotHere(NotHere {
-            id: "autogroup",
-            title: "Scheduler autogroup",
-            program: "setsid() puts a process in a group of its own".into(),
-            machine: "sysctl kernel.sched_autogroup_enabled=0 or 1".into(),
+            about: About {
+                id: "autogroup",
+                title: "Scheduler autogroup",
+                program: "setsid() puts a process in a group of its own".into(),
+                machine: "sysctl kernel.sched_autogroup_enabled=0 or 1".into(),
+            },
             reason: format!(
                 "it only decides how CPU time is split between sessions (terminals), and every \
                  thread doctor measures is in one session, so no figure here can move; it is {} \
@@ -159,16 +164,18 @@ pub fn catalogue(here: &Here) -> Vec<Planned> {
 
 fn nice_background(base: &Setup, contended: &[Measure]) -> Planned {
     Planned::Try(Box::new(Knob {
-        id: "nice_background",
-        title: "The CPU-bound competitor at nice 19",
+        about: About {
+            id: "nice_background",
+            title: "The CPU-bound competitor at nice 19",
+            program: "setpriority(PRIO_PROCESS, tid, 19) on background threads (Linux keeps nice \
+                      per thread), or nice -n 19 for a background program"
+                .into(),
+            machine: "systemd CPUWeight= / Nice= for background services; kernel.sched_autogroup \
+                      decides whether nice acts across terminal sessions"
+                .into(),
+        },
         off_label: "competitor at nice 0".into(),
         on_label: "competitor at nice 19".into(),
-        program: "setpriority(PRIO_PROCESS, tid, 19) on background threads (Linux keeps nice \
-                  per thread), or nice -n 19 for a background program"
-            .into(),
-        machine: "systemd CPUWeight= / Nice= for background services; kernel.sched_autogroup \
-                  decides whether nice acts across terminal sessions"
-            .into(),
         scope: "the competitor thread, which ends with the phase",
         measures: contended.to_vec(),
         off: base.clone(),
@@ -184,16 +191,18 @@ fn nice_background(base: &Setup, contended: &[Measure]) -> Planned {
 
 fn sched_idle_background(base: &Setup, contended: &[Measure]) -> Planned {
     Planned::Try(Box::new(Knob {
-        id: "sched_idle_background",
-        title: "The CPU-bound competitor in SCHED_IDLE",
+        about: About {
+            id: "sched_idle_background",
+            title: "The CPU-bound competitor in SCHED_IDLE",
+            program: "sched_setscheduler(tid, SCHED_IDLE, 0) (pthread_setschedparam) on \
+                      background threads: no privilege needed to lower a thread's class"
+                .into(),
+            machine: "chrt --idle 0 PROGRAM, or systemd CPUSchedulingPolicy=idle for a \
+                      background service"
+                .into(),
+        },
         off_label: "competitor SCHED_OTHER nice 0".into(),
         on_label: "competitor SCHED_IDLE".into(),
-        program: "sched_setscheduler(tid, SCHED_IDLE, 0) (pthread_setschedparam) on \
-                  background threads: no privilege needed to lower a thread's class"
-            .into(),
-        machine: "chrt --idle 0 PROGRAM, or systemd CPUSchedulingPolicy=idle for a \
-                  background service"
-            .into(),
         scope: "the competitor thread, which ends with the phase",
         measures: contended.to_vec(),
         off: base.clone(),
@@ -209,8 +218,16 @@ fn sched_idle_background(base: &Setup, contended: &[Measure]) -> Planned {
 
 fn timer_slack(here: &Here, base: &Setup) -> Planned {
     Planned::Try(Box::new(Knob {
-        id: "timer_slack",
-        title: "Timer slack of the sleeping thread at 1 ns",
+        about: About {
+            id: "timer_slack",
+            title: "Timer slack of the sleeping thread at 1 ns",
+            program: "prctl(PR_SET_TIMERSLACK, 1) in the thread that sleeps (0 would restore \
+                      the default); real-time threads have no slack"
+                .into(),
+            machine: "per process: /proc/PID/timerslack_ns (root, or the process's owner with \
+                      CAP_SYS_NICE); systemd TimerSlackNSec="
+                .into(),
+        },
         off_label: format!(
             "default slack ({} ns)",
             here.env
@@ -218,12 +235,6 @@ fn timer_slack(here: &Here, base: &Setup) -> Planned {
                 .map_or("unknown".to_string(), |n| n.to_string())
         ),
         on_label: "slack 1 ns".into(),
-        program: "prctl(PR_SET_TIMERSLACK, 1) in the thread that sleeps (0 would restore \
-                  the default); real-time threads have no slack"
-            .into(),
-        machine: "per process: /proc/PID/timerslack_ns (root, or the process's owner with \
-                  CAP_SYS_NICE); systemd TimerSlackNSec="
-            .into(),
         scope: "the measuring thread, which ends with the phase",
         measures: vec![Measure::Timer],
         off: base.clone(),
@@ -239,15 +250,17 @@ fn timer_slack(here: &Here, base: &Setup) -> Planned {
 
 fn spin_then_park(base: &Setup) -> Planned {
     Planned::Try(Box::new(Knob {
-        id: "spin_then_park",
-        title: "Spin 50 µs before parking in FUTEX_WAIT",
+        about: About {
+            id: "spin_then_park",
+            title: "Spin 50 µs before parking in FUTEX_WAIT",
+            program: "wait for the hand-off word in a loop (with a pause instruction) for up to \
+                      50 µs before FUTEX_WAIT; the waker calls FUTEX_WAKE only if the waiter \
+                      announced it parked (parking_lot and glibc's adaptive mutex spin likewise)"
+                .into(),
+            machine: "none: a program's own choice".into(),
+        },
         off_label: "park at once".into(),
         on_label: "spin up to 50 µs, then park".into(),
-        program: "wait for the hand-off word in a loop (with a pause instruction) for up to \
-                  50 µs before FUTEX_WAIT; the waker calls FUTEX_WAKE only if the waiter \
-                  announced it parked (parking_lot and glibc's adaptive mutex spin likewise)"
-            .into(),
-        machine: "none: a program's own choice".into(),
         scope: "the threads of the phase",
         measures: vec![Measure::Wake, Measure::Handoff],
         off: base.clone(),
@@ -263,10 +276,12 @@ fn spin_then_park(base: &Setup) -> Planned {
 
 fn boot_only(id: &'static str, title: &'static str, reason: String, machine: &str) -> Planned {
     Planned::NotHere(NotHere {
-        id,
-        title,
-        program: "none".into(),
-        machine: machine.into(),
+        about: About {
+            id,
+            title,
+            program: "none".into(),
+            machine: machine.into(),
+        },
         reason,
     })
 }
@@ -289,27 +304,27 @@ fn idle_latency(base: &Setup) -> Planned {
     let machine = "tuned profile latency-performance or network-latency (they hold the limit, \
                    force_latency); kernel parameter idle=poll for a machine that never idles; \
                    per CPU: write n/a to /sys/devices/system/cpu/cpuN/power/pm_qos_resume_latency_us";
+    let about = About {
+        id: "idle_latency",
+        title: "Idle-state latency limit held at 0 (PM QoS)",
+        program: program.into(),
+        machine: machine.into(),
+    };
     match std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/cpu_dma_latency")
     {
         Err(e) => Planned::NotHere(NotHere {
-            id: "idle_latency",
-            title: "Idle-state latency limit held at 0 (PM QoS)",
-            program: program.into(),
-            machine: machine.into(),
+            about,
             reason: format!(
                 "/dev/cpu_dma_latency cannot be opened for writing: {e} (root only on most \
                  systems; a program that needs it runs as root or is given the device)"
             ),
         }),
         Ok(_) => Planned::Try(Box::new(Knob {
-            id: "idle_latency",
-            title: "Idle-state latency limit held at 0 (PM QoS)",
+            about,
             off_label: "no limit held".into(),
             on_label: "/dev/cpu_dma_latency held at 0".into(),
-            program: program.into(),
-            machine: machine.into(),
             scope: "a file descriptor: the limit ends when it closes, even if the process is \
                     killed",
             measures: vec![
@@ -338,12 +353,15 @@ fn haltpoll_window(here: &Here, base: &Setup) -> Planned {
             .find(|o| o.starts_with("haltpoll."))
             .map_or("its own value".to_string(), |o| o.clone())
     );
+    let about = About {
+        id: "haltpoll_window",
+        title,
+        program,
+        machine,
+    };
     let not_here = |reason: String| {
         Planned::NotHere(NotHere {
-            id: "haltpoll_window",
-            title,
-            program: program.clone(),
-            machine: machine.clone(),
+            about: about.clone(),
             reason,
         })
     };
@@ -370,12 +388,9 @@ fn haltpoll_window(here: &Here, base: &Setup) -> Planned {
         ));
     }
     Planned::Try(Box::new(Knob {
-        id: "haltpoll_window",
-        title,
+        about,
         off_label: "guest_halt_poll_ns = 0".into(),
         on_label: format!("guest_halt_poll_ns = {HALTPOLL_DEFAULT_NS}"),
-        program,
-        machine,
         scope: "machine-wide: written for each \"on\" phase, written back after it and checked",
         measures: vec![Measure::Wake, Measure::Handoff, Measure::Echo],
         off: base.clone(),
@@ -400,22 +415,19 @@ fn cpu_resume_latency(here: &Here, base: &Setup) -> Planned {
         let now = here.machine.as_ref().ok()?.read(&path).ok()?;
         (now != "0").then(|| format!("{path} holds a limit already ({now})"))
     });
-    if let Some(reason) = refused {
-        return Planned::NotHere(NotHere {
-            id: "cpu_resume_latency",
-            title,
-            program,
-            machine,
-            reason,
-        });
-    }
-    Planned::Try(Box::new(Knob {
+    let about = About {
         id: "cpu_resume_latency",
         title,
-        off_label: "no limit".into(),
-        on_label: format!("CPU {} may not leave its polling state", here.b),
         program,
         machine,
+    };
+    if let Some(reason) = refused {
+        return Planned::NotHere(NotHere { about, reason });
+    }
+    Planned::Try(Box::new(Knob {
+        about,
+        off_label: "no limit".into(),
+        on_label: format!("CPU {} may not leave its polling state", here.b),
         scope: "machine-wide: written for each \"on\" phase, written back after it and checked",
         measures: vec![Measure::Wake, Measure::Handoff],
         off: base.clone(),
@@ -480,33 +492,28 @@ fn placement_knob(
     } else {
         "taskset -c LIST, systemd CPUAffinity=, or a cpuset cgroup"
     };
+    let about = About {
+        id,
+        title,
+        program: program.into(),
+        machine: machine.into(),
+    };
     let (on, label) = match partner {
         Ok(c) if id == "same_cpu" => (Placement::SameCpu(c), format!("both on CPU {c}")),
         Ok(c) => (
             Placement::CrossCpu(here.a, c),
             format!("on CPUs {} and {c}", here.a),
         ),
-        Err(reason) => {
-            return Planned::NotHere(NotHere {
-                id,
-                title,
-                program: program.into(),
-                machine: machine.into(),
-                reason,
-            })
-        }
+        Err(reason) => return Planned::NotHere(NotHere { about, reason }),
     };
     let mut off = base.clone();
     off.placement = Placement::Unpinned;
     let mut pinned = base.clone();
     pinned.placement = on;
     Planned::Try(Box::new(Knob {
-        id,
-        title,
+        about,
         off_label: "unpinned (where the kernel puts them)".into(),
         on_label: label,
-        program: program.into(),
-        machine: machine.into(),
         scope: "the threads of the phase",
         measures: measures.to_vec(),
         off,
@@ -540,12 +547,15 @@ fn sched_fifo(here: &Here, base: &Setup, contended: &[Measure]) -> Planned {
                    its CPU from everything else)";
     let machine = "chrt -f 50 PROGRAM; limits.conf rtprio for the user; systemd \
                    CPUSchedulingPolicy=fifo";
+    let about = About {
+        id: "sched_fifo",
+        title: "The measured thread at SCHED_FIFO",
+        program: program.into(),
+        machine: machine.into(),
+    };
     if !here.env.rt_priority_permitted {
         return Planned::NotHere(NotHere {
-            id: "sched_fifo",
-            title: "The measured thread at SCHED_FIFO",
-            program: program.into(),
-            machine: machine.into(),
+            about,
             reason: here
                 .env
                 .rt_priority_reason
@@ -556,12 +566,9 @@ fn sched_fifo(here: &Here, base: &Setup, contended: &[Measure]) -> Planned {
     let mut on = base.clone();
     on.fifo = true;
     Planned::Try(Box::new(Knob {
-        id: "sched_fifo",
-        title: "The measured thread at SCHED_FIFO",
+        about,
         off_label: "SCHED_OTHER, competitor at nice 0".into(),
         on_label: "SCHED_FIFO 50 (no timer slack), competitor at nice 0".into(),
-        program: program.into(),
-        machine: machine.into(),
         scope: "the measuring thread, which ends with the phase",
         measures: contended.to_vec(),
         off: base.clone(),
@@ -578,24 +585,21 @@ fn busy_poll(base: &Setup) -> Planned {
     );
     let machine =
         format!("sysctl net.core.busy_read={BUSY_POLL_US} net.core.busy_poll={BUSY_POLL_US}");
+    let about = About {
+        id: "busy_poll",
+        title: "Socket busy polling (SO_BUSY_POLL)",
+        program,
+        machine,
+    };
     if let Some(reason) = busy_poll_refusal(BUSY_POLL_US) {
-        return Planned::NotHere(NotHere {
-            id: "busy_poll",
-            title: "Socket busy polling (SO_BUSY_POLL)",
-            program,
-            machine,
-            reason,
-        });
+        return Planned::NotHere(NotHere { about, reason });
     }
     let mut on = base.clone();
     on.busy_poll_us = Some(BUSY_POLL_US);
     Planned::Try(Box::new(Knob {
-        id: "busy_poll",
-        title: "Socket busy polling (SO_BUSY_POLL)",
+        about,
         off_label: "blocking reads sleep at once".into(),
         on_label: format!("SO_BUSY_POLL {BUSY_POLL_US} µs on both ends"),
-        program,
-        machine,
         scope: "the phase's two sockets",
         measures: vec![Measure::Echo],
         off: base.clone(),
@@ -620,24 +624,21 @@ fn thp(here: &Here, base: &Setup) -> Planned {
         ),
         Some(_) => None,
     };
+    let about = About {
+        id: "thp",
+        title: "Transparent huge pages for a 64 MiB buffer",
+        program: program.into(),
+        machine: machine.into(),
+    };
     if let Some(reason) = refusal {
-        return Planned::NotHere(NotHere {
-            id: "thp",
-            title: "Transparent huge pages for a 64 MiB buffer",
-            program: program.into(),
-            machine: machine.into(),
-            reason,
-        });
+        return Planned::NotHere(NotHere { about, reason });
     }
     let mut on = base.clone();
     on.huge_pages = true;
     Planned::Try(Box::new(Knob {
-        id: "thp",
-        title: "Transparent huge pages for a 64 MiB buffer",
+        about,
         off_label: "MADV_NOHUGEPAGE (4 KiB pages)".into(),
         on_label: "MADV_HUGEPAGE".into(),
-        program: program.into(),
-        machine: machine.into(),
         scope: "the phase's mapping",
         measures: vec![Measure::Buffer],
         off: base.clone(),
@@ -672,27 +673,24 @@ fn rt_throttling(here: &Here, base: &Setup) -> Planned {
     } else {
         machine_refusal(here, RT_RUNTIME)
     };
+    let about = About {
+        id: "rt_throttling",
+        title,
+        program: program.into(),
+        machine,
+    };
     if let Some(reason) = refused {
-        return Planned::NotHere(NotHere {
-            id: "rt_throttling",
-            title,
-            program: program.into(),
-            machine,
-            reason,
-        });
+        return Planned::NotHere(NotHere { about, reason });
     }
     let mut s = base.clone();
     s.fifo = true;
     Planned::Try(Box::new(Knob {
-        id: "rt_throttling",
-        title,
+        about,
         off_label: format!(
             "sched_rt_runtime_us = {}",
             here.env.sched_rt_runtime_us.unwrap_or_default()
         ),
         on_label: "sched_rt_runtime_us = -1".into(),
-        program: program.into(),
-        machine,
         scope: "machine-wide: written for each \"on\" phase, written back after it and checked",
         measures: vec![Measure::Probe],
         off: s.clone(),
@@ -719,11 +717,13 @@ fn cpufreq(here: &Here) -> Planned {
         ),
     };
     Planned::NotHere(NotHere {
-        id: "cpufreq_performance",
-        title: "The performance frequency governor",
-        program: "none".into(),
-        machine: "cpupower frequency-set -g performance, or tuned profile latency-performance"
-            .into(),
+        about: About {
+            id: "cpufreq_performance",
+            title: "The performance frequency governor",
+            program: "none".into(),
+            machine: "cpupower frequency-set -g performance, or tuned profile latency-performance"
+                .into(),
+        },
         reason,
     })
 }

@@ -149,7 +149,7 @@ impl Doctor {
         match (mode, p) {
             (Mode::Full, _) | (_, Planned::NotHere(_)) => None,
             (Mode::Tiny, _) => None,
-            (_, Planned::Try(k)) if QUICK.iter().any(|(id, _)| *id == k.id) => None,
+            (_, Planned::Try(k)) if QUICK.iter().any(|(id, _)| *id == k.about.id) => None,
             _ => Some(
                 "not in the quick suite, which keeps the settings that matter most: \
                  `threadlab doctor` (or `threadlab run doctor --full`) measures it"
@@ -164,7 +164,7 @@ impl Doctor {
     fn narrowed(&self, mode: Mode, k: &knobs::Knob) -> knobs::Knob {
         let mut k = k.clone();
         if mode == Mode::Quick {
-            if let Some((_, keep)) = QUICK.iter().find(|(id, _)| *id == k.id) {
+            if let Some((_, keep)) = QUICK.iter().find(|(id, _)| *id == k.about.id) {
                 k.measures.retain(|m| keep.contains(m));
             }
         }
@@ -213,7 +213,7 @@ impl Experiment for Doctor {
                 }
                 Planned::Try(k) => k,
             };
-            ctx.step(&format!("doctor.{}", k.id))?;
+            ctx.step(&format!("doctor.{}", k.about.id))?;
             let k = &self.narrowed(ctx.mode, k);
             let run = run_knob(
                 k,

@@ -71,13 +71,13 @@ pub fn record(knob: &Knob, run: &KnobRun, out: &mut Outcome) -> (Vec<Effect>, Ve
             continue;
         };
         rows.push(vec![
-            knob.id.to_string(),
+            knob.about.id.to_string(),
             f.figure.id.to_string(),
             with_unit(e.off, e.unit),
             with_unit(e.on, e.unit),
             e.text(),
             cost.clone(),
-            short_program(&knob.program),
+            short_program(&knob.about.program),
         ]);
         effects.push(e);
     }
@@ -108,7 +108,7 @@ fn phases_note(run: &KnobRun, f: &FigureRun) -> String {
 }
 
 fn record_figure(knob: &Knob, run: &KnobRun, f: &FigureRun, out: &mut Outcome) -> Option<Effect> {
-    let base = doctor::figure(knob.id, f.figure.id);
+    let base = doctor::figure(knob.about.id, f.figure.id);
     let (off_place, on_place) = (
         knob.off.placement_of(f.measure),
         knob.on.placement_of(f.measure),
@@ -116,7 +116,7 @@ fn record_figure(knob: &Knob, run: &KnobRun, f: &FigureRun, out: &mut Outcome) -
     let dir = Direction::LowerIsBetter;
     let mut push = |suffix: &str, values: &[f64], place: &str, label: &str| -> Option<f64> {
         let m = Metric::from_values(
-            &doctor::part(knob.id, f.figure.id, suffix),
+            &doctor::part(knob.about.id, f.figure.id, suffix),
             f.figure.unit,
             values,
             f.ops_per_phase.max(1),
@@ -131,7 +131,7 @@ fn record_figure(knob: &Knob, run: &KnobRun, f: &FigureRun, out: &mut Outcome) -
     let off = push(doctor::OFF, &f.off, &off_place, &knob.off_label)?;
     let on = push(doctor::ON, &f.on, &on_place, &knob.on_label)?;
     let ratios = f.ratios();
-    let id = doctor::part(knob.id, f.figure.id, doctor::EFFECT);
+    let id = doctor::part(knob.about.id, f.figure.id, doctor::EFFECT);
     if ratios.is_empty() {
         out.skip(
             &id,
@@ -147,7 +147,7 @@ fn record_figure(knob: &Knob, run: &KnobRun, f: &FigureRun, out: &mut Outcome) -
     };
     let note = format!(
         "{base}.on / {base}.off round by round ({}: {} vs {}); the median of {} rounds{}",
-        knob.title,
+        knob.about.title,
         knob.on_label,
         knob.off_label,
         ratios.len(),
@@ -164,13 +164,13 @@ fn record_figure(knob: &Knob, run: &KnobRun, f: &FigureRun, out: &mut Outcome) -
     let mut m = Metric::from_values(&id, Unit::Ratio, &ratios, 1, place, note)?;
     m.interval = interval.map(|i| [i.lo, i.hi]);
     m.ratio_of = Some([
-        doctor::part(knob.id, f.figure.id, doctor::ON),
-        doctor::part(knob.id, f.figure.id, doctor::OFF),
+        doctor::part(knob.about.id, f.figure.id, doctor::ON),
+        doctor::part(knob.about.id, f.figure.id, doctor::OFF),
     ]);
     let ratio = m.median;
     out.add(m);
     Some(Effect {
-        knob: knob.id,
+        knob: knob.about.id,
         figure: f.figure.id,
         unit: f.figure.unit,
         off,
@@ -181,7 +181,7 @@ fn record_figure(knob: &Knob, run: &KnobRun, f: &FigureRun, out: &mut Outcome) -
 }
 
 fn record_cost(knob: &Knob, run: &KnobRun, out: &mut Outcome) {
-    let base = doctor::figure(knob.id, doctor::CPU);
+    let base = doctor::figure(knob.about.id, doctor::CPU);
     if run.cpu_off.is_empty() {
         out.skip(&base, run.cost_source.note());
         return;
@@ -195,7 +195,7 @@ fn record_cost(knob: &Knob, run: &KnobRun, out: &mut Outcome) {
     );
     for (suffix, values) in [(doctor::OFF, &run.cpu_off), (doctor::ON, &run.cpu_on)] {
         if let Some(m) = Metric::from_values(
-            &doctor::part(knob.id, doctor::CPU, suffix),
+            &doctor::part(knob.about.id, doctor::CPU, suffix),
             Unit::Percent,
             values,
             1,
@@ -214,7 +214,7 @@ fn record_cost(knob: &Knob, run: &KnobRun, out: &mut Outcome) {
         .collect();
     let interval = median_interval(&ratios);
     if let Some(mut m) = Metric::from_values(
-        &doctor::part(knob.id, doctor::CPU, doctor::EFFECT),
+        &doctor::part(knob.about.id, doctor::CPU, doctor::EFFECT),
         Unit::Ratio,
         &ratios,
         1,
@@ -223,8 +223,8 @@ fn record_cost(knob: &Knob, run: &KnobRun, out: &mut Outcome) {
     ) {
         m.interval = interval.map(|i| [i.lo, i.hi]);
         m.ratio_of = Some([
-            doctor::part(knob.id, doctor::CPU, doctor::ON),
-            doctor::part(knob.id, doctor::CPU, doctor::OFF),
+            doctor::part(knob.about.id, doctor::CPU, doctor::ON),
+            doctor::part(knob.about.id, doctor::CPU, doctor::OFF),
         ]);
         out.add(m);
     }

@@ -48,7 +48,7 @@ impl Report {
         self.knob_rows.extend(rows);
         let med = crate::measure::stats::median;
         self.costs.push((
-            k.id,
+            k.about.id,
             (!run.cpu_off.is_empty()).then(|| (med(&run.cpu_off), med(&run.cpu_on))),
         ));
         let mut tried = format!(
@@ -61,10 +61,10 @@ impl Report {
             ));
         }
         self.apply_rows.push(vec![
-            k.id.to_string(),
-            k.title.to_string(),
-            k.program.clone(),
-            k.machine.clone(),
+            k.about.id.to_string(),
+            k.about.title.to_string(),
+            k.about.program.clone(),
+            k.about.machine.clone(),
             tried,
         ]);
     }
@@ -73,8 +73,16 @@ impl Report {
         self.not_tried += 1;
         out.skip(&format!("doctor.{}", p.id()), reason);
         let (title, program, machine) = match p {
-            Planned::Try(k) => (k.title, k.program.clone(), k.machine.clone()),
-            Planned::NotHere(n) => (n.title, n.program.clone(), n.machine.clone()),
+            Planned::Try(k) => (
+                k.about.title,
+                k.about.program.clone(),
+                k.about.machine.clone(),
+            ),
+            Planned::NotHere(n) => (
+                n.about.title,
+                n.about.program.clone(),
+                n.about.machine.clone(),
+            ),
         };
         self.apply_rows.push(vec![
             p.id().to_string(),

@@ -77,6 +77,22 @@ pub(super) fn parse_cpu_times(stat: &str, cpus: &[usize]) -> Option<CpuTimes> {
     any.then_some(t)
 }
 
+/// The load now: the load averages, the runnable tasks besides the reader, and the kernel's
+/// count of running processes (/proc/loadavg and /proc/stat).
+pub(super) fn load_now() -> (Option<[f64; 3]>, Option<u64>, Option<u64>) {
+    let load = super::read("/proc/loadavg")
+        .as_deref()
+        .and_then(parse_loadavg);
+    let procs_running = super::read("/proc/stat")
+        .as_deref()
+        .and_then(parse_procs_running);
+    (
+        load.as_ref().map(|l| l.avg),
+        load.map(|l| l.running.saturating_sub(1)),
+        procs_running,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

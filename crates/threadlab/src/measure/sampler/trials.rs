@@ -180,14 +180,7 @@ pub(super) fn run(
     s: &Sampler,
     rows: &mut [InterleavedRow<'_>],
 ) -> Result<Vec<std::result::Result<Summary, String>>> {
-    let mut state: Vec<RowState> = Vec::with_capacity(rows.len());
-    for row in rows.iter_mut() {
-        state.push(match prepare(s, row) {
-            Ok(n) => RowState::Live(n),
-            Err(Error::Skip(reason)) => RowState::Skipped(reason),
-            Err(e) => return Err(e),
-        });
-    }
+    let mut state = prepare_all(s, rows)?;
     let live_rows = state
         .iter()
         .filter(|st| matches!(st, RowState::Live(_)))
@@ -204,14 +197,7 @@ pub(super) fn run(
     let mut trials: Vec<Trial> = Vec::new();
     let stop = loop {
         s.cancel.check()?;
-        let pair_ns = match s.span.pair {
-            Some((a, b)) if s.cfg.phase_filter => match round_trip_ns(a, b) {
-                Ok(ns) => Some(ns),
-                Err(Error::Skip(_)) => None,
-                Err(e) => return Err(e),
-            },
-            _ => None,
-        };
+        let pair_ns = pair_round_trip_ns(s)?;
         let (batches, colocated) = run_trial(s, rows, &mut state, trials.len(), rounds)?;
         readings.push(Reading::now(s.cfg.phase_filter));
         trials.push(Trial {
@@ -262,9 +248,20 @@ pub(super) fn run(
             },
         );
     }
+    Ok(summaries(rows, state, &trials, &sel, stop))
+}
+
+/// Each row's summary over the kept trials, with the log of how they were taken; a skipped
+/// row's reason.
+fn summaries(
+    rows: &[InterleavedRow<'_>],
+    state: Vec<RowState>,
+    trials: &[Trial],
+    sel: &Selection,
+    stop: Stop,
+) -> Vec<std::result::Result<Summary, String>> {
     let pair_ns: Vec<f64> = sel.kept.iter().filter_map(|&k| trials[k].pair_ns).collect();
-    Ok(rows
-        .iter()
+    rows.iter()
         .zip(state)
         .enumerate()
         .map(|(i, (row, st))| {
@@ -296,7 +293,33 @@ pub(super) fn run(
             Summary::from_trials(batches, iters, Some(log))
                 .ok_or_else(|| "the samples were not finite numbers".to_string())
         })
-        .collect())
+        .collect()
+}
+
+/// Prepares every row (calibration or warm-up): a row that cannot run here is skipped with its
+/// reason, any other failure ends the sampling.
+fn prepare_all(s: &Sampler, rows: &mut [InterleavedRow<'_>]) -> Result<Vec<RowState>> {
+    let mut state: Vec<RowState> = Vec::with_capacity(rows.len());
+    for row in rows.iter_mut() {
+        state.push(match prepare(s, row) {
+            Ok(n) => RowState::Live(n),
+            Err(Error::Skip(reason)) => RowState::Skipped(reason),
+            Err(e) => return Err(e),
+        });
+    }
+    Ok(state)
+}
+
+/// The round trip between the span's two CPUs before a trial, when the phase filter reads it.
+fn pair_round_trip_ns(s: &Sampler) -> Result<Option<f64>> {
+    Ok(match s.span.pair {
+        Some((a, b)) if s.cfg.phase_filter => match round_trip_ns(a, b) {
+            Ok(ns) => Some(ns),
+            Err(Error::Skip(_)) => None,
+            Err(e) => return Err(e),
+        },
+        _ => None,
+    })
 }
 
 /// A live row's trial figures (the median of each kept trial's batches).

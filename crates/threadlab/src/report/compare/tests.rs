@@ -5,7 +5,7 @@ use crate::results::{Attempt, ExperimentResult};
 
 /// A run with one experiment whose metrics take the given samples.
 fn run(label: &str, metrics: &[(&str, Unit, Vec<f64>)]) -> Run {
-    let mut e = ExperimentResult::new("x", "s", "l");
+    let mut e = ExperimentResult::new("x", crate::results::Status::Ok);
     e.wall_s = 1.0;
     e.metrics = metrics
         .iter()
@@ -30,8 +30,8 @@ fn run(label: &str, metrics: &[(&str, Unit, Vec<f64>)]) -> Run {
         started_at: "2025-01-01T00:00:00Z".into(),
         finished_at: "2025-01-01T00:01:00Z".into(),
         drift_threshold_pct: 5.0,
-        experiments: vec![e],
-        ..RunResults::new("quick", environment)
+        environment,
+        ..RunResults::new("quick", vec![e])
     };
     Run {
         label: label.into(),

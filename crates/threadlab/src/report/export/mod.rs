@@ -109,7 +109,7 @@ mod tests {
     /// to a non-empty text.
     #[test]
     fn every_registered_format_is_distinct_and_renders() {
-        let r = RunResults::new("tiny", Default::default());
+        let r = RunResults::new("tiny", Vec::new());
         let cx = Context {
             source: "r.json",
             machine: None,

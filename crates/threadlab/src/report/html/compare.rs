@@ -5,12 +5,13 @@
 
 use std::fmt::Write;
 
-use super::svg::{esc, ratio_chart, Axis, Line, LineChart, RatioRow};
+use super::parts::series_chart;
+use super::svg::{esc, ratio_chart, Line, RatioRow};
 use super::{figure, page, Chart, Page};
 use crate::measure::units::Unit;
 use crate::report::compare::{
     column_name, fmt_detectable, machines_banner, rule_text, summary, verdict_text, Comparison,
-    Fleet, Run, Verdict,
+    Fleet, Row, Run, Verdict,
 };
 use crate::report::{fmt_value, fmt_with_unit};
 
@@ -105,30 +106,7 @@ fn overlaid_curves(runs: &[&Run], keys: &mut Page) -> Vec<(String, Chart)> {
         if lines.is_empty() {
             continue;
         }
-        let xs: Vec<f64> = lines
-            .iter()
-            .flat_map(|l| l.points.iter().map(|p| p.0))
-            .collect();
-        let ys: Vec<f64> = lines
-            .iter()
-            .flat_map(|l| l.points.iter().map(|p| p.1))
-            .collect();
-        let x_label = format!("{} ({})", s0.x_label, s0.x_unit);
-        let y_label = format!("{} ({})", s0.y_label, s0.y_unit);
-        let chart = LineChart {
-            x: if s0.x_unit == Unit::Bytes {
-                Axis::bytes(x_label, &xs)
-            } else {
-                Axis::auto(x_label, &xs)
-            },
-            y: Axis::auto(y_label, &ys),
-            lines,
-            references: vec![],
-            x_unit: s0.x_unit.to_string(),
-            y_unit: s0.y_unit.to_string(),
-            keys: vec![],
-            annotations: vec![],
-        };
+        let chart = series_chart(s0, |u| u.to_string(), lines, Vec::new());
         let title = format!("{id}: the runs overlaid");
         charts.push((
             exp.clone(),
@@ -151,7 +129,63 @@ pub fn render_pair(c: &Comparison, a: &Run, b: &Run) -> String {
     if let Some(banner) = machines_banner(c) {
         let _ = writeln!(body, "<p class=\"banner\">{}</p>", esc(&banner));
     }
-    body.push_str("<section class=\"first\" id=\"first\"><h3>The verdict</h3><ul>");
+    body.push_str(&verdict_section(c));
+    let curves = overlaid_curves(&[a, b], &mut keys);
+    let experiments = experiments_of(c.rows.iter().map(|r| r.experiment.as_str()));
+    body.push_str("<nav class=\"toc\">");
+    for e in &experiments {
+        let _ = write!(
+            body,
+            "<a href=\"#cmp-{}\">{}</a>",
+            super::html_id(e),
+            esc(e)
+        );
+    }
+    body.push_str("</nav>\n");
+    for e in experiments {
+        let rows: Vec<&Row> = c.rows.iter().filter(|r| r.experiment == e).collect();
+        open_experiment(&mut body, e);
+        let ratio_rows: Vec<RatioRow> = rows.iter().filter_map(|r| ratio_row(e, r)).collect();
+        if !ratio_rows.is_empty() {
+            let title = format!("{e}: B / A per metric");
+            let chart = Chart {
+                key: keys.unique(&format!("chart-{e}-ratios")),
+                svg: ratio_chart(
+                    &ratio_rows,
+                    "B ÷ A (log scale; grey band: the noise floor)",
+                    &title,
+                ),
+                title,
+                caption: "Dots: the ratio of medians; lines: its bootstrap 95% interval; grey: \
+                          the metric's noise floor. Red: slower beyond noise and significant \
+                          after Holm; green: faster; pink: changed (no better direction)."
+                    .into(),
+                numbers: vec![],
+            };
+            body.push_str(&figure(&chart));
+        }
+        for (_, chart) in curves.iter().filter(|(x, _)| x == e) {
+            body.push_str(&figure(chart));
+        }
+        body.push_str(&verdict_table(&rows));
+    }
+    for (what, ids) in [("Only in A", &c.only_in_a), ("Only in B", &c.only_in_b)] {
+        if !ids.is_empty() {
+            let _ = writeln!(body, "<p><b>{what}:</b> {}</p>", esc(&ids.join(", ")));
+        }
+    }
+    body.push_str(
+        "<footer>Written by threadlab compare. Self-contained: it loads nothing from the network. The rule is explained in docs/compare.md.</footer>\n",
+    );
+    page(
+        &format!("threadlab compare: {} vs {}", c.a.label, c.b.label),
+        &body,
+    )
+}
+
+/// The verdict first: the summary, the --fail-if-slower outcome, the notes and the rule.
+fn verdict_section(c: &Comparison) -> String {
+    let mut body = String::from("<section class=\"first\" id=\"first\"><h3>The verdict</h3><ul>");
     let _ = write!(body, "<li>{}</li>", esc(&summary(c)));
     if let Some(pct) = c.options.fail_if_slower_pct {
         let slow = c.slower_than(pct);
@@ -175,139 +209,106 @@ pub fn render_pair(c: &Comparison, a: &Run, b: &Run) -> String {
     }
     let _ = write!(body, "<li class=\"muted\">{}</li>", esc(&rule_text(c)));
     body.push_str("</ul></section>\n");
+    body
+}
 
-    let curves = overlaid_curves(&[a, b], &mut keys);
+/// The experiments in the order their rows first appear.
+fn experiments_of<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     let mut experiments: Vec<&str> = Vec::new();
-    for r in &c.rows {
-        if !experiments.contains(&r.experiment.as_str()) {
-            experiments.push(&r.experiment);
+    for name in names {
+        if !experiments.contains(&name) {
+            experiments.push(name);
         }
     }
-    body.push_str("<nav class=\"toc\">");
-    for e in &experiments {
-        let _ = write!(
-            body,
-            "<a href=\"#cmp-{}\">{}</a>",
-            super::html_id(e),
-            esc(e)
-        );
-    }
-    body.push_str("</nav>\n");
-    for e in experiments {
-        let rows: Vec<_> = c.rows.iter().filter(|r| r.experiment == e).collect();
-        let _ = writeln!(
-            body,
-            "<section class=\"experiment\" id=\"cmp-{}\" data-experiment=\"{}\"><h2>{}</h2><div class=\"charts\">",
-            super::html_id(e),
-            esc(e),
-            esc(e)
-        );
-        let ratio_rows: Vec<RatioRow> = rows
-            .iter()
-            .filter_map(|r| {
-                let ratio = r.ratio?;
-                Some(RatioRow {
-                    label: crate::results::ids::within(e, &r.id).to_string(),
-                    ratio,
-                    ci: r.ci,
-                    band: 1.0 + r.floor_pct / 100.0,
-                    verdict: match r.verdict {
-                        Verdict::Slower => 1,
-                        Verdict::Faster => 2,
-                        Verdict::Changed => 3,
-                        _ => 0,
-                    },
-                    title: format!(
-                        "{}: B/A {}{}; {}{}",
-                        r.id,
-                        crate::measure::units::fmt_fixed(ratio, 3),
-                        r.ci.map(|(lo, hi)| format!(
-                            " [{}, {}]",
-                            crate::measure::units::fmt_fixed(lo, 3),
-                            crate::measure::units::fmt_fixed(hi, 3)
-                        ))
-                        .unwrap_or_default(),
-                        verdict_text(r),
-                        r.flags_text()
-                            .map(|f| format!("; flagged: {f}"))
-                            .unwrap_or_default()
-                    ),
-                })
-            })
-            .collect();
-        if !ratio_rows.is_empty() {
-            let title = format!("{e}: B / A per metric");
-            let chart = Chart {
-                key: keys.unique(&format!("chart-{e}-ratios")),
-                svg: ratio_chart(
-                    &ratio_rows,
-                    "B ÷ A (log scale; grey band: the noise floor)",
-                    &title,
-                ),
-                title,
-                caption: "Dots: the ratio of medians; lines: its bootstrap 95% interval; grey: \
-                          the metric's noise floor. Red: slower beyond noise and significant \
-                          after Holm; green: faster; pink: changed (no better direction)."
-                    .into(),
-                numbers: vec![],
-            };
-            body.push_str(&figure(&chart));
-        }
-        for (_, chart) in curves.iter().filter(|(x, _)| x == e) {
-            body.push_str(&figure(chart));
-        }
-        let flagged = rows.iter().any(|r| r.flags_text().is_some());
-        let _ = writeln!(
-            body,
-            "</div>\n<div class=\"scroll\"><table><thead><tr><th>metric</th><th>A</th><th>B</th><th>B/A [95% CI]</th><th>p (Holm)</th><th>floor</th><th>detects</th><th>verdict</th>{}</tr></thead><tbody>",
-            if flagged { "<th>flags</th>" } else { "" }
-        );
-        for r in rows {
-            let class = match r.verdict {
-                Verdict::Slower => " class=\"slower\"",
-                Verdict::Faster => " class=\"faster\"",
-                Verdict::Changed => " class=\"changed\"",
-                _ => "",
-            };
-            let flags = if flagged {
-                format!(
-                    "<td>{}</td>",
-                    r.flags_text()
-                        .map(|f| format!("<span class=\"flag\">{}</span>", esc(&f)))
-                        .unwrap_or_default()
-                )
-            } else {
-                String::new()
-            };
-            let _ = writeln!(
-                body,
-                "<tr{class}><td class=\"id\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\" title=\"{}\">{}%</td><td class=\"num\">{}</td><td title=\"{}\">{}</td>{flags}</tr>",
-                esc(&r.id),
-                esc(&fmt_with_unit(r.a.median, r.unit)),
-                esc(&fmt_with_unit(r.b.median, r.unit)),
-                esc(&crate::report::compare::fmt_ratio(r)),
-                r.p_holm.map_or("-".into(), |p| if p < 0.001 { format!("{p:.1e}") } else { format!("{p:.3}") }),
-                esc(&r.floor_from),
-                crate::measure::units::fmt_fixed(r.floor_pct, 1),
-                esc(&fmt_detectable(r)),
-                esc(r.regime.as_deref().unwrap_or("")),
-                esc(&verdict_text(r))
-            );
-        }
-        body.push_str("</tbody></table></div></section>\n");
-    }
-    for (what, ids) in [("Only in A", &c.only_in_a), ("Only in B", &c.only_in_b)] {
-        if !ids.is_empty() {
-            let _ = writeln!(body, "<p><b>{what}:</b> {}</p>", esc(&ids.join(", ")));
-        }
-    }
-    body.push_str(
-        "<footer>Written by threadlab compare. Self-contained: it loads nothing from the network. The rule is explained in docs/compare.md.</footer>\n",
+    experiments
+}
+
+/// An experiment's section up to its charts.
+fn open_experiment(body: &mut String, e: &str) {
+    let _ = writeln!(
+        body,
+        "<section class=\"experiment\" id=\"cmp-{}\" data-experiment=\"{}\"><h2>{}</h2><div class=\"charts\">",
+        super::html_id(e),
+        esc(e),
+        esc(e)
     );
-    page(
-        &format!("threadlab compare: {} vs {}", c.a.label, c.b.label),
-        &body,
-    )
+}
+
+/// A metric's B/A with its interval and verdict, None when it has no ratio.
+fn ratio_row(e: &str, r: &Row) -> Option<RatioRow> {
+    let ratio = r.ratio?;
+    Some(RatioRow {
+        label: crate::results::ids::within(e, &r.id).to_string(),
+        ratio,
+        ci: r.ci,
+        band: 1.0 + r.floor_pct / 100.0,
+        verdict: match r.verdict {
+            Verdict::Slower => 1,
+            Verdict::Faster => 2,
+            Verdict::Changed => 3,
+            _ => 0,
+        },
+        title: format!(
+            "{}: B/A {}{}; {}{}",
+            r.id,
+            crate::measure::units::fmt_fixed(ratio, 3),
+            r.ci.map(|(lo, hi)| format!(
+                " [{}, {}]",
+                crate::measure::units::fmt_fixed(lo, 3),
+                crate::measure::units::fmt_fixed(hi, 3)
+            ))
+            .unwrap_or_default(),
+            verdict_text(r),
+            r.flags_text()
+                .map(|f| format!("; flagged: {f}"))
+                .unwrap_or_default()
+        ),
+    })
+}
+
+/// The rest of an experiment's section: its table of verdicts, one row a metric.
+fn verdict_table(rows: &[&Row]) -> String {
+    let mut body = String::new();
+    let flagged = rows.iter().any(|r| r.flags_text().is_some());
+    let _ = writeln!(
+        body,
+        "</div>\n<div class=\"scroll\"><table><thead><tr><th>metric</th><th>A</th><th>B</th><th>B/A [95% CI]</th><th>p (Holm)</th><th>floor</th><th>detects</th><th>verdict</th>{}</tr></thead><tbody>",
+        if flagged { "<th>flags</th>" } else { "" }
+    );
+    for r in rows {
+        let class = match r.verdict {
+            Verdict::Slower => " class=\"slower\"",
+            Verdict::Faster => " class=\"faster\"",
+            Verdict::Changed => " class=\"changed\"",
+            _ => "",
+        };
+        let flags = if flagged {
+            format!(
+                "<td>{}</td>",
+                r.flags_text()
+                    .map(|f| format!("<span class=\"flag\">{}</span>", esc(&f)))
+                    .unwrap_or_default()
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            body,
+            "<tr{class}><td class=\"id\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\" title=\"{}\">{}%</td><td class=\"num\">{}</td><td title=\"{}\">{}</td>{flags}</tr>",
+            esc(&r.id),
+            esc(&fmt_with_unit(r.a.median, r.unit)),
+            esc(&fmt_with_unit(r.b.median, r.unit)),
+            esc(&crate::report::compare::fmt_ratio(r)),
+            r.p_holm.map_or("-".into(), |p| if p < 0.001 { format!("{p:.1e}") } else { format!("{p:.3}") }),
+            esc(&r.floor_from),
+            crate::measure::units::fmt_fixed(r.floor_pct, 1),
+            esc(&fmt_detectable(r)),
+            esc(r.regime.as_deref().unwrap_or("")),
+            esc(&verdict_text(r))
+        );
+    }
+    body.push_str("</tbody></table></div></section>\n");
+    body
 }
 
 /// The page of a fleet comparison.
@@ -329,20 +330,8 @@ pub fn render_fleet(f: &Fleet, runs: &[Run]) -> String {
     );
     let refs: Vec<&Run> = runs.iter().collect();
     let curves = overlaid_curves(&refs, &mut keys);
-    let mut experiments: Vec<&str> = Vec::new();
-    for r in &f.rows {
-        if !experiments.contains(&r.experiment.as_str()) {
-            experiments.push(&r.experiment);
-        }
-    }
-    for e in experiments {
-        let _ = writeln!(
-            body,
-            "<section class=\"experiment\" id=\"cmp-{}\" data-experiment=\"{}\"><h2>{}</h2><div class=\"charts\">",
-            super::html_id(e),
-            esc(e),
-            esc(e)
-        );
+    for e in experiments_of(f.rows.iter().map(|r| r.experiment.as_str())) {
+        open_experiment(&mut body, e);
         for (_, chart) in curves.iter().filter(|(x, _)| x == e) {
             body.push_str(&figure(chart));
         }

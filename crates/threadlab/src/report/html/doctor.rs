@@ -179,11 +179,8 @@ mod tests {
     #[test]
     fn only_clear_gains_are_advised_strongest_first() {
         let e = ExperimentResult {
-            name: "doctor".into(),
             study: "s".into(),
             study_label: "l".into(),
-            status: Status::Ok,
-            reason: None,
             wall_s: 1.0,
             metrics: vec![
                 metric("doctor.a.wakeup.off", Unit::Us, 25.0, None),
@@ -204,33 +201,13 @@ mod tests {
                 metric("doctor.a.cpu.off", Unit::Percent, 40.0, None),
                 metric("doctor.a.cpu.on", Unit::Percent, 200.0, None),
             ],
-            series: vec![],
             skipped_metrics: vec![crate::results::SkippedMetric {
                 id: "doctor.smt_sibling".into(),
                 reason: "no SMT <here>".into(),
             }],
-            tables: vec![],
-            conclusion: None,
-            attempts: vec![],
-            headline: vec![],
-            verdict: None,
-            drift_note: None,
-            host: None,
+            ..ExperimentResult::new("doctor", Status::Ok)
         };
-        let mut r = RunResults {
-            schema_version: crate::results::SCHEMA_VERSION,
-            threadlab_version: "0".into(),
-            started_at: String::new(),
-            finished_at: String::new(),
-            mode: "full".into(),
-            interrupted_by: None,
-            repeat: 1,
-            drift_threshold_pct: 0.0,
-            environment: Default::default(),
-            warnings: vec![],
-            experiments: vec![e],
-            advice: vec![],
-        };
+        let mut r = RunResults::new("full", vec![e]);
         let html = render(&r);
         let b = html.find("<b>b</b>").unwrap();
         let a = html.find("<b>a</b>").unwrap();

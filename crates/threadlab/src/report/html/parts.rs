@@ -2,13 +2,67 @@
 //! a unit several metrics share, a metric as a bar, its flags as hover text.
 
 use crate::measure::units::Unit;
-use crate::report::html::svg::Bar;
+use crate::report::html::svg::{Axis, Bar, Drawing, Line, LineChart, Reference};
+use crate::report::html::Chart;
 use crate::report::{fmt_value, fmt_with_unit};
-use crate::results::{ExperimentResult, Metric};
+use crate::results::{ExperimentResult, Metric, Series};
 
 /// A key unique in the page: the experiment's name and the chart's, HTML-id safe.
 pub fn key(e: &ExperimentResult, what: &str) -> String {
     crate::report::html::html_id(&format!("{}-{what}", e.name))
+}
+
+/// A chart of `e` keyed by `what`, its drawing named by its title.
+pub fn chart_for(
+    e: &ExperimentResult,
+    what: &str,
+    title: &str,
+    drawing: &dyn Drawing,
+    caption: String,
+    numbers: Vec<Vec<String>>,
+) -> Chart {
+    Chart {
+        key: key(e, what),
+        title: title.into(),
+        svg: drawing.draw(title),
+        caption,
+        numbers,
+    }
+}
+
+/// Curves on the axes of series `s0`: each axis labelled "label (unit)" with `unit_name`
+/// naming the unit, x a size axis when it is in bytes, y wide enough for the references.
+pub fn series_chart(
+    s0: &Series,
+    unit_name: fn(Unit) -> String,
+    lines: Vec<Line>,
+    references: Vec<Reference>,
+) -> LineChart {
+    let xs: Vec<f64> = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.0))
+        .collect();
+    let ys: Vec<f64> = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.1))
+        .chain(references.iter().map(|r| r.y))
+        .collect();
+    let x_label = format!("{} ({})", s0.x_label, unit_name(s0.x_unit));
+    let y_label = format!("{} ({})", s0.y_label, unit_name(s0.y_unit));
+    LineChart {
+        x: if s0.x_unit == Unit::Bytes {
+            Axis::bytes(x_label, &xs)
+        } else {
+            Axis::auto(x_label, &xs)
+        },
+        y: Axis::auto(y_label, &ys),
+        lines,
+        references,
+        x_unit: unit_name(s0.x_unit),
+        y_unit: unit_name(s0.y_unit),
+        keys: Vec::new(),
+        annotations: Vec::new(),
+    }
 }
 
 /// A unit all `metrics` can be shown in: theirs when they share one, else for times the one

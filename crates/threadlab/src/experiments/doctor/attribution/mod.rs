@@ -74,7 +74,7 @@ pub fn wakeup_split(
 ) -> Split {
     let pm_qos_here = planned
         .iter()
-        .any(|p| matches!(p, Planned::Try(k) if k.id == "idle_latency"));
+        .any(|p| matches!(p, Planned::Try(k) if k.about.id == "idle_latency"));
     match traced(ctx, a, b, pm_qos_here, effects) {
         Ok((tables, summary)) => Split {
             tables,

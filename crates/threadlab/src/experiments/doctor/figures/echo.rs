@@ -3,8 +3,9 @@
 //! messages, so each round trip wakes the server and then the client.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::thread::ScopedJoinHandle;
 use std::time::Duration;
 
 use super::threads::{elapsed_since, prepare};
@@ -17,6 +18,70 @@ use crate::measure::spawn::{fd_refused, spawn_scoped};
 
 const MESSAGE: usize = 64;
 const WARMUP: u64 = 8;
+
+/// The client's CPU (where the setup puts the measuring thread) and the server's (the
+/// partner's); None where the kernel places it.
+fn cpus_of(setup: &Setup) -> (Option<usize>, Option<usize>) {
+    match setup.placement {
+        Placement::Unpinned => (None, None),
+        Placement::SameCpu(c) => (Some(c), Some(c)),
+        Placement::CrossCpu(a, b) => (Some(a), Some(b)),
+    }
+}
+
+/// A listener on a free loopback port, and its address.
+fn loopback_listener() -> Result<(TcpListener, SocketAddr)> {
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| fd_refused("a loopback listener", &e))?;
+    let addr = listener.local_addr()?;
+    Ok((listener, addr))
+}
+
+/// The echo server's thread: placed on `cpu`, it accepts one connection and hands every
+/// message to `reply` (which writes it back) until the client closes the connection, which
+/// ends the phase.
+fn echo_server(
+    listener: &TcpListener,
+    cpu: Option<usize>,
+    busy: Option<u32>,
+    mut reply: impl FnMut(&mut TcpStream, &[u8]) -> Result<()>,
+) -> Result<()> {
+    prepare(cpu, None, false)?;
+    let (mut conn, _) = listener.accept()?;
+    conn.set_nodelay(true)?;
+    if let Some(us) = busy {
+        set_busy_poll(&conn, us)?;
+    }
+    let mut buf = [0u8; MESSAGE];
+    loop {
+        match conn.read_exact(&mut buf) {
+            Ok(()) => reply(&mut conn, &buf)?,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Joins the echo client, then the server (Err: the server panicked). A client that never
+/// connected leaves the server in accept: a connection closed at once lets it end (one that did
+/// connect was shut down already).
+fn join_echo<C, S>(
+    client: Result<ScopedJoinHandle<'_, Result<C>>>,
+    server: ScopedJoinHandle<'_, Result<S>>,
+    addr: SocketAddr,
+) -> Result<(Result<C>, Result<S>)> {
+    let client = client.and_then(|h| {
+        h.join()
+            .map_err(|_| Error::Fail("the echo client panicked".into()))?
+    });
+    if client.is_err() {
+        drop(TcpStream::connect(addr));
+    }
+    let served = server
+        .join()
+        .map_err(|_| Error::Fail("the echo server panicked".into()))?;
+    Ok((client, served))
+}
 
 /// Sets SO_BUSY_POLL (µs) on a socket: a blocking read first spins on the device queue for
 /// that long before it sleeps.
@@ -54,32 +119,14 @@ pub fn busy_poll_refusal(us: u32) -> Option<String> {
 /// Mean round trip (µs) of 64-byte request/reply pairs; the client runs where the setup puts
 /// the measuring thread, the server where it puts the partner.
 pub fn round_trips(setup: &Setup, length: Duration, cancel: &Cancel) -> Result<PhaseValues> {
-    let (client_cpu, server_cpu) = match setup.placement {
-        Placement::Unpinned => (None, None),
-        Placement::SameCpu(c) => (Some(c), Some(c)),
-        Placement::CrossCpu(a, b) => (Some(a), Some(b)),
-    };
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| fd_refused("a loopback listener", &e))?;
-    let addr = listener.local_addr()?;
+    let (client_cpu, server_cpu) = cpus_of(setup);
+    let (listener, addr) = loopback_listener()?;
     let busy = setup.busy_poll_us;
     std::thread::scope(|s| {
         let server = spawn_scoped(s, "the echo server thread", move || -> Result<()> {
-            prepare(server_cpu, None, false)?;
-            let (mut conn, _) = listener.accept()?;
-            conn.set_nodelay(true)?;
-            if let Some(us) = busy {
-                set_busy_poll(&conn, us)?;
-            }
-            let mut buf = [0u8; MESSAGE];
-            loop {
-                match conn.read_exact(&mut buf) {
-                    Ok(()) => conn.write_all(&buf)?,
-                    // The client closed the connection: the phase is over.
-                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-                    Err(e) => return Err(e.into()),
-                }
-            }
+            echo_server(&listener, server_cpu, busy, |conn, buf| {
+                Ok(conn.write_all(buf)?)
+            })
         })?;
         let client = spawn_scoped(s, "the echo client thread", || -> Result<(u64, u64)> {
             let mut conn =
@@ -95,18 +142,7 @@ pub fn round_trips(setup: &Setup, length: Duration, cancel: &Cancel) -> Result<P
             let _ = conn.shutdown(Shutdown::Both);
             r
         });
-        let client = client.and_then(|h| {
-            h.join()
-                .map_err(|_| Error::Fail("the echo client panicked".into()))?
-        });
-        if client.is_err() {
-            // A client that never connected leaves the server in accept: a connection closed
-            // at once lets it end (one that did connect was shut down already).
-            drop(TcpStream::connect(addr));
-        }
-        let served = server
-            .join()
-            .map_err(|_| Error::Fail("the echo server panicked".into()))?;
+        let (client, served) = join_echo(client, server, addr)?;
         let (ns, trips) = client?;
         served?;
         if trips == 0 {
@@ -131,38 +167,22 @@ pub fn round_trips_stamped(
     trips: usize,
     cancel: &Cancel,
 ) -> Result<(i32, i32, Vec<TripStamps>)> {
-    let (client_cpu, server_cpu) = match setup.placement {
-        Placement::Unpinned => (None, None),
-        Placement::SameCpu(c) => (Some(c), Some(c)),
-        Placement::CrossCpu(a, b) => (Some(a), Some(b)),
-    };
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| fd_refused("a loopback listener", &e))?;
-    let addr = listener.local_addr()?;
+    let (client_cpu, server_cpu) = cpus_of(setup);
+    let (listener, addr) = loopback_listener()?;
     std::thread::scope(|s| {
         let server = spawn_scoped(
             s,
             "the echo server thread",
             move || -> Result<(i32, Vec<[u64; 2]>)> {
-                prepare(server_cpu, None, false)?;
-                let (mut conn, _) = listener.accept()?;
-                conn.set_nodelay(true)?;
                 let mut stamps = Vec::with_capacity(trips + WARMUP as usize);
-                let mut buf = [0u8; MESSAGE];
-                loop {
-                    match conn.read_exact(&mut buf) {
-                        Ok(()) => {
-                            let got = mono_ns();
-                            let send = mono_ns();
-                            conn.write_all(&buf)?;
-                            stamps.push([got, send]);
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                            return Ok((crate::sys::gettid(), stamps))
-                        }
-                        Err(e) => return Err(e.into()),
-                    }
-                }
+                echo_server(&listener, server_cpu, None, |conn, buf| {
+                    let got = mono_ns();
+                    let send = mono_ns();
+                    conn.write_all(buf)?;
+                    stamps.push([got, send]);
+                    Ok(())
+                })?;
+                Ok((crate::sys::gettid(), stamps))
             },
         )?;
         let client = spawn_scoped(
@@ -190,16 +210,7 @@ pub fn round_trips_stamped(
                 r
             },
         );
-        let client = client.and_then(|h| {
-            h.join()
-                .map_err(|_| Error::Fail("the echo client panicked".into()))?
-        });
-        if client.is_err() {
-            drop(TcpStream::connect(addr));
-        }
-        let server = server
-            .join()
-            .map_err(|_| Error::Fail("the echo server panicked".into()))?;
+        let (client, server) = join_echo(client, server, addr)?;
         let (ctid, c) = client?;
         let (stid, sv) = server?;
         let both = c

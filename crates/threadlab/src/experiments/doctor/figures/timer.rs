@@ -9,7 +9,7 @@ use super::threads::{await_flag, compete, elapsed_since, prepare};
 use super::{PhaseValues, Setup};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
-use crate::measure::process::mono_ns;
+use crate::measure::process::{mono_ns, sleep_until_ns};
 use crate::measure::spawn::spawn_scoped;
 
 const PERIOD_NS: u64 = 1_000_000;
@@ -60,20 +60,7 @@ fn sleep_to_deadlines(length: Duration, cancel: &Cancel) -> Result<PhaseValues> 
     // At least one counted deadline, however short the phase.
     while elapsed_since(start) < length || seen <= WARMUP {
         cancel.check()?;
-        let ts = libc::timespec {
-            tv_sec: (next / 1_000_000_000) as libc::time_t,
-            tv_nsec: (next % 1_000_000_000) as libc::c_long,
-        };
-        // SAFETY: ts is a valid absolute CLOCK_MONOTONIC time; with TIMER_ABSTIME no
-        // remainder is written (an interrupted sleep shows as an early wake-up below).
-        unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            );
-        }
+        sleep_until_ns(next);
         let now = mono_ns();
         seen += 1;
         if seen > WARMUP {

@@ -71,10 +71,7 @@ pub(super) fn bars(e: &ExperimentResult, what: &str, title: &str, ids: &[&str]) 
             label: unit_label(unit),
             scale: if log { Scale::Log } else { Scale::Linear },
         },
-        series: vec![BarSeries {
-            name: "now".into(),
-            then: false,
-        }],
+        series: vec![BarSeries::now("now")],
         groups: shown
             .iter()
             .map(|m| BarGroup {
@@ -111,13 +108,7 @@ pub(super) fn bars(e: &ExperimentResult, what: &str, title: &str, ids: &[&str]) 
             left_out.join(", ")
         ));
     }
-    Some(Chart {
-        key: key(e, what),
-        title: title.into(),
-        svg: chart.svg(title),
-        caption,
-        numbers,
-    })
+    Some(chart_for(e, what, title, &chart, caption, numbers))
 }
 
 /// Every metric (that passes `keep`) as bars, one chart per unit, at most 16 bars a chart.
@@ -221,17 +212,11 @@ pub(in crate::report::html) fn then_now(
     let chart = BarChart {
         y: Axis::auto(unit_label(unit), &all),
         series: vec![
-            BarSeries {
-                name: format!(
-                    "then ({})",
-                    labels.into_iter().collect::<Vec<_>>().join(", ")
-                ),
-                then: true,
-            },
-            BarSeries {
-                name: "now".into(),
-                then: false,
-            },
+            BarSeries::then(format!(
+                "then ({})",
+                labels.into_iter().collect::<Vec<_>>().join(", ")
+            )),
+            BarSeries::now("now"),
         ],
         groups,
         references: Vec::new(),
@@ -241,11 +226,5 @@ pub(in crate::report::html) fn then_now(
         " The number above each pair is then ÷ now. Then: {}.",
         sources.into_iter().collect::<Vec<_>>().join("; ")
     ));
-    Some(Chart {
-        key: key(e, what),
-        title: title.into(),
-        svg: chart.svg(title),
-        caption,
-        numbers,
-    })
+    Some(chart_for(e, what, title, &chart, caption, numbers))
 }

@@ -1,6 +1,7 @@
 //! The PThreads and Mac studies' cost tables: creation (Fig. 1), synchronisation, context switches, shared memory (Fig. 2).
 
 use super::*;
+use crate::report::html::parts::key;
 use crate::results::ids::{create, placed, shm, switch, sync, CROSS_CPU, SAME_CPU};
 
 /// Ids as the chart helpers take them.

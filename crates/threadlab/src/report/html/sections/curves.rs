@@ -94,31 +94,7 @@ pub(super) fn curve_chart(
             }
         }
     }
-    let xs: Vec<f64> = lines
-        .iter()
-        .flat_map(|l| l.points.iter().map(|p| p.0))
-        .collect();
-    let ys: Vec<f64> = lines
-        .iter()
-        .flat_map(|l| l.points.iter().map(|p| p.1))
-        .chain(references.iter().map(|r| r.y))
-        .collect();
-    let x_label = format!("{} ({})", s0.x_label, unit_label(s0.x_unit));
-    let y_label = format!("{} ({})", s0.y_label, unit_label(s0.y_unit));
-    let chart = LineChart {
-        x: if s0.x_unit == Unit::Bytes {
-            Axis::bytes(x_label, &xs)
-        } else {
-            Axis::auto(x_label, &xs)
-        },
-        y: Axis::auto(y_label, &ys),
-        lines,
-        references,
-        x_unit: unit_label(s0.x_unit),
-        y_unit: unit_label(s0.y_unit),
-        keys: Vec::new(),
-        annotations: Vec::new(),
-    };
+    let chart = series_chart(s0, unit_label, lines, references);
     // Numbers: x down the side, one column per curve.
     let mut xs_sorted: Vec<f64> = ss.iter().flat_map(|s| s.x.iter().copied()).collect();
     xs_sorted.sort_by(f64::total_cmp);
@@ -149,11 +125,5 @@ pub(super) fn curve_chart(
     if !sources.is_empty() {
         caption.push_str(&format!(" · Then: {}.", sources.join("; ")));
     }
-    Chart {
-        key: key(e, what),
-        title: title.into(),
-        svg: chart.svg(title),
-        caption,
-        numbers,
-    }
+    chart_for(e, what, title, &chart, caption, numbers)
 }

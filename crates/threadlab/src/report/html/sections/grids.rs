@@ -59,25 +59,13 @@ pub(super) fn grid(
             label: unit_label(unit),
             scale: if log { Scale::Log } else { Scale::Linear },
         },
-        series: cols
-            .iter()
-            .map(|c| BarSeries {
-                name: c.1.clone(),
-                then: false,
-            })
-            .collect(),
+        series: cols.iter().map(|c| BarSeries::now(c.1.clone())).collect(),
         groups,
         references: Vec::new(),
     };
     let mut caption = caption_of(&ms);
     caption.push_str(" Bars: medians; whiskers: quartiles.");
-    Some(Chart {
-        key: key(e, what),
-        title: title.into(),
-        svg: chart.svg(title),
-        caption,
-        numbers,
-    })
+    Some(chart_for(e, what, title, &chart, caption, numbers))
 }
 
 /// Every sample of each metric as a dot, with its quartile box; `colour_by` names the row
@@ -171,13 +159,7 @@ pub(super) fn distribution(
     }
     let mut caption = caption_of(&ms);
     caption.push_str(" Dots: samples; box: quartiles; line: median; diamond: marked value.");
-    Some(Chart {
-        key: key(e, what),
-        title: title.into(),
-        svg: chart.svg(title),
-        caption,
-        numbers,
-    })
+    Some(chart_for(e, what, title, &chart, caption, numbers))
 }
 
 /// The leading number of a table cell ("57.7%", "1044.9 us", "0.733"); None for "-".

@@ -8,12 +8,11 @@
 
 use std::collections::BTreeSet;
 
-use super::parts::{common_unit, conv, key, metric_bar, unit_label};
+use super::parts::{chart_for, common_unit, conv, metric_bar, series_chart, unit_label};
 use super::Chart;
 use crate::measure::units::Unit;
 use crate::report::html::svg::{
-    Axis, Bar, BarChart, BarGroup, BarSeries, DistChart, DistRow, Line, LineChart, Marker,
-    Reference, Scale,
+    Axis, Bar, BarChart, BarGroup, BarSeries, DistChart, DistRow, Line, Marker, Reference, Scale,
 };
 use crate::report::{fmt_value, fmt_with_unit, short_note};
 use crate::results::ids;

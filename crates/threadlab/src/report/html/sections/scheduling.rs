@@ -1,6 +1,7 @@
 //! Scheduling: preemption's lost throughput, the semaphore throttle's curve, priority shares against their models, BeOS latencies, cooperative vs preemptive.
 
 use super::*;
+use crate::report::html::parts::key;
 use crate::results::ids::{latency, preempt, priority, throttle};
 
 pub(super) fn preempt(e: &ExperimentResult) -> Vec<Chart> {

@@ -28,11 +28,8 @@ fn an_experiment_its_function_knows_nothing_of_gets_the_generic_charts() {
         historical: None,
     };
     let e = ExperimentResult {
-        name: "server".into(),
         study: "s".into(),
         study_label: "l".into(),
-        status: crate::results::Status::Ok,
-        reason: None,
         wall_s: 1.0,
         metrics: vec![Metric::single(
             "server.epoll.p99_us",
@@ -42,14 +39,7 @@ fn an_experiment_its_function_knows_nothing_of_gets_the_generic_charts() {
             "n",
         )],
         series: vec![series("epoll", 10.0), series("thread_per_client", 12.0)],
-        skipped_metrics: vec![],
-        tables: vec![],
-        conclusion: None,
-        attempts: vec![],
-        headline: vec![],
-        verdict: None,
-        drift_note: None,
-        host: None,
+        ..ExperimentResult::new("server", crate::results::Status::Ok)
     };
     let c = charts(&e);
     assert_eq!(c.len(), 2, "one chart of curves, one of metrics");

@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// Rows of the numbers table: a header, then one per curve and one per study point.
+type Numbers = Vec<Vec<String>>;
+
 /// Response time against request size, one curve per design and placement: Fig. 4 (short
 /// connections) or Fig. 5 (long), the study's stated points beside them.
 pub(super) fn figure(e: &ExperimentResult, designs: &[String], long: bool) -> Option<Chart> {
@@ -13,7 +16,6 @@ pub(super) fn figure(e: &ExperimentResult, designs: &[String], long: bool) -> Op
     let mut sizes: Vec<f64> = rows.iter().map(|r| r.bytes).collect();
     sizes.sort_by(f64::total_cmp);
     sizes.dedup();
-    let mut lines = Vec::new();
     let mut numbers = vec![std::iter::once("design, client".to_string())
         .chain(
             sizes
@@ -21,135 +23,14 @@ pub(super) fn figure(e: &ExperimentResult, designs: &[String], long: bool) -> Op
                 .map(|b| crate::report::html::svg::fmt_bytes(*b)),
         )
         .collect::<Vec<_>>()];
+    let lines = design_lines(&rows, designs, &sizes, unit, &mut numbers);
+    // The study's points: Fig. 5 has none.
+    let (annotations, sources) = if long {
+        (Vec::new(), Vec::new())
+    } else {
+        study_points(e, &rows, designs, &sizes, unit, &mut numbers)
+    };
     let (across, same) = (placement_of(&rows, false), placement_of(&rows, true));
-    for (di, d) in designs.iter().enumerate() {
-        for same_cpu in [false, true] {
-            let mut pts: Vec<&StudyRow> = rows
-                .iter()
-                .filter(|r| r.design == di && r.same_cpu == same_cpu)
-                .collect();
-            if pts.is_empty() {
-                continue;
-            }
-            pts.sort_by(|a, b| a.bytes.total_cmp(&b.bytes));
-            let where_ = if same_cpu { "same CPU" } else { "another CPU" };
-            let study = d == THREAD || d == FORK;
-            let listed_apart = rows.iter().any(|r| r.design == di && !r.same_cpu);
-            lines.push(Line {
-                name: d.clone(),
-                points: pts
-                    .iter()
-                    .map(|r| (r.bytes, conv(r.metric.median, r.metric.unit, unit)))
-                    .collect(),
-                colour: di,
-                marker: Marker::nth(di),
-                dash: if same_cpu { Dash::Dotted } else { Dash::Solid },
-                hollow: same_cpu,
-                light: !study,
-                // The legend names each design once; the keys say what dotted means.
-                unlisted: same_cpu && listed_apart,
-                titles: pts
-                    .iter()
-                    .map(|r| {
-                        let m = r.metric;
-                        format!(
-                            "{d}, client on {where_} ({}), {}: median {}, quartiles {} .. {}, {} samples",
-                            m.placement,
-                            crate::report::html::svg::fmt_bytes(r.bytes),
-                            fmt_with_unit(conv(m.median, m.unit, unit), unit),
-                            fmt_value(conv(m.q1, m.unit, unit)),
-                            fmt_value(conv(m.q3, m.unit, unit)),
-                            m.samples
-                        )
-                    })
-                    .collect(),
-                ..Line::default()
-            });
-            let mut row = vec![format!("{d}, {where_}")];
-            for b in &sizes {
-                row.push(pts.iter().find(|r| r.bytes == *b).map_or("-".into(), |r| {
-                    fmt_value(conv(r.metric.median, r.metric.unit, unit))
-                }));
-            }
-            numbers.push(row);
-        }
-    }
-    // The study's points: Fig. 4's series carry them with their size; otherwise the metric's
-    // own historical figure at the metric's size.
-    let mut annotations = Vec::new();
-    let mut sources: Vec<String> = Vec::new();
-    if !long {
-        for (di, d) in designs.iter().enumerate() {
-            let series = e
-                .series
-                .iter()
-                .find(|s| sid::figure_series_design(&s.id, 4) == Some(d.as_str()));
-            // (x, the figure in the chart's unit, its source, the figure as the study gave it)
-            let from_series = series.and_then(|s| {
-                let h = s.historical.as_ref()?;
-                let (x, y) = (*h.x.first()?, *h.y.first()?);
-                Some((x, h.y_unit.convert(y, unit)?, h.source.clone(), y, h.y_unit))
-            });
-            let from_metric = || {
-                rows.iter()
-                    .filter(|r| r.design == di && !r.same_cpu)
-                    .find_map(|r| {
-                        let h = r.metric.historical.as_ref()?;
-                        Some((
-                            r.bytes,
-                            h.unit.convert(h.value, unit)?,
-                            h.source.clone(),
-                            h.value,
-                            h.unit,
-                        ))
-                    })
-            };
-            let Some((x, y, source, value, vunit)) = from_series.or_else(from_metric) else {
-                continue;
-            };
-            let label = seeds::label_of(&source);
-            annotations.push(Annotation {
-                x,
-                y,
-                text: format!("{label}: {d} {}", fmt_with_unit(value, vunit)),
-                title: format!(
-                    "{d}: {} at {} bytes ({source})",
-                    fmt_with_unit(value, vunit),
-                    fmt_value(x)
-                ),
-            });
-            let mut row = vec![format!("{d}, {label}")];
-            for b in &sizes {
-                row.push(if (b - x).abs() / x < 0.05 {
-                    fmt_value(y)
-                } else {
-                    "-".into()
-                });
-            }
-            numbers.push(row);
-            if !sources.contains(&source) {
-                sources.push(source);
-            }
-        }
-    }
-    let mut keys = Vec::new();
-    if let Some(p) = across {
-        keys.push(Key {
-            name: format!("solid: client on another CPU ({p})"),
-            colour: THEN,
-            marker: Some((Marker::Circle, false)),
-            ..Key::default()
-        });
-    }
-    if let Some(p) = same {
-        keys.push(Key {
-            name: format!("dotted, hollow: client on the server's CPU ({p})"),
-            colour: THEN,
-            dash: Dash::Dotted,
-            marker: Some((Marker::Circle, true)),
-            ..Key::default()
-        });
-    }
     let xs: Vec<f64> = rows
         .iter()
         .map(|r| r.bytes)
@@ -188,25 +69,13 @@ pub(super) fn figure(e: &ExperimentResult, designs: &[String], long: bool) -> Op
         references: Vec::new(),
         x_unit: "bytes".into(),
         y_unit: unit_label(unit),
-        keys,
+        keys: solid_dotted_keys(
+            across.map(|p| format!("solid: client on another CPU ({p})")),
+            same.map(|p| format!("dotted, hollow: client on the server's CPU ({p})")),
+        ),
         annotations,
     };
-    // How it was measured: the first design's note (the study's thread server when present),
-    // which every design shares but for its name.
-    let rep = rows
-        .iter()
-        .find(|r| r.design == 0 && !r.same_cpu)
-        .or(rows.first())
-        .map(|r| r.metric)?;
-    let samples = rows.iter().map(|r| r.metric.samples).max().unwrap_or(0);
-    let mut caption = format!(
-        "How measured (every design alike): {}. Points: medians of up to {samples} samples, \
-         every design's rows sampled interleaved round by round; hover for quartiles. {} and {} \
-         (the study's two servers) are drawn bold, the other designs pale.",
-        flag::note_body(rep).trim_end_matches('.'),
-        THREAD,
-        FORK
-    );
+    let mut caption = how_measured(&rows)?;
     if across.is_some() && same.is_some() {
         caption.push_str(
             " Solid lines, filled markers: the client on another CPU than the server (the study \
@@ -226,13 +95,162 @@ pub(super) fn figure(e: &ExperimentResult, designs: &[String], long: bool) -> Op
             sources.join("; ")
         ));
     }
-    Some(Chart {
-        key: key(e, what),
-        title: title.into(),
-        svg: chart.svg(title),
-        caption,
-        numbers,
-    })
+    Some(chart_for(e, what, title, &chart, caption, numbers))
+}
+
+/// One curve per design and placement (the client on another CPU, then on the server's),
+/// each also a row of `numbers`: the study's two designs bold, the others pale.
+fn design_lines(
+    rows: &[StudyRow],
+    designs: &[String],
+    sizes: &[f64],
+    unit: Unit,
+    numbers: &mut Numbers,
+) -> Vec<Line> {
+    let mut lines = Vec::new();
+    for (di, d) in designs.iter().enumerate() {
+        for same_cpu in [false, true] {
+            let mut pts: Vec<&StudyRow> = rows
+                .iter()
+                .filter(|r| r.design == di && r.same_cpu == same_cpu)
+                .collect();
+            if pts.is_empty() {
+                continue;
+            }
+            pts.sort_by(|a, b| a.bytes.total_cmp(&b.bytes));
+            let where_ = if same_cpu { "same CPU" } else { "another CPU" };
+            let study = d == THREAD || d == FORK;
+            let listed_apart = rows.iter().any(|r| r.design == di && !r.same_cpu);
+            lines.push(Line {
+                name: d.clone(),
+                points: pts
+                    .iter()
+                    .map(|r| (r.bytes, conv(r.metric.median, r.metric.unit, unit)))
+                    .collect(),
+                colour: di,
+                marker: Marker::nth(di),
+                dash: if same_cpu { Dash::Dotted } else { Dash::Solid },
+                hollow: same_cpu,
+                light: !study,
+                // The legend names each design once; the keys say what dotted means.
+                unlisted: same_cpu && listed_apart,
+                titles: pts
+                    .iter()
+                    .map(|r| point_title(d, where_, r, unit))
+                    .collect(),
+                ..Line::default()
+            });
+            let mut row = vec![format!("{d}, {where_}")];
+            for b in sizes {
+                row.push(pts.iter().find(|r| r.bytes == *b).map_or("-".into(), |r| {
+                    fmt_value(conv(r.metric.median, r.metric.unit, unit))
+                }));
+            }
+            numbers.push(row);
+        }
+    }
+    lines
+}
+
+/// A point's hover text: design, placement, size, median and quartiles in `unit`.
+fn point_title(d: &str, where_: &str, r: &StudyRow, unit: Unit) -> String {
+    let m = r.metric;
+    format!(
+        "{d}, client on {where_} ({}), {}: median {}, quartiles {} .. {}, {} samples",
+        m.placement,
+        crate::report::html::svg::fmt_bytes(r.bytes),
+        fmt_with_unit(conv(m.median, m.unit, unit), unit),
+        fmt_value(conv(m.q1, m.unit, unit)),
+        fmt_value(conv(m.q3, m.unit, unit)),
+        m.samples
+    )
+}
+
+/// Fig. 4's stated points, one per design that has one, each also a row of `numbers`; and
+/// their sources. Fig. 4's series carry them with their size; otherwise the metric's own
+/// historical figure at the metric's size.
+fn study_points(
+    e: &ExperimentResult,
+    rows: &[StudyRow],
+    designs: &[String],
+    sizes: &[f64],
+    unit: Unit,
+    numbers: &mut Numbers,
+) -> (Vec<Annotation>, Vec<String>) {
+    let mut annotations = Vec::new();
+    let mut sources: Vec<String> = Vec::new();
+    for (di, d) in designs.iter().enumerate() {
+        let series = e
+            .series
+            .iter()
+            .find(|s| sid::figure_series_design(&s.id, 4) == Some(d.as_str()));
+        // (x, the figure in the chart's unit, its source, the figure as the study gave it)
+        let from_series = series.and_then(|s| {
+            let h = s.historical.as_ref()?;
+            let (x, y) = (*h.x.first()?, *h.y.first()?);
+            Some((x, h.y_unit.convert(y, unit)?, h.source.clone(), y, h.y_unit))
+        });
+        let from_metric = || {
+            rows.iter()
+                .filter(|r| r.design == di && !r.same_cpu)
+                .find_map(|r| {
+                    let h = r.metric.historical.as_ref()?;
+                    Some((
+                        r.bytes,
+                        h.unit.convert(h.value, unit)?,
+                        h.source.clone(),
+                        h.value,
+                        h.unit,
+                    ))
+                })
+        };
+        let Some((x, y, source, value, vunit)) = from_series.or_else(from_metric) else {
+            continue;
+        };
+        let label = seeds::label_of(&source);
+        annotations.push(Annotation {
+            x,
+            y,
+            text: format!("{label}: {d} {}", fmt_with_unit(value, vunit)),
+            title: format!(
+                "{d}: {} at {} bytes ({source})",
+                fmt_with_unit(value, vunit),
+                fmt_value(x)
+            ),
+        });
+        let mut row = vec![format!("{d}, {label}")];
+        for b in sizes {
+            row.push(if (b - x).abs() / x < 0.05 {
+                fmt_value(y)
+            } else {
+                "-".into()
+            });
+        }
+        numbers.push(row);
+        if !sources.contains(&source) {
+            sources.push(source);
+        }
+    }
+    (annotations, sources)
+}
+
+/// How it was measured: the first design's note (the study's thread server when present),
+/// which every design shares but for its name.
+fn how_measured(rows: &[StudyRow]) -> Option<String> {
+    let rep = rows
+        .iter()
+        .find(|r| r.design == 0 && !r.same_cpu)
+        .or(rows.first())
+        .map(|r| r.metric)?;
+    let samples = rows.iter().map(|r| r.metric.samples).max().unwrap_or(0);
+    Some(format!(
+        "How measured (every design alike): {}. Points: medians of up to {samples} samples, \
+         every design's rows sampled interleaved round by round; hover for quartiles. {} and {} \
+         (the study's two servers) are drawn bold, the other designs pale.",
+        flag::note_body(rep).trim_end_matches('.'),
+        THREAD,
+        FORK
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ use base64::Engine;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 
-use super::parts::{common_unit, conv, flag_text, key, metric_bar, unit_label};
+use super::parts::{chart_for, common_unit, conv, flag_text, metric_bar, unit_label};
 use super::svg::{
     nines, Annotation, Axis, BarChart, BarGroup, BarSeries, Dash, Key, Line, LineChart, Marker,
     Reference, Scale, THEN,
@@ -25,7 +25,7 @@ use crate::report::{fmt_value, fmt_with_unit};
 use crate::results::flag;
 use crate::results::ids::server::{stat, Connection};
 use crate::results::ids::{self, server as sid};
-use crate::results::{ExperimentResult, Metric, SerializedHistogram, HDR_ENCODING};
+use crate::results::{ExperimentResult, Historical, Metric, SerializedHistogram, HDR_ENCODING};
 use crate::seeds;
 
 /// The two servers the study compared, drawn bold in its figures.

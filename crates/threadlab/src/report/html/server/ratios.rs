@@ -24,21 +24,15 @@ pub(super) fn fork_ratio(e: &ExperimentResult) -> Option<Chart> {
     groups_k.dedup();
     let any_same = cells.iter().any(|c| c.3);
     let any_across = cells.iter().any(|c| !c.3);
-    let mut series = vec![BarSeries {
-        name: format!("then ({})", seeds::PTHREADS_1999.label),
-        then: true,
-    }];
+    let mut series = vec![BarSeries::then(format!(
+        "then ({})",
+        seeds::PTHREADS_1999.label
+    ))];
     if any_across {
-        series.push(BarSeries {
-            name: "now, client on another CPU".into(),
-            then: false,
-        });
+        series.push(BarSeries::now("now, client on another CPU"));
     }
     if any_same {
-        series.push(BarSeries {
-            name: "now, client on the server's CPU".into(),
-            then: false,
-        });
+        series.push(BarSeries::now("now, client on the server's CPU"));
     }
     let mut numbers = vec![vec![
         "connection".to_string(),
@@ -105,24 +99,28 @@ pub(super) fn fork_ratio(e: &ExperimentResult) -> Option<Chart> {
     };
     let title = "Fork per client over thread per client, then and now";
     let ms: Vec<&Metric> = cells.iter().map(|c| c.4).collect();
-    let mut caption = format!(
+    let caption = format!(
         "Each ratio is fork_per_client's time over thread_per_client's, round by round of the \
          interleaved sampling (bars: medians; whiskers: quartiles). The study found {:.2}x for a \
          1 KB short connection (4.7 ms / 4.0 ms, Fig. 4) and that the two converge on long \
          connections (Fig. 5, no values given: the dashed line at 1).",
         4.7 / 4.0
     );
-    if !sources.is_empty() {
-        caption.push_str(&format!(" Then: {}.", sources.join("; ")));
-    }
-    caption.push_str(&flag_caption(&ms));
-    Some(Chart {
-        key: key(e, "fork-ratio"),
-        title: title.into(),
-        svg: chart.svg(title),
-        caption,
-        numbers,
-    })
+    let caption = then_and_flags(caption, &sources, &ms);
+    Some(chart_for(e, "fork-ratio", title, &chart, caption, numbers))
+}
+
+/// One design's first request of a long connection and the rest, now and as the study
+/// printed them.
+struct FirstRest<'a> {
+    first: &'a Metric,
+    rest: &'a Metric,
+    /// ", <size>" when the id names one.
+    size: String,
+    /// first ÷ rest today.
+    now: f64,
+    /// first ÷ rest then, with the study's two figures.
+    then: Option<(f64, &'a Historical, &'a Historical)>,
 }
 
 /// Fig. 5's example ("10K ... took 1.469 us first time, but then ... around 0.45 us"): the
@@ -138,47 +136,94 @@ pub(super) fn first_vs_rest(e: &ExperimentResult, designs: &[String]) -> Option<
         "then: first, rest".into(),
         "then: first ÷ rest".into(),
     ]];
-    let mut firsts: Vec<&Metric> = Vec::new();
+    let mut pairs: Vec<FirstRest> = Vec::new();
     let mut sources: Vec<String> = Vec::new();
     let mut all = Vec::new();
     for d in designs {
-        let Some((first, c)) = e.metrics.iter().find_map(|m| {
-            Connection::parse(&m.id)
-                .filter(|c| c.design == d.as_str() && c.statistic == stat::FIRST)
-                .map(|c| (m, c))
-        }) else {
+        let Some(p) = first_rest(e, d) else {
             continue;
         };
-        let Some(rest) = e.metric(&c.with(stat::REST)) else {
-            continue;
-        };
-        let now = match rest.unit.convert(rest.median, first.unit) {
-            Some(r) if r > 0.0 => first.median / r,
-            _ => continue,
-        };
-        let then = match (&first.historical, &rest.historical) {
-            (Some(a), Some(b)) => b
-                .unit
-                .convert(b.value, a.unit)
-                .filter(|r| *r > 0.0)
-                .map(|r| (a.value / r, a, b)),
-            _ => None,
-        };
-        if let Some((_, a, _)) = then {
+        if let Some((_, a, _)) = p.then {
             if !sources.contains(&a.source) {
                 sources.push(a.source.clone());
             }
         }
-        all.push(now);
-        all.extend(then.map(|t| t.0));
-        firsts.push(first);
-        let size = sid::size_bytes(c.size).map_or(String::new(), |b| {
-            format!(", {}", crate::report::html::svg::fmt_bytes(b))
-        });
-        groups.push(BarGroup {
-            label: d.clone(),
+        all.push(p.now);
+        all.extend(p.then.map(|t| t.0));
+        groups.push(p.group(d));
+        numbers.push(p.row(d));
+        pairs.push(p);
+    }
+    let first = pairs.first()?;
+    let chart = BarChart {
+        y: Axis::auto("first request ÷ each later one", &all),
+        series: vec![
+            BarSeries::then(format!("then ({}, as printed)", seeds::PTHREADS_1999.label)),
+            BarSeries::now("now"),
+        ],
+        groups,
+        references: Vec::new(),
+    };
+    let title = "Fig. 5's example: the first request of a long connection against the rest";
+    let caption = format!(
+        "{} · {}. The study printed its example in \"us\" (1.469 first, then about 0.45) \
+         beside Fig. 4's 4 ms per 1 KB connection, so its figures read as ms; their ratio does \
+         not depend on the unit, and is what is drawn.",
+        method(first.first, 300),
+        method(first.rest, 200)
+    );
+    let firsts: Vec<&Metric> = pairs.iter().map(|p| p.first).collect();
+    let caption = then_and_flags(caption, &sources, &firsts);
+    Some(chart_for(
+        e,
+        "fig5-example",
+        title,
+        &chart,
+        caption,
+        numbers,
+    ))
+}
+
+/// Design `d`'s first and later requests, when the file holds both and the rest took time.
+fn first_rest<'a>(e: &'a ExperimentResult, d: &str) -> Option<FirstRest<'a>> {
+    let (first, c) = e.metrics.iter().find_map(|m| {
+        Connection::parse(&m.id)
+            .filter(|c| c.design == d && c.statistic == stat::FIRST)
+            .map(|c| (m, c))
+    })?;
+    let rest = e.metric(&c.with(stat::REST))?;
+    let now = match rest.unit.convert(rest.median, first.unit) {
+        Some(r) if r > 0.0 => first.median / r,
+        _ => return None,
+    };
+    let then = match (&first.historical, &rest.historical) {
+        (Some(a), Some(b)) => b
+            .unit
+            .convert(b.value, a.unit)
+            .filter(|r| *r > 0.0)
+            .map(|r| (a.value / r, a, b)),
+        _ => None,
+    };
+    let size = sid::size_bytes(c.size).map_or(String::new(), |b| {
+        format!(", {}", crate::report::html::svg::fmt_bytes(b))
+    });
+    Some(FirstRest {
+        first,
+        rest,
+        size,
+        now,
+        then,
+    })
+}
+
+impl FirstRest<'_> {
+    /// The ratio then and now as two bars.
+    fn group(&self, d: &str) -> BarGroup {
+        let (first, rest, size, now) = (self.first, self.rest, &self.size, self.now);
+        BarGroup {
+            label: d.to_string(),
             bars: vec![
-                then.map(|(r, a, b)| crate::report::html::svg::Bar {
+                self.then.map(|(r, a, b)| crate::report::html::svg::Bar {
                     value: r,
                     range: None,
                     title: format!(
@@ -202,61 +247,35 @@ pub(super) fn first_vs_rest(e: &ExperimentResult, designs: &[String]) -> Option<
                 }),
             ],
             note: None,
-        });
-        numbers.push(vec![
-            d.clone(),
+        }
+    }
+
+    fn row(&self, d: &str) -> Vec<String> {
+        let (first, rest) = (self.first, self.rest);
+        vec![
+            d.to_string(),
             fmt_with_unit(first.median, first.unit),
             fmt_with_unit(rest.median, rest.unit),
-            format!("{now:.2}x"),
-            then.map_or("-".into(), |(_, a, b)| {
+            format!("{:.2}x", self.now),
+            self.then.map_or("-".into(), |(_, a, b)| {
                 format!(
                     "{}, {}",
                     fmt_with_unit(a.value, a.unit),
                     fmt_with_unit(b.value, b.unit)
                 )
             }),
-            then.map_or("-".into(), |(r, _, _)| format!("{r:.2}x")),
-        ]);
+            self.then.map_or("-".into(), |(r, _, _)| format!("{r:.2}x")),
+        ]
     }
-    if groups.is_empty() {
-        return None;
-    }
-    let chart = BarChart {
-        y: Axis::auto("first request ÷ each later one", &all),
-        series: vec![
-            BarSeries {
-                name: format!("then ({}, as printed)", seeds::PTHREADS_1999.label),
-                then: true,
-            },
-            BarSeries {
-                name: "now".into(),
-                then: false,
-            },
-        ],
-        groups,
-        references: Vec::new(),
-    };
-    let title = "Fig. 5's example: the first request of a long connection against the rest";
-    let mut caption = format!(
-        "{} · {}. The study printed its example in \"us\" (1.469 first, then about 0.45) \
-         beside Fig. 4's 4 ms per 1 KB connection, so its figures read as ms; their ratio does \
-         not depend on the unit, and is what is drawn.",
-        method(firsts[0], 300),
-        e.metric(&format!("{}.rest", firsts[0].id.trim_end_matches(".first")))
-            .map(|m| method(m, 200))
-            .unwrap_or_default()
-    );
+}
+
+/// A caption followed by the study's sources, when any, and the figures' flags.
+fn then_and_flags(mut caption: String, sources: &[String], ms: &[&Metric]) -> String {
     if !sources.is_empty() {
         caption.push_str(&format!(" Then: {}.", sources.join("; ")));
     }
-    caption.push_str(&flag_caption(&firsts));
-    Some(Chart {
-        key: key(e, "fig5-example"),
-        title: title.into(),
-        svg: chart.svg(title),
-        caption,
-        numbers,
-    })
+    caption.push_str(&flag_caption(ms));
+    caption
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -95,3 +95,27 @@ pub(super) fn placement_of<'a>(rows: &[StudyRow<'a>], same: bool) -> Option<&'a 
         .find(|r| r.same_cpu == same)
         .map(|r| r.metric.placement.as_str())
 }
+
+/// The keys that say what solid lines with filled markers and dotted ones with hollow
+/// markers stand for, each when the chart draws it.
+pub(super) fn solid_dotted_keys(solid: Option<String>, dotted: Option<String>) -> Vec<Key> {
+    let mut keys = Vec::new();
+    if let Some(name) = solid {
+        keys.push(Key {
+            name,
+            colour: THEN,
+            marker: Some((Marker::Circle, false)),
+            ..Key::default()
+        });
+    }
+    if let Some(name) = dotted {
+        keys.push(Key {
+            name,
+            colour: THEN,
+            dash: Dash::Dotted,
+            marker: Some((Marker::Circle, true)),
+            ..Key::default()
+        });
+    }
+    keys
+}

@@ -184,46 +184,7 @@ pub(super) fn spectrum(e: &ExperimentResult, designs: &[String]) -> Option<Chart
     ]];
     for s in &all {
         let d = &designs[s.design];
-        let name = if s.flags.is_empty() {
-            d.clone()
-        } else {
-            format!("{d} (!)")
-        };
-        let title = |p: &SpectrumPoint, how: &str| {
-            format!(
-                "{d}, {how}: {} {} us{}{}",
-                p.what,
-                fmt_value(p.value),
-                s.requests
-                    .map_or(String::new(), |n| format!(" ({n} requests)")),
-                if s.flags.is_empty() {
-                    String::new()
-                } else {
-                    format!("; flagged: {}", s.flags.join(", "))
-                }
-            )
-        };
-        for (pts, corrected) in [(&s.corrected, true), (&s.uncorrected, false)] {
-            if pts.is_empty() {
-                continue;
-            }
-            let how = if corrected {
-                "from the planned send"
-            } else {
-                "from the actual send (uncorrected)"
-            };
-            lines.push(Line {
-                name: name.clone(),
-                points: pts.iter().map(|p| (p.x, p.value)).collect(),
-                colour: s.design,
-                marker: Marker::nth(s.design),
-                dash: if corrected { Dash::Solid } else { Dash::Dotted },
-                hollow: !corrected,
-                unlisted: !corrected,
-                titles: pts.iter().map(|p| title(p, how)).collect(),
-                ..Line::default()
-            });
-        }
+        lines.extend(spectrum_lines(s, d));
         let cell = |v: Option<f64>| v.map_or("-".into(), fmt_value);
         numbers.push(vec![
             d.clone(),
@@ -241,21 +202,6 @@ pub(super) fn spectrum(e: &ExperimentResult, designs: &[String]) -> Option<Chart
         .iter()
         .flat_map(|l| l.points.iter().map(|p| p.1))
         .collect();
-    let keys = vec![
-        Key {
-            name: "solid, filled: from the planned send (corrected)".into(),
-            colour: THEN,
-            marker: Some((Marker::Circle, false)),
-            ..Key::default()
-        },
-        Key {
-            name: "dotted, hollow: from the actual send (uncorrected)".into(),
-            colour: THEN,
-            dash: Dash::Dotted,
-            marker: Some((Marker::Circle, true)),
-            ..Key::default()
-        },
-    ];
     let chart = LineChart {
         x: Axis::nines("percentile (nines: each step one more 9)"),
         y: Axis {
@@ -270,10 +216,61 @@ pub(super) fn spectrum(e: &ExperimentResult, designs: &[String]) -> Option<Chart
         references: Vec::new(),
         x_unit: "percentile".into(),
         y_unit: "us".into(),
-        keys,
+        keys: solid_dotted_keys(
+            Some("solid, filled: from the planned send (corrected)".into()),
+            Some("dotted, hollow: from the actual send (uncorrected)".into()),
+        ),
         annotations: Vec::new(),
     };
     let title = "Latency percentile spectrum at the open-loop point";
+    let caption = spectrum_caption(e, designs, &all);
+    Some(chart_for(e, "spectrum", title, &chart, caption, numbers))
+}
+
+/// A design's curves: from the planned send, listed, and from the actual send, dotted.
+fn spectrum_lines(s: &DesignSpectrum, d: &str) -> Vec<Line> {
+    let name = if s.flags.is_empty() {
+        d.to_string()
+    } else {
+        format!("{d} (!)")
+    };
+    let title = |p: &SpectrumPoint, how: &str| {
+        format!(
+            "{d}, {how}: {} {} us{}{}",
+            p.what,
+            fmt_value(p.value),
+            s.requests
+                .map_or(String::new(), |n| format!(" ({n} requests)")),
+            if s.flags.is_empty() {
+                String::new()
+            } else {
+                format!("; flagged: {}", s.flags.join(", "))
+            }
+        )
+    };
+    [
+        (&s.corrected, true, "from the planned send"),
+        (&s.uncorrected, false, "from the actual send (uncorrected)"),
+    ]
+    .into_iter()
+    .filter(|(pts, _, _)| !pts.is_empty())
+    .map(|(pts, corrected, how)| Line {
+        name: name.clone(),
+        points: pts.iter().map(|p| (p.x, p.value)).collect(),
+        colour: s.design,
+        marker: Marker::nth(s.design),
+        dash: if corrected { Dash::Solid } else { Dash::Dotted },
+        hollow: !corrected,
+        unlisted: !corrected,
+        titles: pts.iter().map(|p| title(p, how)).collect(),
+        ..Line::default()
+    })
+    .collect()
+}
+
+/// How the curves were made (from histograms or from metrics, per design), how to read
+/// them, and the open-loop figures' flags.
+fn spectrum_caption(e: &ExperimentResult, designs: &[String], all: &[DesignSpectrum]) -> String {
     let rep = designs
         .iter()
         .find_map(|d| design_metric(e, d, stat::RATE_P99))
@@ -320,13 +317,7 @@ pub(super) fn spectrum(e: &ExperimentResult, designs: &[String]) -> Option<Chart
     if let Some(rest) = f.split_once("(named on hover and in the table): ") {
         caption.push_str(&format!(" Flags: {}", rest.1));
     }
-    Some(Chart {
-        key: key(e, "spectrum"),
-        title: title.into(),
-        svg: chart.svg(title),
-        caption,
-        numbers,
-    })
+    caption
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -139,22 +139,12 @@ fn experiment() -> ExperimentResult {
     metrics.push(flagged);
     metrics.push(metric("server.generator.ceiling", Unit::PerS, 1e5));
     ExperimentResult {
-        name: "server".into(),
         study: "s".into(),
         study_label: "l".into(),
-        status: Status::Ok,
-        reason: None,
         wall_s: 1.0,
         metrics,
-        series: vec![],
-        skipped_metrics: vec![],
-        tables: vec![],
         conclusion: Some("When each request blocks for 1000 us (400/s), ...".into()),
-        attempts: vec![],
-        headline: vec![],
-        verdict: None,
-        drift_note: None,
-        host: None,
+        ..ExperimentResult::new("server", Status::Ok)
     }
 }
 

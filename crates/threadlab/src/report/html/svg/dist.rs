@@ -25,132 +25,102 @@ pub struct DistChart {
 impl DistChart {
     pub fn svg(&self, aria: &str) -> String {
         let row_h = 18.0;
-        let label_w = self
-            .rows
-            .iter()
-            .map(|r| r.label.chars().count())
-            .max()
-            .unwrap_or(0)
-            .min(30) as f64
-            * 6.0
-            + 12.0;
-        let left = label_w.max(LEFT);
-        let height = TOP + row_h * self.rows.len().max(1) as f64 + 40.0;
-        let mut f = Frame::new(height, 40.0, aria);
+        let left = Frame::row_labels_end(self.rows.iter().map(|r| r.label.as_str()), 30, 6.0);
+        let mut f = Frame::with_rows(self.rows.len(), row_h, left, aria);
         let all: Vec<f64> = self
             .rows
             .iter()
             .flat_map(|r| r.values.iter().copied().chain(r.marks.iter().map(|m| m.0)))
             .collect();
         let mx = Mapper::new(&all, self.x.scale, !self.x.is_log(), left, W - RIGHT);
-        let yb = f.plot_bottom();
-        for &t in &mx.ticks {
-            let x = mx.map(t);
-            let _ = write!(
-                f.out,
-                "<line class=\"grid\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/><text class=\"tk\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-                c(x),
-                c(TOP),
-                c(x),
-                c(yb),
-                c(x),
-                c(yb + 13.0),
-                esc(&mx.label(t))
-            );
-        }
-        let _ = write!(
-            f.out,
-            "<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/><text class=\"al\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-            c(left),
-            c(yb),
-            c(W - RIGHT),
-            c(yb),
-            c((left + W - RIGHT) / 2.0),
-            c(height - 4.0),
-            esc(&self.x.label)
-        );
+        f.x_axis_numeric(&mx, &self.x.label);
         for (i, r) in self.rows.iter().enumerate() {
-            let y = TOP + row_h * (i as f64 + 0.5);
-            let class = format!("s{}", r.colour % PALETTE);
-            let _ = write!(
-                f.out,
-                "<text class=\"tk\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
-                c(left - 6.0),
-                c(y + 3.5),
-                esc(&r.label)
-            );
-            let mut v: Vec<f64> = r
-                .values
-                .iter()
-                .copied()
-                .filter(|x| x.is_finite() && (!mx.log || *x > 0.0))
-                .collect();
-            v.sort_by(f64::total_cmp);
-            if !v.is_empty() {
-                let q = |p: f64| crate::measure::stats::quantile_sorted(&v, p);
-                let (q1, med, q3) = (q(0.25), q(0.5), q(0.75));
-                let _ = write!(
-                    f.out,
-                    "<rect class=\"{class} box\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}</title></rect><line class=\"med\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>",
-                    c(mx.map(q1)),
-                    c(y - 6.0),
-                    c((mx.map(q3) - mx.map(q1)).max(1.0)),
-                    c(12.0),
-                    esc(&format!(
-                        "{}: median {} {}, quartiles {} .. {}, {} samples",
-                        r.label,
-                        crate::report::fmt_value(med),
-                        self.unit,
-                        crate::report::fmt_value(q1),
-                        crate::report::fmt_value(q3),
-                        v.len()
-                    )),
-                    c(mx.map(med)),
-                    c(y - 7.0),
-                    c(mx.map(med)),
-                    c(y + 7.0)
-                );
-                // Many samples: dots without titles keep the file small; the box has the numbers.
-                let titled = v.len() <= 40;
-                for x in &v {
-                    if titled {
-                        let _ = write!(
-                            f.out,
-                            "<circle class=\"{class} dot\" cx=\"{}\" cy=\"{}\" r=\"2.2\"><title>{} {}</title></circle>",
-                            c(mx.map(*x)),
-                            c(y),
-                            crate::report::fmt_value(*x),
-                            esc(&self.unit)
-                        );
-                    } else {
-                        let _ = write!(
-                            f.out,
-                            "<circle class=\"{class} dot\" cx=\"{}\" cy=\"{}\" r=\"1.6\"/>",
-                            c(mx.map(*x)),
-                            c(y)
-                        );
-                    }
-                }
-            }
-            for (x, what) in &r.marks {
-                if !x.is_finite() || (mx.log && *x <= 0.0) {
-                    continue;
-                }
-                let xm = mx.map(*x);
-                let _ = write!(
-                    f.out,
-                    "<path class=\"mark\" d=\"M{} {}l4 4l-4 4l-4 -4z\"><title>{}</title></path>",
-                    c(xm),
-                    c(y - 4.0),
-                    esc(&format!(
-                        "{}: {what} {} {}",
-                        r.label,
-                        crate::report::fmt_value(*x),
-                        self.unit
-                    ))
-                );
-            }
+            let y = Frame::row_y(i, row_h);
+            f.row_label(y, &r.label);
+            self.samples(&mut f, &mx, y, r);
+            self.marks(&mut f, &mx, y, r);
         }
         f.finish()
+    }
+
+    /// A row's samples as dots over their quartile box and median line.
+    fn samples(&self, f: &mut Frame, mx: &Mapper, y: f64, r: &DistRow) {
+        let class = format!("s{}", r.colour % PALETTE);
+        let mut v: Vec<f64> = r
+            .values
+            .iter()
+            .copied()
+            .filter(|x| x.is_finite() && (!mx.log || *x > 0.0))
+            .collect();
+        v.sort_by(f64::total_cmp);
+        if v.is_empty() {
+            return;
+        }
+        let q = |p: f64| crate::measure::stats::quantile_sorted(&v, p);
+        let (q1, med, q3) = (q(0.25), q(0.5), q(0.75));
+        let _ = write!(
+            f.out,
+            "<rect class=\"{class} box\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}</title></rect><line class=\"med\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>",
+            c(mx.map(q1)),
+            c(y - 6.0),
+            c((mx.map(q3) - mx.map(q1)).max(1.0)),
+            c(12.0),
+            esc(&format!(
+                "{}: median {} {}, quartiles {} .. {}, {} samples",
+                r.label,
+                crate::report::fmt_value(med),
+                self.unit,
+                crate::report::fmt_value(q1),
+                crate::report::fmt_value(q3),
+                v.len()
+            )),
+            c(mx.map(med)),
+            c(y - 7.0),
+            c(mx.map(med)),
+            c(y + 7.0)
+        );
+        // Many samples: dots without titles keep the file small; the box has the numbers.
+        let titled = v.len() <= 40;
+        for x in &v {
+            if titled {
+                let _ = write!(
+                    f.out,
+                    "<circle class=\"{class} dot\" cx=\"{}\" cy=\"{}\" r=\"2.2\"><title>{} {}</title></circle>",
+                    c(mx.map(*x)),
+                    c(y),
+                    crate::report::fmt_value(*x),
+                    esc(&self.unit)
+                );
+            } else {
+                let _ = write!(
+                    f.out,
+                    "<circle class=\"{class} dot\" cx=\"{}\" cy=\"{}\" r=\"1.6\"/>",
+                    c(mx.map(*x)),
+                    c(y)
+                );
+            }
+        }
+    }
+
+    /// A row's marks (a model's value, a worst case) as diamonds.
+    fn marks(&self, f: &mut Frame, mx: &Mapper, y: f64, r: &DistRow) {
+        for (x, what) in &r.marks {
+            if !x.is_finite() || (mx.log && *x <= 0.0) {
+                continue;
+            }
+            let xm = mx.map(*x);
+            let _ = write!(
+                f.out,
+                "<path class=\"mark\" d=\"M{} {}l4 4l-4 4l-4 -4z\"><title>{}</title></path>",
+                c(xm),
+                c(y - 4.0),
+                esc(&format!(
+                    "{}: {what} {} {}",
+                    r.label,
+                    crate::report::fmt_value(*x),
+                    self.unit
+                ))
+            );
+        }
     }
 }

@@ -26,6 +26,8 @@ pub(super) struct Frame {
     pub(super) bottom: f64,
     /// Where the plot starts: below the legend.
     pub(super) top: f64,
+    /// Where the plot starts on the left: after the row labels of a chart with rows.
+    pub(super) left: f64,
 }
 
 impl Frame {
@@ -43,7 +45,43 @@ impl Frame {
             height,
             bottom,
             top: TOP,
+            left: LEFT,
         }
+    }
+
+    /// A frame of `rows` rows `row_h` high, their labels left of `left`, the value along x.
+    pub(super) fn with_rows(rows: usize, row_h: f64, left: f64, aria: &str) -> Frame {
+        let height = TOP + row_h * rows.max(1) as f64 + 40.0;
+        let mut f = Frame::new(height, 40.0, aria);
+        f.left = left;
+        f
+    }
+
+    /// Where the labels of rows end: room for the longest (up to `cap` characters of
+    /// `char_w` pixels), never less than the usual margin.
+    pub(super) fn row_labels_end<'a>(
+        labels: impl Iterator<Item = &'a str>,
+        cap: usize,
+        char_w: f64,
+    ) -> f64 {
+        let longest = labels.map(|l| l.chars().count()).max().unwrap_or(0);
+        (longest.min(cap) as f64 * char_w + 12.0).max(LEFT)
+    }
+
+    /// The middle of row `i` of a frame made `with_rows`.
+    pub(super) fn row_y(i: usize, row_h: f64) -> f64 {
+        TOP + row_h * (i as f64 + 0.5)
+    }
+
+    /// A row's label, right-aligned before the plot.
+    pub(super) fn row_label(&mut self, y: f64, label: &str) {
+        let _ = write!(
+            self.out,
+            "<text class=\"tk\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+            c(self.left - 6.0),
+            c(y + 3.5),
+            esc(label)
+        );
     }
 
     /// The extra height a legend of `rows` rows needs beyond the two the top margin holds.
@@ -55,16 +93,26 @@ impl Frame {
         self.height - self.bottom
     }
 
-    /// Legend entries in rows above the plot.
-    pub(super) fn legend(&mut self, items: &[Key]) {
+    /// Where each legend entry goes: left to right, a new row when the next does not fit.
+    fn legend_places(items: &[Key]) -> Vec<(f64, f64)> {
         let mut x = LEFT;
         let mut y = 12.0;
+        let mut places = Vec::with_capacity(items.len());
         for k in items {
             let text_w = k.name.chars().count() as f64 * 6.2 + 30.0;
             if x + text_w > W - RIGHT && x > LEFT {
                 x = LEFT;
                 y += 14.0;
             }
+            places.push((x, y));
+            x += text_w;
+        }
+        places
+    }
+
+    /// Legend entries in rows above the plot.
+    pub(super) fn legend(&mut self, items: &[Key]) {
+        for (k, (x, y)) in items.iter().zip(Frame::legend_places(items)) {
             let class = colour_class(k.colour);
             let _ = write!(
                 self.out,
@@ -87,23 +135,14 @@ impl Frame {
                 c(y),
                 esc(&k.name)
             );
-            x += text_w;
         }
     }
 
     /// How far down the legend of `items` reaches, so the plot can start below it.
     pub(super) fn legend_rows(items: &[Key]) -> usize {
-        let mut x = LEFT;
-        let mut rows = usize::from(!items.is_empty());
-        for k in items {
-            let text_w = k.name.chars().count() as f64 * 6.2 + 30.0;
-            if x + text_w > W - RIGHT && x > LEFT {
-                x = LEFT;
-                rows += 1;
-            }
-            x += text_w;
-        }
-        rows
+        Frame::legend_places(items)
+            .last()
+            .map_or(0, |&(_, y)| ((y - 12.0) / 14.0).round() as usize + 1)
     }
 
     pub(super) fn y_axis(&mut self, m: &Mapper, label: &str) {
@@ -139,36 +178,63 @@ impl Frame {
     }
 
     pub(super) fn x_axis_numeric(&mut self, m: &Mapper, label: &str) {
-        let yb = self.plot_bottom();
         for &t in &m.ticks {
-            let x = m.map(t);
-            let _ = write!(
-                self.out,
-                "<line class=\"grid\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/><text class=\"tk\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-                c(x),
-                c(self.top),
-                c(x),
-                c(yb),
-                c(x),
-                c(yb + 13.0),
-                esc(&m.label(t))
-            );
+            self.x_tick("grid", m.map(t), &m.label(t));
         }
         self.x_label(label);
+    }
+
+    /// A vertical line in `class` across the plot at x, labelled below it.
+    pub(super) fn x_tick(&mut self, class: &str, x: f64, label: &str) {
+        let yb = self.plot_bottom();
+        let _ = write!(
+            self.out,
+            "<line class=\"{class}\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/><text class=\"tk\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            c(x),
+            c(self.top),
+            c(x),
+            c(yb),
+            c(x),
+            c(yb + 13.0),
+            esc(label)
+        );
     }
 
     pub(super) fn x_label(&mut self, label: &str) {
         let yb = self.plot_bottom();
         let _ = write!(
             self.out,
-            "<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/><text class=\"al\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-            c(LEFT),
+            "<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>",
+            c(self.left),
             c(yb),
             c(W - RIGHT),
             c(yb),
-            c((LEFT + W - RIGHT) / 2.0),
+        );
+        self.x_title(label);
+    }
+
+    /// The x axis's title, centred under the plot.
+    pub(super) fn x_title(&mut self, label: &str) {
+        let _ = write!(
+            self.out,
+            "<text class=\"al\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            c((self.left + W - RIGHT) / 2.0),
             c(self.height - 4.0),
             esc(label)
+        );
+    }
+
+    /// A horizontal line across the plot in the study's colour, dashed, named on hover: a
+    /// figure given without a curve.
+    pub(super) fn reference(&mut self, x0: f64, x1: f64, y: f64, title: &str) {
+        let _ = write!(
+            self.out,
+            "<line class=\"then ln dash\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"><title>{}</title></line>",
+            c(x0),
+            c(y),
+            c(x1),
+            c(y),
+            esc(title),
         );
     }
 
@@ -276,29 +342,40 @@ impl Marker {
                 c(r * 1.8),
                 close("rect")
             ),
-            Marker::Triangle => format!(
-                "<path class=\"{cls}\" d=\"M{} {}L{} {}H{}Z\"{}",
-                c(x),
-                c(y - r * 1.2),
-                c(x + r * 1.1),
-                c(y + r * 0.8),
-                c(x - r * 1.1),
-                close("path")
-            ),
-            Marker::Diamond => format!(
-                "<path class=\"{cls}\" d=\"M{} {}L{} {}L{} {}L{} {}Z\"{}",
-                c(x),
-                c(y - r * 1.2),
-                c(x + r * 1.2),
-                c(y),
-                c(x),
-                c(y + r * 1.2),
-                c(x - r * 1.2),
-                c(y),
-                close("path")
-            ),
+            Marker::Triangle | Marker::Diamond => {
+                let steps: &[(char, f64, Option<f64>)] = if self == Marker::Triangle {
+                    &[('L', 1.1, Some(0.8)), ('H', -1.1, None)]
+                } else {
+                    &[
+                        ('L', 1.2, Some(0.0)),
+                        ('L', 0.0, Some(1.2)),
+                        ('L', -1.2, Some(0.0)),
+                    ]
+                };
+                format!(
+                    "<path class=\"{cls}\" d=\"{}\"{}",
+                    outline(x, y, r, steps),
+                    close("path")
+                )
+            }
         }
     }
+}
+
+/// A closed outline from the top of a marker at (x, y) of radius r: each step a command and
+/// its offsets in radii (`H` takes x alone).
+fn outline(x: f64, y: f64, r: f64, steps: &[(char, f64, Option<f64>)]) -> String {
+    let mut d = format!("M{} {}", c(x), c(y - r * 1.2));
+    for &(command, dx, dy) in steps {
+        d.push(command);
+        d.push_str(&c(x + r * dx));
+        if let Some(dy) = dy {
+            d.push(' ');
+            d.push_str(&c(y + r * dy));
+        }
+    }
+    d.push('Z');
+    d
 }
 
 /// One entry of a legend: a line sample (and a marker) and its name.

@@ -59,6 +59,34 @@ pub struct LineChart {
 
 impl LineChart {
     pub fn svg(&self, aria: &str) -> String {
+        let legend = self.legend();
+        let extra = Frame::legend_extra(Frame::legend_rows(&legend));
+        let mut f = Frame::new(300.0 + extra, 40.0, aria);
+        f.top = TOP + extra;
+        f.legend(&legend);
+        let (xs, ys) = self.extent();
+        let mx = Mapper::new(&xs, self.x.scale, false, LEFT, W - RIGHT);
+        let my = Mapper::new(&ys, self.y.scale, !self.y.is_log(), f.plot_bottom(), f.top);
+        f.y_axis(&my, &self.y.label);
+        f.x_axis_numeric(&mx, &self.x.label);
+        for r in &self.references {
+            let x0 = mx.map(r.x_from.unwrap_or(mx.lo));
+            let x1 = mx.map(r.x_to.unwrap_or(mx.hi));
+            let title = format!("{}: {} {}", r.name, fmt_tick(r.y), self.y_unit);
+            f.reference(x0, x1, my.map(r.y), &title);
+        }
+        // Light curves first, so the ones the chart is about are drawn over them.
+        let mut order: Vec<&Line> = self.lines.iter().filter(|l| l.light).collect();
+        order.extend(self.lines.iter().filter(|l| !l.light));
+        for l in order {
+            self.curve(&mut f, &mx, &my, l);
+        }
+        annotate(&mut f, &mx, &my, &self.annotations);
+        f.finish()
+    }
+
+    /// The listed lines' keys, the references' and the chart's own.
+    fn legend(&self) -> Vec<Key> {
         let mut legend: Vec<Key> = self
             .lines
             .iter()
@@ -78,10 +106,11 @@ impl LineChart {
             }))
             .collect();
         legend.extend(self.keys.iter().cloned());
-        let extra = Frame::legend_extra(Frame::legend_rows(&legend));
-        let mut f = Frame::new(300.0 + extra, 40.0, aria);
-        f.top = TOP + extra;
-        f.legend(&legend);
+        legend
+    }
+
+    /// Every x and every y the axes must hold: points, references and annotations.
+    fn extent(&self) -> (Vec<f64>, Vec<f64>) {
         let xs: Vec<f64> = self
             .lines
             .iter()
@@ -100,75 +129,55 @@ impl LineChart {
             .chain(self.references.iter().map(|r| r.y))
             .chain(self.annotations.iter().map(|a| a.y))
             .collect();
-        let mx = Mapper::new(&xs, self.x.scale, false, LEFT, W - RIGHT);
-        let my = Mapper::new(&ys, self.y.scale, !self.y.is_log(), f.plot_bottom(), f.top);
-        f.y_axis(&my, &self.y.label);
-        f.x_axis_numeric(&mx, &self.x.label);
-        for r in &self.references {
-            let x0 = mx.map(r.x_from.unwrap_or(mx.lo));
-            let x1 = mx.map(r.x_to.unwrap_or(mx.hi));
-            let y = my.map(r.y);
+        (xs, ys)
+    }
+
+    /// One curve: its polyline and a marker with hover text at each drawable point.
+    fn curve(&self, f: &mut Frame, mx: &Mapper, my: &Mapper, l: &Line) {
+        let class = colour_class(if l.then { THEN } else { l.colour });
+        let titled = l.titles.len() == l.points.len();
+        let pts: Vec<(f64, f64, Option<&str>)> = l
+            .points
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.0, p.1, titled.then(|| l.titles[i].as_str())))
+            .filter(|(x, y, _)| x.is_finite() && y.is_finite())
+            .filter(|(x, y, _)| (!mx.log || *x > 0.0) && (!my.log || *y > 0.0))
+            .collect();
+        if pts.len() > 1 {
+            let path: Vec<String> = pts
+                .iter()
+                .map(|(x, y, _)| format!("{},{}", c(mx.map(*x)), c(my.map(*y))))
+                .collect();
+            let dash = if l.then { " dash" } else { l.dash.class() };
             let _ = write!(
                 f.out,
-                "<line class=\"then ln dash\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"><title>{}</title></line>",
-                c(x0),
-                c(y),
-                c(x1),
-                c(y),
-                esc(&format!("{}: {} {}", r.name, fmt_tick(r.y), self.y_unit))
+                "<polyline class=\"{class} ln{dash}{}\" points=\"{}\"/>",
+                if l.light { " light" } else { "" },
+                path.join(" ")
             );
         }
-        // Light curves first, so the ones the chart is about are drawn over them.
-        let mut order: Vec<&Line> = self.lines.iter().filter(|l| l.light).collect();
-        order.extend(self.lines.iter().filter(|l| !l.light));
-        for l in order {
-            let class = colour_class(if l.then { THEN } else { l.colour });
-            let titled = l.titles.len() == l.points.len();
-            let pts: Vec<(f64, f64, Option<&str>)> = l
-                .points
-                .iter()
-                .enumerate()
-                .map(|(i, p)| (p.0, p.1, titled.then(|| l.titles[i].as_str())))
-                .filter(|(x, y, _)| x.is_finite() && y.is_finite())
-                .filter(|(x, y, _)| (!mx.log || *x > 0.0) && (!my.log || *y > 0.0))
-                .collect();
-            if pts.len() > 1 {
-                let path: Vec<String> = pts
-                    .iter()
-                    .map(|(x, y, _)| format!("{},{}", c(mx.map(*x)), c(my.map(*y))))
-                    .collect();
-                let dash = if l.then { " dash" } else { l.dash.class() };
-                let _ = write!(
-                    f.out,
-                    "<polyline class=\"{class} ln{dash}{}\" points=\"{}\"/>",
-                    if l.light { " light" } else { "" },
-                    path.join(" ")
-                );
-            }
-            for (x, y, title) in &pts {
-                let text = match title {
-                    Some(t) => t.to_string(),
-                    None => format!(
-                        "{}: {} {} at {} {}",
-                        l.name,
-                        crate::report::fmt_value(*y),
-                        self.y_unit,
-                        mx.label(*x),
-                        self.x_unit
-                    ),
-                };
-                f.out.push_str(&l.marker.svg(
-                    mx.map(*x),
-                    my.map(*y),
-                    &class,
-                    l.hollow,
-                    l.light,
-                    Some(&text),
-                ));
-            }
+        for (x, y, title) in &pts {
+            let text = match title {
+                Some(t) => t.to_string(),
+                None => format!(
+                    "{}: {} {} at {} {}",
+                    l.name,
+                    crate::report::fmt_value(*y),
+                    self.y_unit,
+                    mx.label(*x),
+                    self.x_unit
+                ),
+            };
+            f.out.push_str(&l.marker.svg(
+                mx.map(*x),
+                my.map(*y),
+                &class,
+                l.hollow,
+                l.light,
+                Some(&text),
+            ));
         }
-        annotate(&mut f, &mx, &my, &self.annotations);
-        f.finish()
     }
 }
 

@@ -27,6 +27,29 @@ pub fn esc(s: &str) -> String {
     out
 }
 
+/// A chart that draws itself as SVG, named `aria` for screen readers.
+pub trait Drawing {
+    fn draw(&self, aria: &str) -> String;
+}
+
+impl Drawing for BarChart {
+    fn draw(&self, aria: &str) -> String {
+        self.svg(aria)
+    }
+}
+
+impl Drawing for LineChart {
+    fn draw(&self, aria: &str) -> String {
+        self.svg(aria)
+    }
+}
+
+impl Drawing for DistChart {
+    fn draw(&self, aria: &str) -> String {
+        self.svg(aria)
+    }
+}
+
 mod axis;
 mod bar;
 mod dist;

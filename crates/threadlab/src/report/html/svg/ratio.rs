@@ -21,18 +21,32 @@ pub struct RatioRow {
 /// B / A per metric on a log axis centred on 1 (a forest plot).
 pub fn ratio_chart(rows: &[RatioRow], axis_label: &str, aria: &str) -> String {
     let row_h = 16.0;
-    let label_w = rows
-        .iter()
-        .map(|r| r.label.chars().count())
-        .max()
-        .unwrap_or(0)
-        .min(40) as f64
-        * 5.8
-        + 12.0;
-    let left = label_w.max(LEFT);
-    let height = TOP + row_h * rows.len().max(1) as f64 + 40.0;
-    let mut f = Frame::new(height, 40.0, aria);
-    // Symmetric on the log scale around 1, wide enough for every interval.
+    let left = Frame::row_labels_end(rows.iter().map(|r| r.label.as_str()), 40, 5.8);
+    let mut f = Frame::with_rows(rows.len(), row_h, left, aria);
+    let span = ratio_span(rows);
+    let mx = Mapper {
+        lo: 1.0 / span,
+        hi: span,
+        log: true,
+        px0: left,
+        px1: W - RIGHT,
+        ticks: ratio_ticks(span),
+        bytes: false,
+        nines: false,
+    };
+    ratio_axis(&mut f, &mx);
+    f.x_title(axis_label);
+    for (i, r) in rows.iter().enumerate() {
+        let y = Frame::row_y(i, row_h);
+        f.row_label(y, &r.label);
+        ratio_row(&mut f, &mx, y, r);
+    }
+    f.finish()
+}
+
+/// How far the axis reaches each way from 1: symmetric on the log scale, wide enough for
+/// every interval.
+fn ratio_span(rows: &[RatioRow]) -> f64 {
     let mut span: f64 = 1.25;
     for r in rows {
         for v in [
@@ -49,20 +63,12 @@ pub fn ratio_chart(rows: &[RatioRow], axis_label: &str, aria: &str) -> String {
             }
         }
     }
-    let span = span.min(1e3) * 1.05;
-    let lo = 1.0 / span;
-    let mx = Mapper {
-        lo,
-        hi: span,
-        log: true,
-        px0: left,
-        px1: W - RIGHT,
-        ticks: ratio_ticks(span),
-        bytes: false,
-        nines: false,
-    };
-    let yb = f.plot_bottom();
-    // 1 first, then the others nearest to it, each at least 44 px from every tick kept.
+    span.min(1e3) * 1.05
+}
+
+/// The ticks, labelled as factors: 1 first, then the others nearest to it, each at least
+/// 44 px from every tick kept.
+fn ratio_axis(f: &mut Frame, mx: &Mapper) {
     let mut order = mx.ticks.clone();
     order.sort_by(|a, b| a.ln().abs().total_cmp(&b.ln().abs()));
     let mut kept: Vec<f64> = Vec::new();
@@ -73,7 +79,6 @@ pub fn ratio_chart(rows: &[RatioRow], axis_label: &str, aria: &str) -> String {
         }
     }
     for t in kept {
-        let x = mx.map(t);
         let class = if t == 1.0 { "axis" } else { "grid" };
         let label = if t >= 1.0 {
             fmt_tick(t)
@@ -81,73 +86,50 @@ pub fn ratio_chart(rows: &[RatioRow], axis_label: &str, aria: &str) -> String {
             let s = format!("{t:.2}");
             s.trim_end_matches('0').trim_end_matches('.').to_string()
         };
+        f.x_tick(class, mx.map(t), &format!("{label}x"));
+    }
+}
+
+/// One row: its noise band, its interval and its point, coloured by its verdict.
+fn ratio_row(f: &mut Frame, mx: &Mapper, y: f64, r: &RatioRow) {
+    if r.band.is_finite() && r.band > 1.0 {
+        let (x0, x1) = (mx.map(1.0 / r.band), mx.map(r.band));
         let _ = write!(
             f.out,
-            "<line class=\"{class}\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/><text class=\"tk\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{label}x</text>",
-            c(x),
-            c(TOP),
-            c(x),
-            c(yb),
-            c(x),
-            c(yb + 13.0)
+            "<rect class=\"band\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
+            c(x0),
+            c(y - 6.0),
+            c(x1 - x0),
+            c(12.0)
         );
     }
-    let _ = write!(
-        f.out,
-        "<text class=\"al\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-        c((left + W - RIGHT) / 2.0),
-        c(height - 4.0),
-        esc(axis_label)
-    );
-    for (i, r) in rows.iter().enumerate() {
-        let y = TOP + row_h * (i as f64 + 0.5);
-        let _ = write!(
-            f.out,
-            "<text class=\"tk\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
-            c(left - 6.0),
-            c(y + 3.5),
-            esc(&r.label)
-        );
-        if r.band.is_finite() && r.band > 1.0 {
-            let (x0, x1) = (mx.map(1.0 / r.band), mx.map(r.band));
+    let class = match r.verdict {
+        1 => "worse",
+        2 => "better",
+        3 => "changed",
+        _ => "same",
+    };
+    if let Some((a, b)) = r.ci {
+        if a > 0.0 && b > 0.0 && a.is_finite() && b.is_finite() {
             let _ = write!(
                 f.out,
-                "<rect class=\"band\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
-                c(x0),
-                c(y - 6.0),
-                c(x1 - x0),
-                c(12.0)
-            );
-        }
-        let class = match r.verdict {
-            1 => "worse",
-            2 => "better",
-            3 => "changed",
-            _ => "same",
-        };
-        if let Some((a, b)) = r.ci {
-            if a > 0.0 && b > 0.0 && a.is_finite() && b.is_finite() {
-                let _ = write!(
-                    f.out,
-                    "<line class=\"{class} ci\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>",
-                    c(mx.map(a)),
-                    c(y),
-                    c(mx.map(b)),
-                    c(y)
-                );
-            }
-        }
-        if r.ratio.is_finite() && r.ratio > 0.0 {
-            let _ = write!(
-                f.out,
-                "<circle class=\"{class} pt\" cx=\"{}\" cy=\"{}\" r=\"3.5\"><title>{}</title></circle>",
-                c(mx.map(r.ratio)),
+                "<line class=\"{class} ci\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>",
+                c(mx.map(a)),
                 c(y),
-                esc(&r.title)
+                c(mx.map(b)),
+                c(y)
             );
         }
     }
-    f.finish()
+    if r.ratio.is_finite() && r.ratio > 0.0 {
+        let _ = write!(
+            f.out,
+            "<circle class=\"{class} pt\" cx=\"{}\" cy=\"{}\" r=\"3.5\"><title>{}</title></circle>",
+            c(mx.map(r.ratio)),
+            c(y),
+            esc(&r.title)
+        );
+    }
 }
 
 pub(super) fn ratio_ticks(span: f64) -> Vec<f64> {

@@ -207,3 +207,37 @@ fn charts_survive_odd_data() {
     );
     assert!(!r.contains("NaN"));
 }
+
+#[test]
+fn triangle_and_diamond_markers_keep_their_outlines() {
+    for (x, y) in [(100.0, 50.0), (63.37, 211.04), (0.0, 0.0)] {
+        for light in [false, true] {
+            let r: f64 = if light { 2.4 } else { 3.2 };
+            let cls = format!("s3 pt{}", if light { " light" } else { "" });
+            let triangle = format!(
+                "<path class=\"{cls}\" d=\"M{} {}L{} {}H{}Z\"/>",
+                c(x),
+                c(y - r * 1.2),
+                c(x + r * 1.1),
+                c(y + r * 0.8),
+                c(x - r * 1.1)
+            );
+            let diamond = format!(
+                "<path class=\"{cls}\" d=\"M{} {}L{} {}L{} {}L{} {}Z\"/>",
+                c(x),
+                c(y - r * 1.2),
+                c(x + r * 1.2),
+                c(y),
+                c(x),
+                c(y + r * 1.2),
+                c(x - r * 1.2),
+                c(y)
+            );
+            assert_eq!(
+                Marker::Triangle.svg(x, y, "s3", false, light, None),
+                triangle
+            );
+            assert_eq!(Marker::Diamond.svg(x, y, "s3", false, light, None), diamond);
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! The conclusion: where the time stops falling, what running all 64 costs, and the pool size
+//! that follows.
+
+use crate::measure::stats::median;
+
+use super::figures::{spread_text, Found};
+use super::plateau::{rule_text, verdict_text};
+
+/// What the run shows about N, and the pool size that follows from it.
+pub(super) fn conclusion(c: &Found, penalty: f64) -> String {
+    let at = |n: usize| c.kernel.iter().find(|r| r.n == n);
+    let best = c.best.n;
+    let cores = c.physical;
+    let mut s = format!(
+        "The time stops falling at N = {best} here ({}). {} logical CPUs, {cores} physical \
+         cores, {}. Running all 64 at once costs {:+.1}% against N = {best} (the study: +21.8% on \
+         Windows 7). ",
+        rule_text(),
+        c.logical,
+        c.cg,
+        penalty
+    );
+    s.push_str(if penalty.abs() <= 5.0 {
+        "Linux's fair scheduler shares the CPUs among 64 runnable threads with little loss, so the \
+         throttle's value is fewer runnable threads (memory, latency for others), not speed. "
+    } else {
+        "A loss this large is not the fair scheduler's usual cost: check the load warnings. "
+    });
+    if best == cores {
+        s.push_str(&format!(
+            "As the study predicted, the time stops falling at N = cores: use a pool of {best} \
+             thread(s) for CPU-bound work."
+        ));
+        return s;
+    }
+    let evidence = |n: usize| -> String {
+        match (at(n), c.best.verdict(n)) {
+            (Some(r), Some(v)) => format!(
+                "at N = {n} the median was {:.3} s ({}, {} against the fastest), {:.0} \
+                 involuntary switches, the idlest CPU idle {:.0}% of the run",
+                median(&r.seconds()),
+                spread_text(&r.seconds()),
+                verdict_text(v),
+                r.involuntary(),
+                r.idlest_pct()
+            ),
+            _ => format!("N = {n} was not measured"),
+        }
+    };
+    if best > cores {
+        let one_invol = at(1).map_or(f64::NAN, |r| r.involuntary());
+        s.push_str(&format!(
+            "N = cores ({cores}) is measurably slower than N = {best}: {}; at N = 1, {one_invol:.0} \
+             involuntary switches. Unpinned, an admitted worker is sometimes woken onto a CPU \
+             that already runs one while another CPU idles until the load balancer moves it, so \
+             one extra admitted thread keeps every CPU busy; uthread's carriers, pinned one per \
+             CPU, reach their best at N = {} ({}). So: a pool of {best} thread(s) where the \
+             kernel places them (a program's default), or {} pinned one per CPU.",
+            evidence(cores),
+            c.green_best.n,
+            if c.green_best.n <= cores {
+                "no extra thread needed when placement is fixed"
+            } else {
+                "even pinned carriers needed more here, so other load shares the CPUs"
+            },
+            c.green_best.n
+        ));
+    } else {
+        s.push_str(&format!(
+            "N = {best} is already as fast as N = cores ({cores}): {}. Fewer threads than cores \
+             reaching the best means the CPUs were not all available to this run (another job, a \
+             quota, or a host that shares the cores); the idle column shows how much each CPU \
+             could give. Use a pool of {cores} thread(s) on a machine where the cores are yours, \
+             and check the load warnings before trusting a smaller N.",
+            evidence(cores)
+        ));
+    }
+    s
+}

@@ -1,0 +1,137 @@
+//! `throttle`: the Delphi semaphore throttle (2010s). 64 workers each sum a slice of
+//! 1 + 2 + ... + 64·C; a semaphore admits N of them at once. Where does the time stop falling,
+//! what does running all 64 at once cost, and what pool size should CPU-bound work use here?
+//!
+//! Run with kernel threads (a counting semaphore on a mutex and condition variable) and with
+//! uthread: one carrier per allowed CPU, the 64 green workers spread over them, all sharing one
+//! `uthread::Throttle`.
+
+mod conclusion;
+mod figures;
+mod plateau;
+mod sweep;
+#[cfg(test)]
+mod tests;
+
+use crate::error::Result;
+use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
+use crate::measure::placement::{allowed_cpus, physical_cores};
+use crate::seeds;
+
+pub use plateau::{best_concurrency, recommended_pool, rule_text, Best, Standing, Verdict};
+
+use figures::Found;
+use sweep::Sweeper;
+
+pub struct ThrottleExperiment;
+
+pub const WORKERS: u64 = 64;
+
+/// N = this value stands for "unthrottled" in series (as in the study's curve: 65).
+pub const UNTHROTTLED_X: usize = 65;
+
+/// The plateau's margin: an N whose time is within this fraction of the fastest N's is on the
+/// plateau (a difference this small is not worth a thread).
+pub const PLATEAU_MARGIN: f64 = 0.05;
+
+/// 1 + 2 + ... + n, the closed form the workers' total is checked against.
+pub fn closed_form_sum(n: u64) -> u64 {
+    n * (n + 1) / 2
+}
+
+/// The slice of worker `i` of 64: (i·C, (i+1)·C].
+pub fn slice(i: u64, per_worker: u64) -> (u64, u64) {
+    (i * per_worker + 1, (i + 1) * per_worker)
+}
+
+/// Sums lo..=hi one addition at a time (black_box keeps the compiler from using the closed form).
+pub fn sum_slice(lo: u64, hi: u64) -> u64 {
+    let mut acc = 0u64;
+    for i in lo..=hi {
+        acc = acc.wrapping_add(std::hint::black_box(i));
+    }
+    acc
+}
+
+/// The N each runner is swept over, per mode (None: unthrottled).
+fn limits(mode: Mode) -> (Vec<Option<usize>>, Vec<Option<usize>>) {
+    let kernel: Vec<Option<usize>> = match mode {
+        Mode::Tiny => vec![Some(1), Some(2), None],
+        Mode::Quick => vec![Some(1), Some(2), Some(3), Some(4), Some(8), Some(64), None],
+        Mode::Full => [1, 2, 3, 4, 5, 6, 8, 16, 32, 64]
+            .into_iter()
+            .map(Some)
+            .chain([None])
+            .collect(),
+    };
+    let uthread: Vec<Option<usize>> = match mode {
+        Mode::Tiny => vec![Some(1), None],
+        Mode::Quick => vec![Some(1), Some(2), Some(3), Some(4), None],
+        Mode::Full => kernel.clone(),
+    };
+    (kernel, uthread)
+}
+
+const INFO: Info = Info {
+    name: "throttle",
+    study: &seeds::DELPHI_2010S,
+    measures: "64 CPU-bound workers admitted N at a time: time and context switches per N, best N, pool size to use",
+    rough_secs: [0.3, 8.0, 26.0],
+};
+
+impl Experiment for ThrottleExperiment {
+    fn info(&self) -> &'static Info {
+        &INFO
+    }
+
+    fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
+        let per_worker: u64 = ctx.mode.pick(20_000, 4_000_000, 10_000_000);
+        // Mann-Whitney needs at least 4 runs a side to reach p < 0.05 at all.
+        let reps = ctx.mode.pick(4, 7, 7);
+        let (kernel_limits, uthread_limits) = limits(ctx.mode);
+        let cpus = allowed_cpus();
+        let carriers = cpus.len().max(1);
+
+        let kernel_run = |l| sweep::run_kernel(l, per_worker);
+        let (kernel, best) = Sweeper {
+            ctx,
+            what: "kernel",
+            per_worker,
+            cpus: &cpus,
+            run: &kernel_run,
+        }
+        .to_answer(&kernel_limits, reps)?;
+        let green_run = |l| sweep::run_uthread(l, per_worker, carriers);
+        let (green, green_best) = Sweeper {
+            ctx,
+            what: "uthread",
+            per_worker,
+            cpus: &cpus,
+            run: &green_run,
+        }
+        .to_answer(&uthread_limits, reps)?;
+
+        let found = Found {
+            kernel,
+            best,
+            green,
+            green_best,
+            reps,
+            carriers,
+            physical: physical_cores(&cpus).unwrap_or(cpus.len()),
+            logical: cpus.len(),
+            cg: ctx
+                .env
+                .cgroup_cpu_limit
+                .map_or("no cgroup CPU quota".to_string(), |c| {
+                    format!("cgroup quota {c:.2} CPUs")
+                }),
+            work: figures::work_text(per_worker, reps),
+        };
+        figures::series(&found, out);
+        figures::metrics(&found, out)?;
+        out.tables.push(figures::table(&found));
+        out.conclusion = Some(conclusion::conclusion(&found, found.penalty()));
+        Ok(())
+    }
+}

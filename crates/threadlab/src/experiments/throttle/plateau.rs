@@ -1,0 +1,152 @@
+//! The rule that turns repeated runs per N into one answer: the start of the plateau.
+
+use crate::measure::significance::bootstrap_ratio_ci;
+use crate::measure::stats::median;
+
+use super::PLATEAU_MARGIN;
+
+/// Bootstrap resamples of the ratio of medians behind each N's interval (fixed seed: the same
+/// runs always give the same interval).
+const RESAMPLES: usize = 4_000;
+
+/// Extra runs per close N, and how many times they may be added, before a close call is
+/// settled by its median.
+pub(super) const EXTRA_REPS: usize = 4;
+pub(super) const EXTRA_ROUNDS: usize = 2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// The 95% interval of time(N) / time(fastest) lies wholly within 1 + `PLATEAU_MARGIN`.
+    Plateau,
+    /// The interval lies wholly above 1 + `PLATEAU_MARGIN`.
+    Slower,
+    /// The interval straddles the margin: more runs decide, or else the median ratio does.
+    Close,
+}
+
+/// One N's verdict: its median time over the fastest N's, the 95% bootstrap interval of that
+/// ratio, and where that puts it.
+#[derive(Debug, Clone, Copy)]
+pub struct Verdict {
+    pub n: usize,
+    pub ratio: f64,
+    pub ci: (f64, f64),
+    pub standing: Standing,
+}
+
+/// The rule that picks the best N from repeated runs: the start of the plateau. `fastest` is
+/// the N with the lowest median time; every N gets the 95% percentile-bootstrap interval of
+/// median(N) / median(fastest) (fixed seed). An N is on the plateau when that interval lies
+/// wholly below 1 + `PLATEAU_MARGIN` (an equivalence test with a stated margin), slower when it
+/// lies wholly above, close otherwise. The answer is the smallest N on the plateau. A close N
+/// below it gets more runs (`close_calls`); with `settle`, a close N still undecided counts as
+/// on the plateau when its median ratio is within the margin. Noise moves an N's interval, not
+/// which side of a 5% margin a 10% penalty or a 1% difference lies on, so the answer does not
+/// wander along the plateau from run to run.
+pub fn best_concurrency(points: &[(usize, Vec<f64>)], settle: bool) -> Option<Best> {
+    let medians: Vec<f64> = points.iter().map(|(_, v)| median(v)).collect();
+    let (fi, _) = medians
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.is_finite() && **m > 0.0)
+        .min_by(|a, b| a.1.total_cmp(b.1))?;
+    let fastest = &points[fi];
+    let mut order: Vec<usize> = (0..points.len()).collect();
+    order.sort_by_key(|&i| points[i].0);
+    let band = 1.0 + PLATEAU_MARGIN;
+    let verdicts: Vec<Verdict> = order
+        .iter()
+        .map(|&i| {
+            let ratio = medians[i] / medians[fi];
+            let ci = if i == fi {
+                (1.0, 1.0)
+            } else {
+                bootstrap_ratio_ci(&fastest.1, &points[i].1, RESAMPLES).unwrap_or((ratio, ratio))
+            };
+            let standing = if i == fi || ci.1 <= band {
+                Standing::Plateau
+            } else if ci.0 > band {
+                Standing::Slower
+            } else if settle {
+                if ratio <= band {
+                    Standing::Plateau
+                } else {
+                    Standing::Slower
+                }
+            } else {
+                Standing::Close
+            };
+            Verdict {
+                n: points[i].0,
+                ratio,
+                ci,
+                standing,
+            }
+        })
+        .collect();
+    let n = verdicts.iter().find(|v| v.standing == Standing::Plateau)?.n;
+    Some(Best {
+        n,
+        fastest_n: fastest.0,
+        verdicts,
+    })
+}
+
+/// What `best_concurrency` found: the answer, the fastest N, and every N's verdict (ascending).
+#[derive(Debug)]
+pub struct Best {
+    pub n: usize,
+    pub fastest_n: usize,
+    pub verdicts: Vec<Verdict>,
+}
+
+impl Best {
+    pub(super) fn verdict(&self, n: usize) -> Option<&Verdict> {
+        self.verdicts.iter().find(|v| v.n == n)
+    }
+
+    /// The close N below the answer: the ones whose extra runs could change it.
+    pub fn close_calls(&self) -> Vec<usize> {
+        self.verdicts
+            .iter()
+            .filter(|v| v.n < self.n && v.standing == Standing::Close)
+            .map(|v| v.n)
+            .collect()
+    }
+}
+
+/// The rule in words, for notes and the conclusion.
+pub fn rule_text() -> String {
+    format!(
+        "the start of the plateau: the smallest N whose median time is within {:.0}% of the \
+         fastest N's with 95% confidence (a bootstrap interval of the ratio of medians wholly \
+         below {:.2}); an N whose interval straddles the margin is run {EXTRA_REPS} more times \
+         (at most {EXTRA_ROUNDS} times), then decided by its median",
+        PLATEAU_MARGIN * 100.0,
+        1.0 + PLATEAU_MARGIN
+    )
+}
+
+/// A pool size from the topology alone: physical cores among the CPUs we may use, capped by a
+/// cgroup CPU quota (the server experiment sizes its pool design with it, before any throttle
+/// run could say more).
+pub fn recommended_pool(physical_allowed: usize, cgroup_cpus: Option<f64>) -> usize {
+    let cap = cgroup_cpus.map_or(usize::MAX, |c| (c.floor() as usize).max(1));
+    physical_allowed.min(cap).max(1)
+}
+
+/// "+9.8% [+7.1%, +12.4%] slower": an N's ratio to the fastest, its interval, its standing.
+pub(super) fn verdict_text(v: &Verdict) -> String {
+    let pct = |x: f64| (x - 1.0) * 100.0;
+    format!(
+        "{:+.1}% [{:+.1}%, {:+.1}%] {}",
+        pct(v.ratio),
+        pct(v.ci.0),
+        pct(v.ci.1),
+        match v.standing {
+            Standing::Plateau => "plateau",
+            Standing::Slower => "slower",
+            Standing::Close => "close",
+        }
+    )
+}

@@ -1,0 +1,113 @@
+use super::sweep::{run_kernel, run_uthread};
+use super::*;
+
+#[test]
+fn slices_cover_the_range_and_sum_to_the_closed_form() {
+    let per = 1000;
+    let total = (0..WORKERS).fold(0u64, |a, i| {
+        let (lo, hi) = slice(i, per);
+        a + sum_slice(lo, hi)
+    });
+    assert_eq!(total, closed_form_sum(WORKERS * per));
+    assert_eq!(slice(0, per).0, 1);
+    assert_eq!(slice(WORKERS - 1, per).1, WORKERS * per);
+}
+
+#[test]
+fn study_scale_fits_in_u64() {
+    let n = WORKERS * 30_000_000;
+    assert_eq!(closed_form_sum(n), 1_843_200_000_960_000_000);
+}
+
+fn runs(center: f64, spread: f64) -> Vec<f64> {
+    [-2.0, -1.0, 0.0, 1.0, 2.0]
+        .iter()
+        .map(|k| center * (1.0 + k * spread))
+        .collect()
+}
+
+#[test]
+fn best_is_the_start_of_the_plateau() {
+    // N = 1 twice as slow; N = 2 within 1% of N = 3 (the fastest): the answer is 2.
+    let pts = vec![
+        (1, runs(2.0, 0.01)),
+        (2, runs(1.01, 0.005)),
+        (3, runs(1.0, 0.005)),
+        (65, runs(1.05, 0.005)),
+    ];
+    let b = best_concurrency(&pts, false).unwrap();
+    assert_eq!((b.n, b.fastest_n), (2, 3));
+    // A clear 10% penalty at N = 2 with tight runs is slower: the answer is 3.
+    let pts = vec![
+        (1, runs(2.0, 0.01)),
+        (2, runs(1.10, 0.005)),
+        (3, runs(1.0, 0.005)),
+        (4, runs(1.01, 0.005)),
+    ];
+    let b = best_concurrency(&pts, false).unwrap();
+    assert_eq!(b.n, 3);
+    assert_eq!(b.verdict(2).unwrap().standing, Standing::Slower);
+    assert!(best_concurrency(&[], false).is_none());
+}
+
+#[test]
+fn the_answer_does_not_wander_along_the_plateau() {
+    // A plateau from N = 3 on (within 2%), N = 2 12% slower, N = 1 twice: whichever plateau
+    // N happens to be fastest, and however the noise falls, the answer is 3.
+    for (seed, fastest) in [(1u64, 3usize), (2, 4), (3, 8), (4, 64)] {
+        let jitter = |k: u64| 1.0 + ((seed * 31 + k * 17) % 7) as f64 * 0.002;
+        let mut pts: Vec<(usize, Vec<f64>)> = vec![
+            (1, runs(2.0 * jitter(1), 0.01)),
+            (2, runs(1.12 * jitter(2), 0.01)),
+        ];
+        for n in [3usize, 4, 8, 64] {
+            let base = if n == fastest { 1.0 } else { 1.015 };
+            pts.push((n, runs(base * jitter(n as u64), 0.01)));
+        }
+        let b = best_concurrency(&pts, false).unwrap();
+        assert_eq!(b.fastest_n, fastest);
+        assert_eq!(b.n, 3, "fastest {fastest}: {:?}", b.verdicts);
+    }
+}
+
+#[test]
+fn a_close_call_gets_more_runs_then_its_median_settles_it() {
+    // N = 2 is 5% slower with a wide spread: its interval straddles the margin.
+    let pts = vec![(2, runs(1.05, 0.04)), (3, runs(1.0, 0.04))];
+    let b = best_concurrency(&pts, false).unwrap();
+    assert_eq!(b.verdict(2).unwrap().standing, Standing::Close);
+    assert_eq!(b.close_calls(), vec![2]);
+    assert_eq!(b.n, 3);
+    let settled = best_concurrency(&pts, true).unwrap();
+    assert_eq!(settled.close_calls(), Vec::<usize>::new());
+    // The median ratio, 1.05, is within the margin (<= 1.05): on the plateau.
+    assert_eq!(settled.n, 2);
+}
+
+#[test]
+fn the_studys_curve_gives_the_studys_answer() {
+    let c = seeds::throttle_curve();
+    let pts: Vec<(usize, Vec<f64>)> =
+        c.x.iter()
+            .zip(&c.y)
+            .map(|(&x, &y)| (x as usize, runs(y, 0.005)))
+            .collect();
+    assert_eq!(best_concurrency(&pts, true).unwrap().n, 2);
+}
+
+#[test]
+fn pool_recommendation() {
+    assert_eq!(recommended_pool(4, None), 4);
+    assert_eq!(recommended_pool(4, Some(1.5)), 1);
+    assert_eq!(recommended_pool(4, Some(0.5)), 1);
+}
+
+#[test]
+fn both_runners_get_the_right_total() {
+    let per = 5_000;
+    let expect = closed_form_sum(WORKERS * per);
+    assert_eq!(run_kernel(Some(2), per).unwrap().total, expect);
+    assert_eq!(run_kernel(None, per).unwrap().total, expect);
+    assert_eq!(run_uthread(Some(1), per, 2).unwrap().total, expect);
+    assert_eq!(run_uthread(None, per, 2).unwrap().total, expect);
+}
