@@ -45,7 +45,8 @@ use crate::error::{Error, Result};
 use crate::experiments::{self, Experiment, Mode};
 use crate::measure::env;
 use crate::report::compare::{self, Run};
-use crate::report::{self, html, prom, table, Format};
+use crate::report::export::Context;
+use crate::report::{self, html, table, Format};
 use crate::results::{self, RunResults, Status};
 use crate::runner;
 
@@ -382,7 +383,11 @@ fn report_command(args: ReportArgs) -> Result<i32> {
     }
     report::check_writable(&out)?;
     let r = read_results(&args.results)?;
-    report::write_atomic(&out, &html::render(&r, &file_name(&args.results)))?;
+    let cx = Context {
+        source: &file_name(&args.results),
+        machine: None,
+    };
+    report::write_atomic(&out, &Format::HTML.render(&r, &cx)?)?;
     say_err!("wrote {}", out.display());
     Ok(0)
 }
@@ -435,8 +440,11 @@ fn compare_command(args: CompareArgs) -> Result<i32> {
 fn export_command(args: ExportArgs) -> Result<i32> {
     report::check_writable(&args.prom)?;
     let r = read_results(&args.results)?;
-    let machine = prom::machine_label(&r, args.machine.as_deref());
-    report::write_atomic(&args.prom, &prom::render(&r, &machine))?;
+    let cx = Context {
+        source: &file_name(&args.results),
+        machine: args.machine.as_deref(),
+    };
+    report::write_atomic(&args.prom, &Format::PROMETHEUS.render(&r, &cx)?)?;
     say_err!("wrote {}", args.prom.display());
     Ok(0)
 }
@@ -604,7 +612,6 @@ struct OutputArgs<'a> {
 struct Saving {
     outputs: Vec<(Format, PathBuf)>,
     checked: Vec<report::output::Output>,
-    html_out: Option<report::output::Output>,
     json_path: Option<PathBuf>,
 }
 
@@ -612,21 +619,21 @@ impl Saving {
     fn plan(a: OutputArgs) -> Result<Saving> {
         let mut outputs: Vec<(Format, PathBuf)> = Vec::new();
         match (a.json, a.no_save) {
-            (Some(p), _) => outputs.push((Format::Json, p.to_path_buf())),
-            (None, false) => outputs.push((Format::Json, PathBuf::from(a.default_json))),
+            (Some(p), _) => outputs.push((Format::JSON, p.to_path_buf())),
+            (None, false) => outputs.push((Format::JSON, PathBuf::from(a.default_json))),
             (None, true) => {}
         }
         if let Some(p) = a.csv {
-            outputs.push((Format::Csv, p.to_path_buf()));
+            outputs.push((Format::CSV, p.to_path_buf()));
         }
         if let Some(p) = a.markdown {
-            outputs.push((Format::Markdown, p.to_path_buf()));
+            outputs.push((Format::MARKDOWN, p.to_path_buf()));
         }
         // The report goes beside the results file unless named or not wanted; not beside a
         // device, FIFO or stream (`--json /dev/stdout` must not create /dev/stdout.html).
         let json_path = outputs
             .iter()
-            .find(|(f, _)| *f == Format::Json)
+            .find(|(f, _)| *f == Format::JSON)
             .map(|(_, p)| p.clone());
         let json_is_file = match &json_path {
             Some(j) => !report::output::check_one("--json", j)?.is_direct(),
@@ -637,19 +644,15 @@ impl Saving {
             (None, Some(j), false) if json_is_file => Some(report_path_for(j)),
             _ => None,
         };
-        let mut named: Vec<(&str, &std::path::Path)> = outputs
+        outputs.extend(html_path.map(|p| (Format::HTML, p)));
+        let named: Vec<(&str, &std::path::Path)> = outputs
             .iter()
             .map(|(f, p)| (f.flag(), p.as_path()))
             .collect();
-        if let Some(p) = &html_path {
-            named.push(("--html", p.as_path()));
-        }
-        let mut checked = report::output::check_all(&named)?;
-        let html_out = html_path.as_ref().and_then(|_| checked.pop());
+        let checked = report::output::check_all(&named)?;
         Ok(Saving {
             outputs,
             checked,
-            html_out,
             json_path,
         })
     }
@@ -657,32 +660,28 @@ impl Saving {
     /// The files a run writes, as the summary names them: the results file and the report
     /// last.
     fn files(&self) -> Vec<(&'static str, String)> {
-        let mut files: Vec<(&'static str, String)> = self
+        let mut files: Vec<(Format, &'static str, String)> = self
             .outputs
             .iter()
-            .filter(|(f, _)| *f != Format::Json)
-            .map(|(f, p)| (f.flag().trim_start_matches('-'), p.display().to_string()))
+            .zip(&self.checked)
+            .map(|((f, _), out)| (*f, f.label(), out.given.display().to_string()))
             .collect();
-        if let Some(p) = &self.json_path {
-            files.push(("results", p.display().to_string()));
-        }
-        if let Some(out) = &self.html_out {
-            files.push(("report", out.given.display().to_string()));
-        }
-        files
+        let last = |f: Format| [Format::JSON, Format::HTML].iter().position(|l| *l == f);
+        files.sort_by_key(|(f, _, _)| last(*f)); // stable: None first, then JSON, then HTML
+        files.into_iter().map(|(_, l, p)| (l, p)).collect()
     }
 
     fn save(&self, results: &RunResults) -> Result<()> {
+        let source = self
+            .json_path
+            .as_deref()
+            .map_or_else(|| "a run that was not saved".to_string(), file_name);
+        let cx = Context {
+            source: &source,
+            machine: None,
+        };
         for ((format, _), out) in self.outputs.iter().zip(&self.checked) {
-            out.write(format.render(results)?.as_bytes())?;
-            say_err!("wrote {}", out.given.display());
-        }
-        if let Some(out) = &self.html_out {
-            let source = self
-                .json_path
-                .as_deref()
-                .map_or_else(|| "a run that was not saved".to_string(), file_name);
-            out.write(html::render(results, &source).as_bytes())?;
+            out.write(format.render(results, &cx)?.as_bytes())?;
             say_err!("wrote {}", out.given.display());
         }
         Ok(())

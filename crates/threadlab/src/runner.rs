@@ -368,22 +368,9 @@ fn run_once(
 fn empty_result(exp: &dyn Experiment) -> ExperimentResult {
     let info = exp.info();
     ExperimentResult {
-        name: info.name.to_string(),
         study: info.study.citation.to_string(),
         study_label: info.study.label.to_string(),
-        status: Status::Ok,
-        reason: None,
-        wall_s: 0.0,
-        metrics: Vec::new(),
-        series: Vec::new(),
-        skipped_metrics: Vec::new(),
-        tables: Vec::new(),
-        conclusion: None,
-        attempts: Vec::new(),
-        headline: vec![],
-        verdict: None,
-        drift_note: None,
-        host: None,
+        ..ExperimentResult::new(info.name, Status::Ok)
     }
 }
 
@@ -615,11 +602,6 @@ mod tests {
 
     fn result_with(median: f64) -> ExperimentResult {
         ExperimentResult {
-            name: "x".into(),
-            study: "s".into(),
-            study_label: "l".into(),
-            status: Status::Ok,
-            reason: None,
             wall_s: 1.0,
             metrics: vec![Metric::from_values(
                 "x.a",
@@ -630,15 +612,8 @@ mod tests {
                 "n",
             )
             .unwrap()],
-            series: vec![],
-            skipped_metrics: vec![],
-            tables: vec![],
             conclusion: Some("c".into()),
-            attempts: vec![],
-            headline: vec![],
-            verdict: None,
-            drift_note: None,
-            host: None,
+            ..ExperimentResult::new("x", Status::Ok)
         }
     }
 

@@ -68,6 +68,13 @@ pub fn quote(field: &str) -> String {
     }
 }
 
+/// The `--csv` output.
+pub const EXPORTER: crate::report::export::Plain = crate::report::export::Plain {
+    flag: "--csv",
+    label: "csv",
+    render,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,26 +6,14 @@
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, ContentArrangement, Table};
 
-use crate::report::env::one_line;
-use crate::report::table::wrap;
+use crate::report::table::{heading, warning_lines, wrap};
+use crate::results::ids::doctor;
 use crate::results::{ExperimentResult, RunResults, Status};
 
 /// The whole doctor report for a terminal `width` columns wide.
 pub fn render(r: &RunResults, width: usize) -> String {
-    let mut out = wrap(
-        &format!(
-            "threadlab doctor {} · {} · {}",
-            r.threadlab_version,
-            r.mode,
-            one_line(&r.environment)
-        ),
-        width,
-        "",
-        "  ",
-    );
-    for w in &r.warnings {
-        out.push_str(&wrap(&format!("warning: {}", w.text), width, "  ", "    "));
-    }
+    let mut out = heading("threadlab doctor", r, &r.mode, width);
+    out.push_str(&warning_lines(r, width));
     let Some(e) = r.experiments.iter().find(|e| e.name == "doctor") else {
         out.push_str("\nNo doctor results in this file.\n");
         return out;
@@ -45,12 +33,12 @@ pub fn render(r: &RunResults, width: usize) -> String {
     out.push_str(&facts(e, width));
     out.push_str(&knobs(e, width));
     out.push_str(&apply(e, width));
-    for t in e.tables.iter().filter(|t| t.id.ends_with("_split")) {
+    for t in e.tables.iter().filter(|t| doctor::is_split_table(&t.id)) {
         out.push_str(&format!("\n{}\n", t.title));
         out.push_str(&grid(&t.header, &t.rows, width));
         out.push_str(&wrap(&t.note, width, "  ", "  "));
     }
-    if let Some(t) = e.tables.iter().find(|t| t.id == "doctor.restored") {
+    if let Some(t) = table_of(e, doctor::RESTORED) {
         out.push_str(&format!("\n{}\n", t.title));
         out.push_str(&grid(&t.header, &t.rows, width));
     }
@@ -61,12 +49,17 @@ pub fn render(r: &RunResults, width: usize) -> String {
     out
 }
 
-fn table_of<'a>(e: &'a ExperimentResult, id: &str) -> Option<&'a crate::results::Table> {
+/// The doctor's table `name` (`doctor::FACTS`, ...).
+pub(crate) fn table_of<'a>(
+    e: &'a ExperimentResult,
+    name: &str,
+) -> Option<&'a crate::results::Table> {
+    let id = doctor::table(name);
     e.tables.iter().find(|t| t.id == id)
 }
 
 fn facts(e: &ExperimentResult, width: usize) -> String {
-    let Some(t) = table_of(e, "doctor.facts") else {
+    let Some(t) = table_of(e, doctor::FACTS) else {
         return String::new();
     };
     let mut out = format!("\n{}\n", t.title);
@@ -83,7 +76,7 @@ fn facts(e: &ExperimentResult, width: usize) -> String {
 }
 
 fn knobs(e: &ExperimentResult, width: usize) -> String {
-    let Some(t) = table_of(e, "doctor.knobs") else {
+    let Some(t) = table_of(e, doctor::KNOBS) else {
         return String::new();
     };
     let mut out = format!("\n{}\n", t.title);
@@ -100,7 +93,7 @@ fn knobs(e: &ExperimentResult, width: usize) -> String {
 }
 
 fn apply(e: &ExperimentResult, width: usize) -> String {
-    let Some(t) = table_of(e, "doctor.apply") else {
+    let Some(t) = table_of(e, doctor::APPLY) else {
         return String::new();
     };
     let mut out = String::from("\nHow to apply each setting\n");
@@ -224,36 +217,14 @@ mod tests {
             "not tried here: no SMT here".into(),
         ]);
         let e = ExperimentResult {
-            name: "doctor".into(),
-            study: "s".into(),
-            study_label: "l".into(),
-            status: Status::Ok,
-            reason: None,
             wall_s: 1.0,
-            metrics: vec![],
-            series: vec![],
-            skipped_metrics: vec![],
             tables: vec![facts, knobs, apply],
             conclusion: Some("Hold the limit.".into()),
-            attempts: vec![],
-            headline: vec![],
-            verdict: None,
-            drift_note: None,
-            host: None,
+            ..ExperimentResult::new("doctor", Status::Ok)
         };
         RunResults {
-            schema_version: crate::results::SCHEMA_VERSION,
             threadlab_version: "0".into(),
-            started_at: String::new(),
-            finished_at: String::new(),
-            mode: "full".into(),
-            interrupted_by: None,
-            repeat: 1,
-            drift_threshold_pct: 0.0,
-            environment: Default::default(),
-            warnings: vec![],
-            experiments: vec![e],
-            advice: vec![],
+            ..RunResults::new("full", vec![e])
         }
     }
 

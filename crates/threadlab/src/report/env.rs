@@ -48,7 +48,19 @@ pub fn one_line(env: &Environment) -> String {
 }
 
 /// One row per field, in the order of the JSON object.
-fn rows(env: &Environment) -> Vec<(&'static str, String)> {
+fn rows(env: &Environment) -> Vec<Row> {
+    let mut rows = machine_rows(env);
+    rows.extend(scheduler_rows(env));
+    rows.extend(system_rows(env));
+    rows.extend(reference_rows(env));
+    rows
+}
+
+/// A field name and its text.
+type Row = (&'static str, String);
+
+/// The CPU, the kernel, the hypervisor and the idle path: what the machine is.
+fn machine_rows(env: &Environment) -> Vec<Row> {
     let cpus_allowed = if env.allowed_cpus.is_empty() {
         UNKNOWN.to_string()
     } else {
@@ -111,6 +123,12 @@ fn rows(env: &Environment) -> Vec<(&'static str, String)> {
         ),
         ("llc_shared_cpu_lists", list(&env.llc_shared_cpu_lists)),
         ("llc_description", opt(&env.llc_description)),
+    ]
+}
+
+/// Timer, mitigations, frequency, load and resource limits: what a run competes with.
+fn scheduler_rows(env: &Environment) -> Vec<Row> {
+    vec![
         ("kernel_hz", opt(&env.kernel_hz)),
         (
             "nohz_full_cpus",
@@ -170,6 +188,12 @@ fn rows(env: &Environment) -> Vec<(&'static str, String)> {
                 (false, None) => "no".to_string(),
             },
         ),
+    ]
+}
+
+/// Scheduler, kernel and network settings, build and memory.
+fn system_rows(env: &Environment) -> Vec<Row> {
+    vec![
         ("sched_rt_runtime_us", opt(&env.sched_rt_runtime_us)),
         ("sched_rt_period_us", opt(&env.sched_rt_period_us)),
         (
@@ -242,6 +266,12 @@ fn rows(env: &Environment) -> Vec<(&'static str, String)> {
             "transparent_hugepages_defrag",
             opt(&env.transparent_hugepages_defrag),
         ),
+    ]
+}
+
+/// The clocks and the reference loops measured at the start and end of the run.
+fn reference_rows(env: &Environment) -> Vec<Row> {
+    vec![
         ("perf_event_paranoid", opt(&env.perf_event_paranoid)),
         (
             "timer_resolution_ns",

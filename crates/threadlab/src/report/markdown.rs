@@ -119,3 +119,10 @@ pub fn render(r: &RunResults) -> String {
     }
     out
 }
+
+/// The `--markdown` output.
+pub const EXPORTER: crate::report::export::Plain = crate::report::export::Plain {
+    flag: "--markdown",
+    label: "markdown",
+    render,
+};

@@ -1,11 +1,13 @@
-//! Output: the terminal table, and the JSON, CSV, Markdown and HTML files; the comparison of
-//! runs and the Prometheus export. Exporters read only `RunResults`; none of them runs anything.
+//! Output: the terminal table, and the JSON, CSV, Markdown, HTML and Prometheus files (one
+//! `export::Exporter` each); the comparison of runs. Exporters read only `RunResults`; none of
+//! them runs anything.
 
 pub mod advice;
 pub mod compare;
 pub mod csv;
 pub mod doctor;
 pub mod env;
+pub mod export;
 pub mod html;
 pub mod markdown;
 pub mod output;
@@ -16,44 +18,14 @@ pub mod table;
 pub mod terminal;
 pub mod warnings;
 
+pub use export::Format;
+
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::measure::env::Environment;
 use crate::measure::units::Unit;
-use crate::results::{ExperimentResult, Metric, RunResults};
-
-/// An output format of `threadlab run`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Json,
-    Csv,
-    Markdown,
-}
-
-impl Format {
-    /// The option that names this output, for messages.
-    pub fn flag(self) -> &'static str {
-        match self {
-            Format::Json => "--json",
-            Format::Csv => "--csv",
-            Format::Markdown => "--markdown",
-        }
-    }
-
-    pub fn render(self, r: &RunResults) -> Result<String> {
-        match self {
-            Format::Json => serde_json::to_string_pretty(r)
-                .map(|mut s| {
-                    s.push('\n');
-                    s
-                })
-                .map_err(|e| Error::Fail(format!("cannot encode results as JSON: {e}"))),
-            Format::Csv => Ok(csv::render(r)),
-            Format::Markdown => Ok(markdown::render(r)),
-        }
-    }
-}
+use crate::results::{ExperimentResult, Metric};
 
 /// A tick label: short, no float dust ("0.5", "20", "5k", "2M").
 pub fn fmt_tick(v: f64) -> String {
@@ -213,6 +185,7 @@ pub fn short_note(note: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn values_keep_about_four_digits() {

@@ -267,6 +267,28 @@ pub fn render(r: &RunResults, machine: &str) -> String {
     out
 }
 
+/// The `--prom` output: the machine label is the one given, else the host name the run
+/// recorded.
+pub struct Prometheus;
+
+impl crate::report::export::Exporter for Prometheus {
+    fn flag(&self) -> &'static str {
+        "--prom"
+    }
+
+    fn label(&self) -> &'static str {
+        "prometheus"
+    }
+
+    fn render(
+        &self,
+        r: &RunResults,
+        cx: &crate::report::export::Context,
+    ) -> crate::error::Result<String> {
+        Ok(render(r, &machine_label(r, cx.machine)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,6 @@
 //! that change how far the figures can be trusted; and last the files written. Everything else
 //! is in the results file, printed again by `threadlab show FILE --detail`.
 
-use crate::report::env::one_line;
 use crate::report::table::wrap;
 use crate::report::{fmt_attempts, fmt_now, fmt_spread, fmt_then};
 use crate::results::{ExperimentResult, RunResults, Status};
@@ -44,22 +43,7 @@ pub fn render(r: &RunResults, width: usize, only: &[String], files: Files) -> St
 
 /// The run in one line, wrapped: version, suite, machine.
 pub fn header(r: &RunResults, width: usize) -> String {
-    wrap(
-        &format!(
-            "threadlab {} · {} suite{} · {}",
-            r.threadlab_version,
-            r.mode,
-            if r.repeat > 1 {
-                format!(" × {} runs", r.repeat)
-            } else {
-                String::new()
-            },
-            one_line(&r.environment)
-        ),
-        width,
-        "",
-        "  ",
-    )
+    crate::report::table::heading("threadlab", r, &crate::report::table::suite(r), width)
 }
 
 fn experiment(e: &ExperimentResult, width: usize) -> String {

@@ -24,28 +24,41 @@ pub struct Style {
 /// Below this many columns of note, the note moves below the table.
 const MIN_NOTE: usize = 24;
 
-pub fn render(r: &RunResults, style: &Style) -> String {
-    let width = style.width.unwrap_or(160) as usize;
-    let mut out = String::new();
-    out.push_str(&wrap(
+/// A page's first line, wrapped: `<title> <version> · <what ran> · <machine>`.
+pub fn heading(title: &str, r: &RunResults, what: &str, width: usize) -> String {
+    wrap(
         &format!(
-            "threadlab {} · {} suite{} · {}",
+            "{title} {} · {what} · {}",
             r.threadlab_version,
-            r.mode,
-            if r.repeat > 1 {
-                format!(" × {} runs", r.repeat)
-            } else {
-                String::new()
-            },
             one_line(&r.environment)
         ),
         width,
         "",
         "  ",
-    ));
-    for w in &r.warnings {
-        out.push_str(&wrap(&format!("warning: {}", w.text), width, "  ", "    "));
+    )
+}
+
+/// What ran: the suite, with the number of runs when repeated.
+pub fn suite(r: &RunResults) -> String {
+    if r.repeat > 1 {
+        format!("{} suite × {} runs", r.mode, r.repeat)
+    } else {
+        format!("{} suite", r.mode)
     }
+}
+
+/// The run's warnings, one wrapped line each.
+pub fn warning_lines(r: &RunResults, width: usize) -> String {
+    r.warnings
+        .iter()
+        .map(|w| wrap(&format!("warning: {}", w.text), width, "  ", "    "))
+        .collect()
+}
+
+pub fn render(r: &RunResults, style: &Style) -> String {
+    let width = style.width.unwrap_or(160) as usize;
+    let mut out = heading("threadlab", r, &suite(r), width);
+    out.push_str(&warning_lines(r, width));
     let mut legend_shown = false;
     for e in &r.experiments {
         out.push('\n');
@@ -455,24 +468,13 @@ mod tests {
         let mut t = crate::results::Table::new("x.t", "A table", &["a", "b"]);
         t.row(vec!["one".into(), "1.0".into()]);
         ExperimentResult {
-            name: "switch".into(),
-            study: "s".into(),
-            study_label: "l".into(),
-            status: Status::Ok,
-            reason: None,
             wall_s: 1.0,
             metrics: vec![m],
-            series: vec![],
-            skipped_metrics: vec![],
             tables: vec![t],
             conclusion: Some(
                 "A conclusion long enough to wrap at a narrow width, in prose.".into(),
             ),
-            attempts: vec![],
-            headline: vec![],
-            verdict: None,
-            drift_note: None,
-            host: None,
+            ..ExperimentResult::new("switch", crate::results::Status::Ok)
         }
     }
 
@@ -518,51 +520,34 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("cross_cpu(0,1) ·"), "{text}");
-        let wide = experiment(
-            &sample(),
-            &Style {
-                color: false,
-                width: None,
-            },
-            200,
-            &mut false,
-        );
+        let wide = at_200(&sample());
         assert!(wide.lines().any(|l| l.contains("note")), "{wide}");
     }
 
     #[test]
     fn two_modes_are_shown_with_their_shares() {
-        let text = experiment(
-            &sample(),
-            &Style {
-                color: false,
-                width: None,
-            },
-            200,
-            &mut false,
-        );
+        let text = at_200(&sample());
         assert!(text.contains("(67%) |"), "{text}");
         assert!(text.contains("bimodal"), "{text}");
     }
 
+    /// An experiment's table at 200 columns, without colour.
+    fn at_200(e: &ExperimentResult) -> String {
+        let style = Style {
+            color: false,
+            width: None,
+        };
+        experiment(e, &style, 200, &mut false)
+    }
+
     /// A server-like table: long design names, figures with units, flags.
     fn designs_table() -> crate::results::Table {
+        const HEADER: &str =
+            "design,p50,p99,p99.9,CPU/req,switches/req,KiB/conn,threads,peak/s,block p99,flags";
         let mut t = crate::results::Table::new(
             "server.designs",
             "each design at the open-loop point",
-            &[
-                "design",
-                "p50",
-                "p99",
-                "p99.9",
-                "CPU/req",
-                "switches/req",
-                "KiB/conn",
-                "threads",
-                "peak/s",
-                "block p99",
-                "flags",
-            ],
+            &HEADER.split(',').collect::<Vec<_>>(),
         );
         for d in [
             "thread_per_client",
@@ -591,24 +576,12 @@ mod tests {
     fn wide_tables_shorten_designs_once_and_never_cut_a_figure_or_flag() {
         for width in [60usize, 100, 200] {
             let mut legend = false;
-            let first = data_table(
-                &designs_table(),
-                &Style {
-                    color: false,
-                    width: None,
-                },
-                width,
-                &mut legend,
-            );
-            let second = data_table(
-                &designs_table(),
-                &Style {
-                    color: false,
-                    width: None,
-                },
-                width,
-                &mut legend,
-            );
+            let style = Style {
+                color: false,
+                width: None,
+            };
+            let first = data_table(&designs_table(), &style, width, &mut legend);
+            let second = data_table(&designs_table(), &style, width, &mut legend);
             let both = format!("{first}{second}");
             assert!(!both.contains('…'), "{width}: something cut:\n{both}");
             for figure in ["39.8 us", "141.30 ms", "98250", "1.17 ms"] {

@@ -4,6 +4,9 @@
 //! written down once (docs/results-schema.md lists every id; a test checks the families here
 //! against it).
 
+mod studies;
+pub use studies::{coop, create, latency, preempt, priority, shm, switch, sync, throttle};
+
 /// The segment a ratio's second term follows: `<a>.vs_<b>` is a over b, round by round.
 const VS: &str = "vs_";
 
@@ -68,9 +71,14 @@ pub fn parse_ratio(id: &str) -> Option<(&str, &str)> {
     Some((&id[..at], &id[at + 1 + VS.len()..]))
 }
 
+/// A figure in a placement: `<what>.<placement>` (`UNPINNED`, `SAME_CPU`, `CROSS_CPU`).
+pub fn placed(what: &str, placement: &str) -> String {
+    format!("{what}.{placement}")
+}
+
 /// The default-placement twin of a figure: `<what>.unpinned`.
 pub fn unpinned(what: &str) -> String {
-    format!("{what}.{UNPINNED}")
+    placed(what, UNPINNED)
 }
 
 /// The ratio of a figure in the default placement over the same figure pinned:
@@ -83,11 +91,15 @@ pub fn unpinned_vs_pinned(what: &str) -> String {
 pub const UNPINNED: &str = "unpinned";
 /// The ratio term of a default-placement figure's pinned twin.
 pub const PINNED: &str = "pinned";
+/// Both parties pinned to one CPU.
+pub const SAME_CPU: &str = "same_cpu";
+/// The parties pinned to two CPUs.
+pub const CROSS_CPU: &str = "cross_cpu";
 
 /// The server experiment's ids: `server.<design>.<statistic>`, the generator's own figures
 /// under `server.generator`, the study's ratios and series.
 pub mod server {
-    use super::{last, ratio, segments};
+    use super::{last, ratio, segments, SAME_CPU};
 
     /// The experiment's name, the first segment of its ids.
     pub const EXPERIMENT: &str = "server";
@@ -98,8 +110,6 @@ pub mod server {
     pub const FORK_PER_CLIENT: &str = "fork_per_client";
     /// The short name the study's fork/thread ratio uses for thread_per_client.
     const THREAD_SHORT: &str = "thread";
-    /// A figure taken with client and server on one CPU.
-    const SAME_CPU: &str = "same_cpu";
 
     /// Defines each statistic as a constant, and `ALL` listing them for the schema test.
     macro_rules! statistics {
@@ -250,13 +260,15 @@ pub mod server {
         pub fn with(&self, statistic: &str) -> String {
             id(
                 self.design,
-                &format!(
-                    "{}{}.{statistic}",
-                    kind(self.same_cpu, self.long),
-                    self.size
-                ),
+                &connection(self.same_cpu, self.long, self.size, statistic),
             )
         }
+    }
+
+    /// The statistic part of a connection figure: `[same_cpu.]<short|long>.<size>.<statistic>`,
+    /// for `id` or a design's metric.
+    pub fn connection(same_cpu: bool, long: bool, size: &str, statistic: &str) -> String {
+        format!("{}{size}.{statistic}", kind(same_cpu, long))
     }
 
     /// `[same_cpu.]<short|long>.`: the kind of connection.
@@ -417,6 +429,24 @@ pub mod doctor {
     pub const OFF: &str = "off";
     pub const ON: &str = "on";
     pub const EFFECT: &str = "effect";
+    /// The tables: facts about the machine, the knobs tried, how to apply each, what was
+    /// restored after.
+    pub const FACTS: &str = "facts";
+    pub const KNOBS: &str = "knobs";
+    pub const APPLY: &str = "apply";
+    pub const RESTORED: &str = "restored";
+    /// The last part of an attribution table's name (`doctor.wakeup_split`).
+    const SPLIT: &str = "_split";
+
+    /// `doctor.<table>`.
+    pub fn table(name: &str) -> String {
+        format!("{EXPERIMENT}.{name}")
+    }
+
+    /// Whether `id` is an attribution table: where a figure's time went, step by step.
+    pub fn is_split_table(id: &str) -> bool {
+        id.ends_with(SPLIT)
+    }
 
     /// `doctor.<knob>.<figure>`: the stem the off, on and effect ids share.
     pub fn figure(knob: &str, figure: &str) -> String {
@@ -547,6 +577,41 @@ mod tests {
                 missing.push(c.id());
             }
         }
+        assert!(
+            missing.is_empty(),
+            "add these ids to docs/results-schema.md: {missing:?}"
+        );
+    }
+
+    /// Every id the studies' builders make, and the doctor's tables, are in
+    /// docs/results-schema.md.
+    #[test]
+    fn the_schema_doc_lists_every_study_id() {
+        let doc =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results-schema.md");
+        let text = std::fs::read_to_string(doc).expect("docs/results-schema.md exists");
+        let missing: Vec<String> = studies::all()
+            .into_iter()
+            .chain(
+                [
+                    doctor::FACTS,
+                    doctor::KNOBS,
+                    doctor::APPLY,
+                    doctor::RESTORED,
+                ]
+                .iter()
+                .map(|t| doctor::table(t)),
+            )
+            .chain([
+                server::id(
+                    "<design>",
+                    &server::connection(false, false, "<size>", stat::MEAN),
+                ),
+                fairness::id("<lock>", "<T>", fairness::JAIN),
+                ordering::relaxed_rate("<test>", "<ordering>"),
+            ])
+            .filter(|id| !text.contains(&format!("`{id}`")))
+            .collect();
         assert!(
             missing.is_empty(),
             "add these ids to docs/results-schema.md: {missing:?}"

@@ -13,6 +13,11 @@ use std::fmt::Write;
 
 use crate::report::server_facts as server;
 use crate::report::{fmt_value, fmt_with_unit};
+use crate::results::flag::Flag;
+use crate::results::ids::server::{self as sid, stat};
+use crate::results::ids::{
+    self, coop, create, fairness, latency, preempt, priority, switch, sync, throttle, unpinned,
+};
 use crate::results::{Advice, ExperimentResult, RunResults, Status};
 
 /// Fills what a results file carries beside its metrics: each experiment's headline and
@@ -79,13 +84,13 @@ fn with_unit(e: &ExperimentResult, id: &str) -> Option<String> {
 }
 
 /// Those of `ids` that `e` has: what an answer that quotes each figure when present quoted.
-fn present(e: Option<&ExperimentResult>, ids: &[&str]) -> Vec<String> {
+fn present(e: Option<&ExperimentResult>, ids: &[String]) -> Vec<String> {
     let Some(e) = e else {
         return Vec::new();
     };
     ids.iter()
         .filter(|id| e.metric(id).is_some())
-        .map(|id| id.to_string())
+        .cloned()
         .collect()
 }
 
@@ -115,11 +120,11 @@ fn not_measured(topic: &'static str, run: &str) -> Answer {
 
 fn pool_size(r: &RunResults) -> Answer {
     let topic = "Pool size";
-    let Some(e) = experiment(r, "throttle") else {
-        return not_measured(topic, "throttle");
+    let Some(e) = experiment(r, throttle::EXPERIMENT) else {
+        return not_measured(topic, throttle::EXPERIMENT);
     };
     let mut text = String::new();
-    if let Some(pool) = median(e, "throttle.recommended_pool") {
+    if let Some(pool) = median(e, &throttle::id(throttle::RECOMMENDED_POOL)) {
         let _ = write!(
             text,
             "Size a pool of CPU-bound workers to {pool:.0} threads where the kernel places them \
@@ -127,12 +132,12 @@ fn pool_size(r: &RunResults) -> Answer {
              rule)."
         );
     }
-    if let Some(best) = median(e, "throttle.best_concurrency") {
+    if let Some(best) = median(e, &throttle::id(throttle::BEST_CONCURRENCY)) {
         let _ = write!(
             text,
             " The plateau of N admitted at once started at {best:.0}"
         );
-        if let Some(p) = median(e, "throttle.penalty_pct") {
+        if let Some(p) = median(e, &throttle::id(throttle::PENALTY_PCT)) {
             let _ = write!(
                 text,
                 "; running all 64 workers at once took {p:+.1}% against it"
@@ -140,14 +145,17 @@ fn pool_size(r: &RunResults) -> Answer {
         }
         text.push_str(" (the study: best at its 2 physical cores, +21.8% unthrottled).");
     }
-    if let Some(g) = median(e, "throttle.uthread.best_concurrency") {
+    if let Some(g) = median(
+        e,
+        &throttle::of(throttle::UTHREAD, throttle::BEST_CONCURRENCY),
+    ) {
         let _ = write!(
             text,
             " Pinned one per CPU (uthread's carriers) it started at {g:.0}."
         );
     }
     if text.is_empty() {
-        return not_measured(topic, "throttle");
+        return not_measured(topic, throttle::EXPERIMENT);
     }
     Answer {
         topic,
@@ -155,10 +163,10 @@ fn pool_size(r: &RunResults) -> Answer {
         rests_on: present(
             Some(e),
             &[
-                "throttle.recommended_pool",
-                "throttle.best_concurrency",
-                "throttle.penalty_pct",
-                "throttle.uthread.best_concurrency",
+                throttle::id(throttle::RECOMMENDED_POOL),
+                throttle::id(throttle::BEST_CONCURRENCY),
+                throttle::id(throttle::PENALTY_PCT),
+                throttle::of(throttle::UTHREAD, throttle::BEST_CONCURRENCY),
             ],
         ),
         condition: None,
@@ -176,24 +184,23 @@ struct LockFigure {
 /// The lock with the highest and the fairest median at T threads.
 fn lock(r: &RunResults) -> Answer {
     let topic = "Lock";
-    let Some(e) = experiment(r, "fairness") else {
-        return not_measured(topic, "fairness");
+    let Some(e) = experiment(r, fairness::EXPERIMENT) else {
+        return not_measured(topic, fairness::EXPERIMENT);
     };
     // fairness.<lock>.t<T>.throughput, grouped by T.
     let mut by_t: Vec<(usize, Vec<LockFigure>)> = Vec::new();
     for m in &e.metrics {
-        let p: Vec<&str> = m.id.split('.').collect();
-        if p.len() != 4 || p[3] != "throughput" {
+        let Some((lock, threads, fairness::THROUGHPUT)) = fairness::parse(&m.id) else {
             continue;
-        }
-        let Ok(t) = p[2].trim_start_matches('t').parse::<usize>() else {
+        };
+        let Ok(t) = threads.parse::<usize>() else {
             continue;
         };
         let figure = LockFigure {
             id: m.id.clone(),
-            lock: p[1].to_string(),
+            lock: lock.to_string(),
             throughput: m.median,
-            jain: median(e, &format!("fairness.{}.{}.jain", p[1], p[2])),
+            jain: median(e, &fairness::id(lock, threads, fairness::JAIN)),
         };
         match by_t.iter_mut().find(|x| x.0 == t) {
             Some(x) => x.1.push(figure),
@@ -202,7 +209,7 @@ fn lock(r: &RunResults) -> Answer {
     }
     by_t.sort_by_key(|x| x.0);
     if by_t.is_empty() {
-        return not_measured(topic, "fairness");
+        return not_measured(topic, fairness::EXPERIMENT);
     }
     let cpus = r.environment.allowed_cpus.len().max(1);
     let mut parts = Vec::new();
@@ -217,7 +224,7 @@ fn lock(r: &RunResults) -> Answer {
             .max_by(|a, b| a.jain.unwrap_or(0.0).total_cmp(&b.jain.unwrap_or(0.0)));
         if let (Some(f), Some(j)) = (fastest, fairest) {
             ids.push(f.id.clone());
-            ids.push(format!("fairness.{}.t{t}.jain", j.lock));
+            ids.push(fairness::id(&j.lock, t, fairness::JAIN));
             parts.push(format!(
                 "with {t} threads on {cpus} CPU{}, the fastest was {} ({}), the fairest {} (Jain {:.3})",
                 if cpus == 1 { "" } else { "s" },
@@ -232,7 +239,9 @@ fn lock(r: &RunResults) -> Answer {
         "For throughput take a barging lock, for turn-taking a FIFO one; here {}.",
         parts.join("; ")
     );
-    if let Some(s) = experiment(r, "sync").and_then(|s| with_unit(s, "sync.mutex")) {
+    if let Some(s) =
+        experiment(r, sync::EXPERIMENT).and_then(|s| with_unit(s, &sync::id(sync::MUTEX)))
+    {
         let _ = write!(
             text,
             " Uncontended, a pthread mutex pair costs {s}: locking is cheap until threads meet."
@@ -243,7 +252,10 @@ fn lock(r: &RunResults) -> Answer {
         text,
         rests_on: ids
             .into_iter()
-            .chain(present(experiment(r, "sync"), &["sync.mutex"]))
+            .chain(present(
+                experiment(r, sync::EXPERIMENT),
+                &[sync::id(sync::MUTEX)],
+            ))
             .collect(),
         condition: None,
     }
@@ -262,7 +274,7 @@ fn fmt_rate(per_s: f64) -> String {
 
 fn server_design(r: &RunResults) -> Answer {
     let topic = "Server design";
-    if let Some(e) = experiment(r, "server") {
+    if let Some(e) = experiment(r, sid::EXPERIMENT) {
         if let Some(a) = server_answer(e) {
             return a;
         }
@@ -278,26 +290,27 @@ fn server_design(r: &RunResults) -> Answer {
             condition: None,
         };
     }
-    let Some(c) = experiment(r, "create") else {
-        return not_measured(topic, "server");
+    let Some(c) = experiment(r, create::EXPERIMENT) else {
+        return not_measured(topic, sid::EXPERIMENT);
     };
+    let (thread, fork) = (create::id(create::THREAD), create::id(create::FORK));
+    let fork_vs_thread = ids::ratio(&fork, create::THREAD);
     // What a program gets: the kernel places the new thread or child, unless the file
     // predates the default-placement rows.
-    let (Some(thread), Some(fork)) = (
-        with_unit(c, "create.thread.unpinned").or_else(|| with_unit(c, "create.thread")),
-        with_unit(c, "create.process.fork.unpinned")
-            .or_else(|| with_unit(c, "create.process.fork")),
+    let (Some(thread_cost), Some(fork_cost)) = (
+        with_unit(c, &unpinned(&thread)).or_else(|| with_unit(c, &thread)),
+        with_unit(c, &unpinned(&fork)).or_else(|| with_unit(c, &fork)),
     ) else {
-        return not_measured(topic, "server");
+        return not_measured(topic, sid::EXPERIMENT);
     };
-    let ratio = median(c, "create.process.fork.vs_thread")
+    let ratio = median(c, &fork_vs_thread)
         .map(|x| format!(" ({}x)", crate::measure::units::fmt_fixed(x, 0)))
         .unwrap_or_default();
     Answer {
         topic,
         text: format!(
             "No server experiment in this file. What the start-up costs say: a thread per \
-             connection costs {thread} to start, a process per connection {fork}{ratio}; a pool \
+             connection costs {thread_cost} to start, a process per connection {fork_cost}{ratio}; a pool \
              pays neither per request. The 1999 study found thread-per-client only ~15% faster \
              than fork-per-client for short connections (4.0 vs 4.7 ms for 1 KB) and no \
              difference for long ones, where the network dominates."
@@ -305,11 +318,11 @@ fn server_design(r: &RunResults) -> Answer {
         rests_on: present(
             Some(c),
             &[
-                "create.thread.unpinned",
-                "create.thread",
-                "create.process.fork.unpinned",
-                "create.process.fork",
-                "create.process.fork.vs_thread",
+                unpinned(&thread),
+                thread.clone(),
+                unpinned(&fork),
+                fork.clone(),
+                fork_vs_thread.clone(),
             ],
         ),
         condition: Some("no server experiment in the file: start-up costs only".into()),
@@ -318,20 +331,25 @@ fn server_design(r: &RunResults) -> Answer {
 
 fn priority(r: &RunResults) -> Answer {
     let topic = "Priority";
-    let p = experiment(r, "priority");
-    let l = experiment(r, "latency");
+    let p = experiment(r, priority::EXPERIMENT);
+    let l = experiment(r, latency::EXPERIMENT);
+    let (share5, share10) = (priority::share(0, 5), priority::share(0, 10));
+    let (gap, rt_gap) = (
+        latency::longest_gap(latency::ANNOYING),
+        latency::rt_longest_gap(latency::ANNOYING),
+    );
     if p.is_none() && l.is_none() {
         return not_measured(topic, "priority latency");
     }
     let mut text = String::new();
     if let Some(p) = p {
-        if let Some(s) = median(p, "priority.share.0_vs_5") {
+        if let Some(s) = median(p, &share5) {
             let _ = write!(
                 text,
                 "Nice is a gentle weight here: beside a nice-5 thread a nice-0 thread got {s:.1}% \
                  of a CPU"
             );
-            if let Some(s10) = median(p, "priority.share.0_vs_10") {
+            if let Some(s10) = median(p, &share10) {
                 let _ = write!(text, ", beside nice 10 {s10:.1}%");
             }
             text.push_str(
@@ -341,8 +359,8 @@ fn priority(r: &RunResults) -> Answer {
         }
     }
     if let Some(l) = l {
-        let normal = with_unit(l, "latency.annoying.longest_gap");
-        let rt = with_unit(l, "latency.rt.annoying.longest_gap");
+        let normal = with_unit(l, &gap);
+        let rt = with_unit(l, &rt_gap);
         match (normal, rt) {
             (Some(n), Some(rt)) => {
                 let _ = write!(
@@ -356,7 +374,7 @@ fn priority(r: &RunResults) -> Answer {
                 let why = l
                     .skipped_metrics
                     .iter()
-                    .find(|s| s.id.starts_with("latency.rt."))
+                    .find(|s| latency::is_rt(&s.id))
                     .map(|s| format!(" ({})", s.reason))
                     .unwrap_or_default();
                 let _ = write!(
@@ -374,15 +392,9 @@ fn priority(r: &RunResults) -> Answer {
     Answer {
         topic,
         text: text.trim_start().to_string(),
-        rests_on: present(p, &["priority.share.0_vs_5", "priority.share.0_vs_10"])
+        rests_on: present(p, &[share5, share10])
             .into_iter()
-            .chain(present(
-                l,
-                &[
-                    "latency.annoying.longest_gap",
-                    "latency.rt.annoying.longest_gap",
-                ],
-            ))
+            .chain(present(l, &[gap, rt_gap]))
             .collect(),
         condition: None,
     }
@@ -390,16 +402,22 @@ fn priority(r: &RunResults) -> Answer {
 
 fn cooperative_or_preemptive(r: &RunResults) -> Answer {
     let topic = "Cooperative or preemptive";
-    let c = experiment(r, "coop");
-    let p = experiment(r, "preempt");
+    let c = experiment(r, coop::EXPERIMENT);
+    let p = experiment(r, preempt::EXPERIMENT);
+    let scores = [
+        coop::score(coop::COOP_FG_333MS),
+        coop::score(coop::PREEMPT_FG),
+        coop::score(coop::COOP_FG_EVERY4096),
+    ];
+    let loss = preempt::id(preempt::LOSS_AT_10MS);
     if c.is_none() && p.is_none() {
         return not_measured(topic, "coop preempt");
     }
     let mut text = String::new();
     if let Some(c) = c {
-        let fg = median(c, "coop.score.coop_fg_333ms");
-        let pre = median(c, "coop.score.preempt_fg");
-        let count = median(c, "coop.score.coop_fg_every4096");
+        let fg = median(c, &scores[0]);
+        let pre = median(c, &scores[1]);
+        let count = median(c, &scores[2]);
         if let (Some(fg), Some(pre)) = (fg, pre) {
             let _ = write!(
                 text,
@@ -413,7 +431,7 @@ fn cooperative_or_preemptive(r: &RunResults) -> Answer {
         }
     }
     if let Some(p) = p {
-        if let Some(loss) = median(p, "preempt.loss_at_10ms") {
+        if let Some(loss) = median(p, &loss) {
             let _ = write!(
                 text,
                 " Preemption at a 10 ms quantum costs a CPU-bound thread {loss:.2}% of its \
@@ -431,27 +449,22 @@ fn cooperative_or_preemptive(r: &RunResults) -> Answer {
     Answer {
         topic,
         text: text.trim_start().to_string(),
-        rests_on: present(
-            c,
-            &[
-                "coop.score.coop_fg_333ms",
-                "coop.score.preempt_fg",
-                "coop.score.coop_fg_every4096",
-            ],
-        )
-        .into_iter()
-        .chain(present(p, &["preempt.loss_at_10ms"]))
-        .collect(),
+        rests_on: present(c, &scores)
+            .into_iter()
+            .chain(present(p, &[loss]))
+            .collect(),
         condition: None,
     }
 }
 
 fn green_or_kernel(r: &RunResults) -> Answer {
     let topic = "Green or kernel threads";
-    let create = experiment(r, "create");
-    let switch = experiment(r, "switch");
-    let c = create.and_then(|e| median(e, "create.green.vs_thread"));
-    let s = switch.and_then(|e| median(e, "switch.green.vs_thread"));
+    let create_ratio = ids::ratio(&create::id(create::GREEN), create::THREAD);
+    let switch_ratio = ids::ratio(&switch::subject(switch::GREEN), switch::THREAD);
+    let create = experiment(r, create::EXPERIMENT);
+    let switch = experiment(r, switch::EXPERIMENT);
+    let c = create.and_then(|e| median(e, &create_ratio));
+    let s = switch.and_then(|e| median(e, &switch_ratio));
     if c.is_none() && s.is_none() {
         return not_measured(topic, "create switch");
     }
@@ -470,9 +483,9 @@ fn green_or_kernel(r: &RunResults) -> Answer {
              parallel CPU work and for calls that block outside the runtime.",
             facts.join(" and ")
         ),
-        rests_on: present(create, &["create.green.vs_thread"])
+        rests_on: present(create, &[create_ratio])
             .into_iter()
-            .chain(present(switch, &["switch.green.vs_thread"]))
+            .chain(present(switch, &[switch_ratio]))
             .collect(),
         condition: None,
     }
@@ -521,7 +534,15 @@ fn readable(m: &crate::results::Metric) -> String {
     if !m.unit.is_time() {
         return fmt_with_unit(m.median, m.unit);
     }
-    let ns = m.unit.convert(m.median, Unit::Ns).unwrap_or(f64::NAN);
+    match m.unit.convert(m.median, Unit::Ns) {
+        Some(ns) => readable_ns(ns),
+        None => fmt_with_unit(m.median, m.unit),
+    }
+}
+
+/// A time in ns in the unit that keeps it short.
+fn readable_ns(ns: f64) -> String {
+    use crate::measure::units::Unit;
     let unit = if ns < 1e3 {
         Unit::Ns
     } else if ns < 1e6 {
@@ -531,7 +552,74 @@ fn readable(m: &crate::results::Metric) -> String {
     } else {
         Unit::S
     };
-    fmt_with_unit(Unit::Ns.convert(ns, unit).unwrap_or(m.median), unit)
+    fmt_with_unit(Unit::Ns.convert(ns, unit).unwrap_or(ns), unit)
+}
+
+/// ", flagged a, b" after a chosen figure that carries flags.
+fn flagged(f: &[String]) -> String {
+    if f.is_empty() {
+        String::new()
+    } else {
+        format!(", flagged {}", f.join(", "))
+    }
+}
+
+/// Many long connections: the design with the least CPU per request and the one with the
+/// lowest open-loop p99, in the default placement when the file has it (what a program gets),
+/// with what pinning would change.
+fn many_connections(
+    e: &ExperimentResult,
+    designs: &[String],
+    rests_on: &mut Vec<String>,
+) -> Option<String> {
+    let any_unpinned = designs
+        .iter()
+        .any(|d| server::design_metric(e, d, &unpinned(stat::CPU_PER_REQUEST)).is_some());
+    let (cpu_id, p99_id, placed) = if any_unpinned {
+        (
+            unpinned(stat::CPU_PER_REQUEST),
+            unpinned(stat::RATE_P99),
+            " in the default placement",
+        )
+    } else {
+        (
+            stat::CPU_PER_REQUEST.to_string(),
+            stat::RATE_P99.to_string(),
+            "",
+        )
+    };
+    let pinned = |d: &str, suffix: &str| {
+        server::design_metric(e, d, suffix)
+            .filter(|_| any_unpinned)
+            .map_or(String::new(), |m| format!(", pinned {}", readable(m)))
+    };
+    let cpu = best_design(e, designs, &cpu_id, true, true);
+    let p99 = best_design(e, designs, &p99_id, true, true);
+    match (cpu, p99) {
+        (Some((dc, vc, fc, ic)), Some((dl, vl, fl, il))) => {
+            rests_on.push(ic);
+            rests_on.push(il);
+            Some(format!(
+                "for many long connections{placed}, {dc} spent the least server CPU per request \
+                 ({vc}{}{}; CPU per request) and {dl} had the lowest p99 at the open-loop point \
+                 ({vl}{}{}; latency spectrum)",
+                pinned(&dc, stat::CPU_PER_REQUEST),
+                flagged(&fc),
+                pinned(&dl, stat::RATE_P99),
+                flagged(&fl)
+            ))
+        }
+        (Some((dc, vc, fc, ic)), None) => {
+            rests_on.push(ic);
+            Some(format!(
+                "for many long connections{placed}, {dc} spent the least server CPU per request \
+                 ({vc}{}{}; CPU per request)",
+                pinned(&dc, stat::CPU_PER_REQUEST),
+                flagged(&fc)
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// What the server section's figures say, each clause naming the chart it comes from.
@@ -539,20 +627,13 @@ fn server_answer(e: &ExperimentResult) -> Option<Answer> {
     let designs = server::designs(e);
     let mut parts: Vec<String> = Vec::new();
     let mut rests_on: Vec<String> = Vec::new();
-    let flagged = |f: &[String]| {
-        if f.is_empty() {
-            String::new()
-        } else {
-            format!(", flagged {}", f.join(", "))
-        }
-    };
-    if let Some((d, v, f, id)) = best_design(e, &designs, "short.1kib.mean", true, true) {
+    let short_1kib = sid::size_label(1024);
+    let short = sid::connection(false, false, &short_1kib, stat::MEAN);
+    if let Some((d, v, f, id)) = best_design(e, &designs, &short, true, true) {
+        let fork_ratio = sid::fork_ratio(false, false, &short_1kib);
         rests_on.push(id);
-        rests_on.extend(present(
-            Some(e),
-            &["server.fork_per_client.vs_thread.short.1kib"],
-        ));
-        let ratio = median(e, "server.fork_per_client.vs_thread.short.1kib")
+        rests_on.extend(present(Some(e), std::slice::from_ref(&fork_ratio)));
+        let ratio = median(e, &fork_ratio)
             .map(|x| {
                 format!(
                     "; forking per client costs {x:.2}x a thread per client here against 1.18x \
@@ -566,56 +647,13 @@ fn server_answer(e: &ExperimentResult) -> Option<Answer> {
             flagged(&f)
         ));
     }
-    // Many connections: the default placement's figures (what a program gets) when the file
-    // has them, with what pinning would change.
-    let unpinned = designs
-        .iter()
-        .any(|d| server::design_metric(e, d, "cpu_per_request.unpinned").is_some());
-    let (cpu_id, p99_id, placed) = if unpinned {
-        (
-            "cpu_per_request.unpinned",
-            "rate.p99.unpinned",
-            " in the default placement",
-        )
-    } else {
-        ("cpu_per_request", "rate.p99", "")
-    };
-    let pinned = |d: &str, suffix: &str| {
-        server::design_metric(e, d, suffix)
-            .filter(|_| unpinned)
-            .map_or(String::new(), |m| format!(", pinned {}", readable(m)))
-    };
-    let cpu = best_design(e, &designs, cpu_id, true, true);
-    let p99 = best_design(e, &designs, p99_id, true, true);
-    match (cpu, p99) {
-        (Some((dc, vc, fc, ic)), Some((dl, vl, fl, il))) => {
-            rests_on.push(ic);
-            rests_on.push(il);
-            parts.push(format!(
-                "for many long connections{placed}, {dc} spent the least server CPU per request \
-                 ({vc}{}{}; CPU per request) and {dl} had the lowest p99 at the open-loop point \
-                 ({vl}{}{}; latency spectrum)",
-                pinned(&dc, "cpu_per_request"),
-                flagged(&fc),
-                pinned(&dl, "rate.p99"),
-                flagged(&fl)
-            ));
-        }
-        (Some((dc, vc, fc, ic)), None) => {
-            rests_on.push(ic);
-            parts.push(format!(
-                "for many long connections{placed}, {dc} spent the least server CPU per request \
-                 ({vc}{}{}; CPU per request)",
-                pinned(&dc, "cpu_per_request"),
-                flagged(&fc)
-            ));
-        }
-        _ => {}
+    if let Some(text) = many_connections(e, &designs, &mut rests_on) {
+        parts.push(text);
     }
     if let Some(text) = server::pinning_effect(e, &designs) {
         parts.push(text);
     }
-    if let Some((d, v, f, id)) = best_design(e, &designs, "block.p99", true, true) {
+    if let Some((d, v, f, id)) = best_design(e, &designs, stat::BLOCK_P99, true, true) {
         rests_on.push(id);
         parts.push(format!(
             "when every request blocks the server, the lowest p99 was {d}'s ({v}{}; blocking \
@@ -624,7 +662,7 @@ fn server_answer(e: &ExperimentResult) -> Option<Answer> {
             flagged(&f)
         ));
     }
-    if let Some((d, v, f, id)) = best_design(e, &designs, "rss_per_connection", true, true) {
+    if let Some((d, v, f, id)) = best_design(e, &designs, stat::RSS_PER_CONNECTION, true, true) {
         rests_on.push(id);
         parts.push(format!(
             "the least memory per connection held: {d} ({v}{}; memory per connection)",
@@ -635,9 +673,9 @@ fn server_answer(e: &ExperimentResult) -> Option<Answer> {
         parts.push(text);
     }
     // A capacity flagged client_bound is a floor (every rate passed): higher, not doubtful.
-    if let Some((d, v, f, id)) = best_design(e, &designs, "capacity", false, false) {
+    if let Some((d, v, f, id)) = best_design(e, &designs, stat::CAPACITY, false, false) {
         rests_on.push(id);
-        let floor = f.iter().any(|x| x == "client_bound");
+        let floor = f.iter().any(|x| x == Flag::ClientBound.name());
         parts.push(format!(
             "the highest capacity at the latency target: {d} ({}{v}{}; capacity)",
             if floor { "at least " } else { "" },

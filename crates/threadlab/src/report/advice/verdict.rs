@@ -3,9 +3,13 @@
 //! An experiment without a rule of its own here (or whose figures are missing) gets its first
 //! metrics with a historical figure and the first sentences of its conclusion.
 
-use super::{best_design, first_sentences, median, readable, server};
+use super::{best_design, first_sentences, median, readable, readable_ns, server};
 use crate::measure::units::fmt_fixed;
-use crate::report::fmt_with_unit;
+use crate::results::ids::server::{self as sid, stat};
+use crate::results::ids::{
+    self, coop, create, fairness, latency, ordering, preempt, priority, shm, switch, sync,
+    throttle, unpinned, CROSS_CPU,
+};
 use crate::results::ExperimentResult;
 
 /// Figures a short report shows of one experiment, at most.
@@ -16,18 +20,18 @@ const MAX_VERDICT_CHARS: usize = 320;
 
 pub fn of(e: &ExperimentResult) -> (Vec<String>, Option<String>) {
     let own = match e.name.as_str() {
-        "create" => create(e),
-        "sync" => sync(e),
-        "switch" => switch(e),
-        "shm" => shm(e),
-        "throttle" => throttle(e),
-        "fairness" => fairness(e),
-        "preempt" => preempt(e),
-        "priority" => priority(e),
-        "latency" => latency(e),
-        "coop" => coop(e),
-        "server" => server_verdict(e),
-        "ordering" => ordering(e),
+        create::EXPERIMENT => create(e),
+        sync::EXPERIMENT => sync(e),
+        switch::EXPERIMENT => switch(e),
+        shm::EXPERIMENT => shm(e),
+        throttle::EXPERIMENT => throttle(e),
+        fairness::EXPERIMENT => fairness(e),
+        preempt::EXPERIMENT => preempt(e),
+        priority::EXPERIMENT => priority(e),
+        latency::EXPERIMENT => latency(e),
+        coop::EXPERIMENT => coop(e),
+        sid::EXPERIMENT => server_verdict(e),
+        ordering::EXPERIMENT => ordering(e),
         _ => None,
     };
     let (mut headline, verdict) = match own {
@@ -69,89 +73,86 @@ fn fallback_headline(e: &ExperimentResult) -> Vec<String> {
 }
 
 /// The first of `ids` that `e` has.
-fn first_of<'a>(e: &ExperimentResult, ids: &[&'a str]) -> Option<&'a str> {
-    ids.iter().copied().find(|id| e.metric(id).is_some())
+fn first_of(e: &ExperimentResult, ids: &[String]) -> Option<String> {
+    ids.iter().find(|id| e.metric(id).is_some()).cloned()
 }
 
 fn shown(e: &ExperimentResult, id: &str) -> Option<String> {
     e.metric(id).map(readable)
 }
 
-fn ids(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| s.to_string()).collect()
-}
-
 type Verdict = Option<(Vec<String>, String)>;
 
 fn create(e: &ExperimentResult) -> Verdict {
-    let thread = first_of(e, &["create.thread.unpinned", "create.thread"])?;
+    let pinned = create::id(create::THREAD);
+    let thread = first_of(e, &[unpinned(&pinned), pinned.clone()])?;
     let cost_ns = e
-        .metric(thread)?
+        .metric(&thread)?
         .unit
-        .convert(median(e, thread)?, crate::measure::units::Unit::Ns)?;
+        .convert(median(e, &thread)?, crate::measure::units::Unit::Ns)?;
     let mut text = format!(
         "A kernel thread costs {} to create and join: a thread per task pays off for tasks of \
          well over {} (ten times that); below it, reuse threads from a pool.",
-        shown(e, thread)?,
+        shown(e, &thread)?,
         readable_ns(cost_ns * 10.0)
     );
-    if let Some(g) = median(e, "create.green.vs_thread") {
+    if let Some(g) = median(e, &ids::ratio(&create::id(create::GREEN), create::THREAD)) {
         text.push_str(&format!(
             " A green thread starts {}x cheaper still.",
             fmt_fixed(g, 0)
         ));
     }
     Some((
-        ids(&[
+        vec![
             thread,
-            "create.thread",
-            "create.process.fork.unpinned",
-            "create.green",
-        ]),
+            pinned,
+            unpinned(&create::id(create::FORK)),
+            create::id(create::GREEN),
+        ],
         text,
     ))
 }
 
 fn sync(e: &ExperimentResult) -> Verdict {
-    let mutex = shown(e, "sync.mutex")?;
+    let mutex = shown(e, &sync::id(sync::MUTEX))?;
     let contended = first_of(
         e,
         &[
-            "sync.mutex.contended.unpinned",
-            "sync.mutex.contended.cross_cpu",
+            sync::contended(sync::MUTEX, ids::UNPINNED),
+            sync::contended(sync::MUTEX, CROSS_CPU),
         ],
     );
-    let wake = first_of(e, &["sync.wake.unpinned", "sync.wake.cross_cpu"]);
+    let wake_id = sync::id(sync::WAKE);
+    let wake = first_of(e, &[unpinned(&wake_id), ids::placed(&wake_id, CROSS_CPU)]);
     let mut text = format!("An uncontended mutex pair costs {mutex}");
-    if let Some(c) = contended.and_then(|c| shown(e, c)) {
+    if let Some(c) = contended.as_ref().and_then(|c| shown(e, c)) {
         text.push_str(&format!(", contended by two threads {c}"));
     }
-    if let Some(w) = wake.and_then(|w| shown(e, w)) {
+    if let Some(w) = wake.as_ref().and_then(|w| shown(e, w)) {
         text.push_str(&format!(", and waking a blocked thread {w}"));
     }
     text.push_str(": locking is cheap until threads meet, and blocking costs the wake-up.");
-    let mut headline = ids(&["sync.mutex"]);
-    headline.extend(contended.map(String::from));
-    headline.extend(wake.map(String::from));
+    let mut headline = vec![sync::id(sync::MUTEX)];
+    headline.extend(contended);
+    headline.extend(wake);
     Some((headline, text))
 }
 
 fn switch(e: &ExperimentResult) -> Verdict {
-    let kernel = first_of(
-        e,
-        &[
-            "switch.thread.futex.unpinned",
-            "switch.thread.futex",
-            "switch.thread.yield",
-        ],
-    )?;
+    let futex = switch::id(switch::THREAD, switch::FUTEX);
+    let thread_yield = switch::id(switch::THREAD, switch::YIELD);
+    let green_yield = switch::id(switch::GREEN, switch::YIELD);
+    let kernel = first_of(e, &[unpinned(&futex), futex, thread_yield.clone()])?;
     let mut text = format!(
         "Two kernel threads handing off cost {} per switch",
-        shown(e, kernel)?
+        shown(e, &kernel)?
     );
     if let (Some(g), Some(x)) = (
-        shown(e, "switch.green.yield"),
-        median(e, "switch.green.vs_thread"),
+        shown(e, &green_yield),
+        median(
+            e,
+            &ids::ratio(&switch::subject(switch::GREEN), switch::THREAD),
+        ),
     ) {
         text.push_str(&format!(
             "; a user-level switch {g}, {}x less: where tasks hand off constantly, switch in \
@@ -161,86 +162,90 @@ fn switch(e: &ExperimentResult) -> Verdict {
     }
     text.push('.');
     Some((
-        ids(&[
+        vec![
             kernel,
-            "switch.thread.yield",
-            "switch.process.yield",
-            "switch.green.yield",
-        ]),
+            thread_yield,
+            switch::id(switch::PROCESS, switch::YIELD),
+            green_yield,
+        ],
         text,
     ))
 }
 
 fn shm(e: &ExperimentResult) -> Verdict {
-    let (t, p) = ("shm.thread.read.64mib", "shm.process.read.64mib");
-    let (tv, pv) = (median(e, t)?, median(e, p)?);
+    let t = shm::read(shm::THREAD, shm::LARGEST);
+    let p = shm::read(shm::PROCESS, shm::LARGEST);
+    let (tv, pv) = (median(e, &t)?, median(e, &p)?);
     let apart = (tv / pv - 1.0).abs() * 100.0;
     let text = if apart <= 10.0 {
         format!(
             "Threads and processes read shared memory at the same speed ({} and {} for 64 MiB, \
              {}% apart): choose between them for isolation and start-up cost, not for sharing.",
-            shown(e, t)?,
-            shown(e, p)?,
+            shown(e, &t)?,
+            shown(e, &p)?,
             fmt_fixed(apart, 0)
         )
     } else {
         format!(
             "Reading 64 MiB another party wrote took {} between threads and {} between \
              processes ({}% apart): here sharing is cheaper for the {}.",
-            shown(e, t)?,
-            shown(e, p)?,
+            shown(e, &t)?,
+            shown(e, &p)?,
             fmt_fixed(apart, 0),
             if tv < pv { "threads" } else { "processes" }
         )
     };
-    Some((ids(&[t, p]), text))
+    Some((vec![t, p], text))
 }
 
 fn throttle(e: &ExperimentResult) -> Verdict {
-    let pool = median(e, "throttle.recommended_pool")?;
+    let figures = [
+        throttle::id(throttle::RECOMMENDED_POOL),
+        throttle::id(throttle::BEST_CONCURRENCY),
+        throttle::id(throttle::PENALTY_PCT),
+    ];
+    let pool = median(e, &figures[0])?;
     let mut text = format!("Size a pool of CPU-bound workers to {pool:.0} threads");
-    if let (Some(best), Some(p)) = (
-        median(e, "throttle.best_concurrency"),
-        median(e, "throttle.penalty_pct"),
-    ) {
+    if let (Some(best), Some(p)) = (median(e, &figures[1]), median(e, &figures[2])) {
         text.push_str(&format!(
             "; the time stopped falling at N = {best:.0}, and running all 64 at once cost \
              {p:+.1}% against it (the study: +21.8%)"
         ));
     }
     text.push('.');
-    Some((
-        ids(&[
-            "throttle.recommended_pool",
-            "throttle.best_concurrency",
-            "throttle.penalty_pct",
-        ]),
-        text,
-    ))
+    Some((figures.to_vec(), text))
 }
 
 /// At the most threads measured: the fastest lock and the fairest.
 fn fairness(e: &ExperimentResult) -> Verdict {
     let mut best_t = 0usize;
     for m in &e.metrics {
-        let p: Vec<&str> = m.id.split('.').collect();
-        if p.len() == 4 && p[3] == "throughput" {
-            if let Ok(t) = p[2].trim_start_matches('t').parse::<usize>() {
+        if let Some((_, t, fairness::THROUGHPUT)) = fairness::parse(&m.id) {
+            if let Ok(t) = t.parse::<usize>() {
                 best_t = best_t.max(t);
             }
         }
     }
-    let at = |suffix: &str| -> Vec<&crate::results::Metric> {
-        let tail = format!(".t{best_t}.{suffix}");
-        e.metrics.iter().filter(|m| m.id.ends_with(&tail)).collect()
+    let threads = best_t.to_string();
+    let at = |statistic: &str| -> Vec<&crate::results::Metric> {
+        e.metrics
+            .iter()
+            .filter(|m| {
+                fairness::parse(&m.id).is_some_and(|(_, t, s)| t == threads && s == statistic)
+            })
+            .collect()
     };
-    let fastest = at("throughput")
+    let fastest = at(fairness::THROUGHPUT)
         .into_iter()
         .max_by(|a, b| a.median.total_cmp(&b.median))?;
-    let fairest = at("jain")
+    let fairest = at(fairness::JAIN)
         .into_iter()
         .max_by(|a, b| a.median.total_cmp(&b.median))?;
-    let name = |id: &str| id.split('.').nth(1).unwrap_or("?").to_string();
+    let name = |id: &str| {
+        fairness::parse(id)
+            .map_or("?", |(lock, _, _)| lock)
+            .to_string()
+    };
     let text = format!(
         "With {best_t} threads contending, the fastest lock was {} ({}) and the fairest {} \
          (Jain {:.3}): for throughput take a barging lock, for turn-taking a FIFO one.",
@@ -253,53 +258,55 @@ fn fairness(e: &ExperimentResult) -> Verdict {
 }
 
 fn preempt(e: &ExperimentResult) -> Verdict {
-    let flag = shown(e, "preempt.poll_flag")?;
-    let signal = shown(e, "preempt.signal_roundtrip")?;
+    let figures = [
+        preempt::id(preempt::POLL_FLAG),
+        preempt::id(preempt::SIGNAL_ROUNDTRIP),
+        preempt::id(preempt::LOSS_AT_10MS),
+        preempt::id(preempt::GREEN_SWITCH),
+    ];
+    let flag = shown(e, &figures[0])?;
+    let signal = shown(e, &figures[1])?;
     let mut text = format!(
         "Checking a polled flag costs {flag} per check against {signal} for a signal round trip: \
          poll where the loop is yours, signal where it is not"
     );
-    if let Some(loss) = median(e, "preempt.loss_at_10ms") {
+    if let Some(loss) = median(e, &figures[2]) {
         text.push_str(&format!(
             "; preemption at a 10 ms quantum costs a CPU-bound thread {loss:.2}% of its \
              throughput"
         ));
     }
     text.push('.');
-    Some((
-        ids(&[
-            "preempt.poll_flag",
-            "preempt.signal_roundtrip",
-            "preempt.loss_at_10ms",
-            "preempt.green_switch",
-        ]),
-        text,
-    ))
+    Some((figures.to_vec(), text))
 }
 
 fn priority(e: &ExperimentResult) -> Verdict {
-    let s5 = median(e, "priority.share.0_vs_5")?;
+    let shares = [
+        priority::share(0, 5),
+        priority::share(0, 10),
+        priority::share(0, 19),
+    ];
+    let s5 = median(e, &shares[0])?;
     let mut text = format!("Beside a nice-5 thread a nice-0 thread got {s5:.1}% of a CPU");
-    if let Some(s10) = median(e, "priority.share.0_vs_10") {
+    if let Some(s10) = median(e, &shares[1]) {
         text.push_str(&format!(", beside nice 10 {s10:.1}%"));
     }
     text.push_str(
         " (BeOS's 2x per step: 97% and 99.9%): nice leans, it does not exclude; use real-time \
          priority to exclude.",
     );
-    Some((
-        ids(&[
-            "priority.share.0_vs_5",
-            "priority.share.0_vs_10",
-            "priority.share.0_vs_19",
-        ]),
-        text,
-    ))
+    Some((shares.to_vec(), text))
 }
 
 fn latency(e: &ExperimentResult) -> Verdict {
-    let normal = shown(e, "latency.annoying.longest_gap")?;
-    let text = match shown(e, "latency.rt.annoying.longest_gap") {
+    let figures = [
+        latency::longest_gap(latency::ANNOYING),
+        latency::rt_longest_gap(latency::ANNOYING),
+        latency::longest_gap(latency::ALONE),
+        latency::wakeup_lateness(latency::ALONE),
+    ];
+    let normal = shown(e, &figures[0])?;
+    let text = match shown(e, &figures[1]) {
         Some(rt) => format!(
             "Beside a CPU hog the longest gap was {normal} at normal priority and {rt} at \
              SCHED_FIFO: a thread that must answer promptly needs real-time priority."
@@ -309,58 +316,50 @@ fn latency(e: &ExperimentResult) -> Verdict {
              priority was not measured here (see the skipped figures)."
         ),
     };
-    Some((
-        ids(&[
-            "latency.annoying.longest_gap",
-            "latency.rt.annoying.longest_gap",
-            "latency.alone.longest_gap",
-            "latency.wakeup.alone.lateness",
-        ]),
-        text,
-    ))
+    Some((figures.to_vec(), text))
 }
 
 fn coop(e: &ExperimentResult) -> Verdict {
-    let fg = median(e, "coop.score.coop_fg_333ms")?;
-    let pre = median(e, "coop.score.preempt_fg")?;
+    let scores = [
+        coop::score(coop::COOP_FG_333MS),
+        coop::score(coop::PREEMPT_FG),
+        coop::score(coop::COOP_FG_EVERY4096),
+    ];
+    let fg = median(e, &scores[0])?;
+    let pre = median(e, &scores[1])?;
     let text = format!(
         "Against never yielding (1.00), yielding every 1/3 s scored {fg:.3} and preemption \
          {pre:.3} (the Mac: 1.014 and 1.075): choose preemptive threads for CPU-bound jobs, and \
          yield on time, not on a count."
     );
-    Some((
-        ids(&[
-            "coop.score.coop_fg_333ms",
-            "coop.score.preempt_fg",
-            "coop.score.coop_fg_every4096",
-        ]),
-        text,
-    ))
+    Some((scores.to_vec(), text))
 }
 
 fn server_verdict(e: &ExperimentResult) -> Verdict {
     let designs = server::designs(e);
-    let unpinned = designs
+    let any_unpinned = designs
         .iter()
-        .any(|d| server::design_metric(e, d, "rate.p99.unpinned").is_some());
-    let (cpu_id, p99_id) = if unpinned {
-        ("cpu_per_request.unpinned", "rate.p99.unpinned")
+        .any(|d| server::design_metric(e, d, &unpinned(stat::RATE_P99)).is_some());
+    let (cpu_id, p99_id) = if any_unpinned {
+        (unpinned(stat::CPU_PER_REQUEST), unpinned(stat::RATE_P99))
     } else {
-        ("cpu_per_request", "rate.p99")
+        (stat::CPU_PER_REQUEST.into(), stat::RATE_P99.into())
     };
+    let short_1kib = sid::size_label(1024);
     let mut parts = Vec::new();
     let mut headline = Vec::new();
-    if let Some((d, v, _, id)) = best_design(e, &designs, p99_id, true, true) {
+    if let Some((d, v, _, id)) = best_design(e, &designs, &p99_id, true, true) {
         parts.push(format!(
             "at the open-loop point {d} had the lowest p99 ({v})"
         ));
         headline.push(id);
     }
-    if let Some((d, v, _, id)) = best_design(e, &designs, cpu_id, true, true) {
+    if let Some((d, v, _, id)) = best_design(e, &designs, &cpu_id, true, true) {
         parts.push(format!("{d} spent the least CPU per request ({v})"));
         headline.push(id);
     }
-    if let Some((d, v, _, id)) = best_design(e, &designs, "short.1kib.mean", true, true) {
+    let short = sid::connection(false, false, &short_1kib, stat::MEAN);
+    if let Some((d, v, _, id)) = best_design(e, &designs, &short, true, true) {
         parts.push(format!(
             "{d} answered a short 1 KiB connection fastest ({v})"
         ));
@@ -369,8 +368,8 @@ fn server_verdict(e: &ExperimentResult) -> Verdict {
     if parts.is_empty() {
         return None;
     }
-    headline.push("server.fork_per_client.vs_thread.short.1kib".into());
-    let placed = if unpinned {
+    headline.push(sid::fork_ratio(false, false, &short_1kib));
+    let placed = if any_unpinned {
         "in the default placement, "
     } else {
         ""
@@ -385,24 +384,9 @@ fn ordering(e: &ExperimentResult) -> Verdict {
     let mut rates: Vec<&crate::results::Metric> = e
         .metrics
         .iter()
-        .filter(|m| m.id.ends_with(".relaxed_rate"))
+        .filter(|m| ids::ends_in(&m.id, ordering::RELAXED_RATE))
         .collect();
     rates.sort_by(|a, b| b.median.total_cmp(&a.median));
     let headline = rates.iter().take(3).map(|m| m.id.clone()).collect();
     Some((headline, from_conclusion(e)?))
-}
-
-/// A time in ns in the unit that keeps it short.
-fn readable_ns(ns: f64) -> String {
-    use crate::measure::units::Unit;
-    let unit = if ns < 1e3 {
-        Unit::Ns
-    } else if ns < 1e6 {
-        Unit::Us
-    } else if ns < 1e9 {
-        Unit::Ms
-    } else {
-        Unit::S
-    };
-    fmt_with_unit(Unit::Ns.convert(ns, unit).unwrap_or(ns), unit)
 }

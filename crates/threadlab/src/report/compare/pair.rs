@@ -56,6 +56,23 @@ pub fn compare_pair(a: &Run, b: &Run, o: &Options) -> Result<Comparison> {
         row.verdict = verdict(row, o.alpha);
         row.detectable_pct = detectable_pct(row, tested.len(), o.alpha);
     }
+    let notes = pair_notes(a, b, same_machine, &rows);
+    Ok(Comparison {
+        a: RunInfo::of(a),
+        b: RunInfo::of(b),
+        machine_differences: diffs,
+        rows,
+        only_in_a,
+        only_in_b,
+        family: tested.len(),
+        options: *o,
+        notes,
+    })
+}
+
+/// What a reader must know before trusting the pair's verdicts: a kernel-entry reference that
+/// moved, flagged figures, old schemas, differing modes, interrupted or debug runs.
+fn pair_notes(a: &Run, b: &Run, same_machine: bool, rows: &[Row]) -> Vec<String> {
     let mut notes = Vec::new();
     if same_machine {
         let moved: Vec<String> = a
@@ -121,17 +138,7 @@ pub fn compare_pair(a: &Run, b: &Run, o: &Options) -> Result<Comparison> {
             ));
         }
     }
-    Ok(Comparison {
-        a: RunInfo::of(a),
-        b: RunInfo::of(b),
-        machine_differences: diffs,
-        rows,
-        only_in_a,
-        only_in_b,
-        family: tested.len(),
-        options: *o,
-        notes,
-    })
+    notes
 }
 
 pub(super) fn pair_row(

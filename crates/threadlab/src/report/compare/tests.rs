@@ -1,55 +1,37 @@
 //! Comparisons of literal runs: the statistics, the noise floor, the verdicts, the text and the fleet.
 
 use super::*;
-use crate::results::{Attempt, ExperimentResult, Status};
+use crate::results::{Attempt, ExperimentResult};
 
 /// A run with one experiment whose metrics take the given samples.
 fn run(label: &str, metrics: &[(&str, Unit, Vec<f64>)]) -> Run {
-    let results = RunResults {
-        schema_version: crate::results::SCHEMA_VERSION,
-        threadlab_version: "0".into(),
-        started_at: "2025-01-01T00:00:00Z".into(),
-        finished_at: "2025-01-01T00:01:00Z".into(),
-        mode: "quick".into(),
-        interrupted_by: None,
-        repeat: 1,
-        drift_threshold_pct: 5.0,
-        environment: serde_json::from_str(
-            r##"{"kernel_release":"6.1","kernel_version":"#1","preemption_model":"voluntary",
+    let mut e = ExperimentResult::new("x", crate::results::Status::Ok);
+    e.wall_s = 1.0;
+    e.metrics = metrics
+        .iter()
+        .map(|(id, unit, v)| Metric::from_values(id, *unit, v, 1, "p", "n").unwrap())
+        .collect();
+    e.attempts = vec![Attempt {
+        wall_s: 1.0,
+        reference_wide_ns: [100.0, 101.0],
+        reference_syscall_ns: [50.0, 50.0],
+        drift_pct: 1.0,
+        kept: true,
+    }];
+    let environment = serde_json::from_str(
+        r##"{"kernel_release":"6.1","kernel_version":"#1","preemption_model":"voluntary",
                "allowed_cpus":[0,1],"cpu_flags_of_note":[],"boot_options_of_note":[],
                "available_clocksources":[],"rt_priority_permitted":false,
                "glibc_version":"2.36","build_profile":"release","target":"x86_64"}"##,
-        )
-        .unwrap_or_else(|e| panic!("environment: {e}")),
-        warnings: Vec::new(),
-        experiments: vec![ExperimentResult {
-            name: "x".into(),
-            study: "s".into(),
-            study_label: "l".into(),
-            status: Status::Ok,
-            reason: None,
-            wall_s: 1.0,
-            metrics: metrics
-                .iter()
-                .map(|(id, unit, v)| Metric::from_values(id, *unit, v, 1, "p", "n").unwrap())
-                .collect(),
-            series: vec![],
-            skipped_metrics: vec![],
-            tables: vec![],
-            conclusion: None,
-            attempts: vec![Attempt {
-                wall_s: 1.0,
-                reference_wide_ns: [100.0, 101.0],
-                reference_syscall_ns: [50.0, 50.0],
-                drift_pct: 1.0,
-                kept: true,
-            }],
-            headline: vec![],
-            verdict: None,
-            drift_note: None,
-            host: None,
-        }],
-        advice: vec![],
+    )
+    .unwrap_or_else(|e| panic!("environment: {e}"));
+    let results = RunResults {
+        threadlab_version: "0".into(),
+        started_at: "2025-01-01T00:00:00Z".into(),
+        finished_at: "2025-01-01T00:01:00Z".into(),
+        drift_threshold_pct: 5.0,
+        environment,
+        ..RunResults::new("quick", vec![e])
     };
     Run {
         label: label.into(),

@@ -73,7 +73,7 @@ fn links(a: &Advice, charts: &[ChartRef]) -> Vec<String> {
     let from = |exp: &str| {
         a.rests_on
             .iter()
-            .any(|id| id.split('.').next() == Some(exp))
+            .any(|id| crate::results::ids::experiment(id) == exp)
     };
     charts_of(&a.topic)
         .iter()

@@ -53,7 +53,7 @@ fn cost(e: &ExperimentResult, knob: &str) -> String {
 
 /// (program, machine) for a knob, from the apply table.
 fn how(e: &ExperimentResult, knob: &str) -> Option<(String, String)> {
-    let t = e.tables.iter().find(|t| t.id == "doctor.apply")?;
+    let t = crate::report::doctor::table_of(e, doctor::APPLY)?;
     let r = t
         .rows
         .iter()

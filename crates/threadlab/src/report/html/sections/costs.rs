@@ -1,14 +1,22 @@
 //! The PThreads and Mac studies' cost tables: creation (Fig. 1), synchronisation, context switches, shared memory (Fig. 2).
 
 use super::*;
+use crate::report::html::parts::key;
+use crate::results::ids::{create, placed, shm, switch, sync, CROSS_CPU, SAME_CPU};
+
+/// Ids as the chart helpers take them.
+pub(super) fn id_refs(ids: &[String]) -> Vec<&str> {
+    ids.iter().map(String::as_str).collect()
+}
 
 pub(super) fn create(e: &ExperimentResult) -> Vec<Chart> {
     let mut v = Vec::new();
-    if let Some(s) = e.series.iter().find(|s| s.id == "create.thread.vs_count") {
+    let vs_count = create::thread_vs_count();
+    if let Some(s) = e.series.iter().find(|s| s.id == vs_count) {
         // The study's text gives its Fig. 1 only as an average, flat from ~1,000 threads on,
         // over 1..100,000 (Kothari & Claypool 1999, section 4.1): drawn as that level.
         let reference = e
-            .metric("create.thread")
+            .metric(&create::id(create::THREAD))
             .and_then(|m| m.historical.as_ref())
             .and_then(|h| {
                 Some(Reference {
@@ -36,23 +44,24 @@ pub(super) fn create(e: &ExperimentResult) -> Vec<Chart> {
         "then-now",
         "Creation and destruction, then and now",
     ));
+    let today = [
+        create::id(create::THREAD),
+        create::id(create::THREAD_STD),
+        create::destroy(create::THREAD),
+        create::id(create::GREEN),
+        create::id(create::TOKIO),
+        create::id(create::GO),
+        create::id(create::FORK),
+        create::destroy(create::PROCESS),
+        create::id(create::SPAWN),
+    ];
     v.extend(bars(
         e,
         "today",
         "What starting a unit of work costs today",
-        &[
-            "create.thread",
-            "create.thread.std",
-            "destroy.thread",
-            "create.green",
-            "create.tokio",
-            "create.go",
-            "create.process.fork",
-            "destroy.process",
-            "create.process.spawn",
-        ],
+        &id_refs(&today),
     ));
-    v.extend(series_charts(e, &|s| s.id != "create.thread.vs_count"));
+    v.extend(series_charts(e, &|s| s.id != vs_count));
     v
 }
 
@@ -69,20 +78,20 @@ pub(super) fn sync(e: &ExperimentResult) -> Vec<Chart> {
         e,
         "uncontended",
         "Uncontended pairs and wake-ups",
-        &[
-            "sync.mutex",
-            "sync.mutex.single_thread",
-            "sync.mutex.std",
-            "sync.semaphore",
-            "sync.wake.same_cpu",
-            "sync.wake.cross_cpu",
-        ],
+        &id_refs(&[
+            sync::id(sync::MUTEX),
+            sync::id(sync::MUTEX_SINGLE_THREAD),
+            sync::id(sync::MUTEX_STD),
+            sync::id(sync::SEMAPHORE),
+            placed(&sync::id(sync::WAKE), SAME_CPU),
+            placed(&sync::id(sync::WAKE), CROSS_CPU),
+        ]),
     ));
     let locks: Vec<(String, String)> = [
-        ("mutex", "pthread"),
-        ("mutex.std", "std"),
-        ("parking_lot", "parking_lot"),
-        ("ticket", "ticket"),
+        (sync::MUTEX, "pthread"),
+        (sync::MUTEX_STD, "std"),
+        (sync::PARKING_LOT, "parking_lot"),
+        (sync::TICKET, "ticket"),
     ]
     .iter()
     .map(|(k, l)| (k.to_string(), l.to_string()))
@@ -93,10 +102,10 @@ pub(super) fn sync(e: &ExperimentResult) -> Vec<Chart> {
         "Two threads hammering one lock: one CPU or two",
         &locks,
         &[
-            ("same_cpu".into(), "same CPU".into()),
-            ("cross_cpu".into(), "two CPUs".into()),
+            (SAME_CPU.into(), "same CPU".into()),
+            (CROSS_CPU.into(), "two CPUs".into()),
         ],
-        &|lock, p| format!("sync.{lock}.contended.{p}"),
+        &|lock, p| sync::contended(lock, p),
         None,
     ));
     v.extend(series_charts(e, &|_| true));
@@ -112,15 +121,19 @@ pub(super) fn switch(e: &ExperimentResult) -> Vec<Chart> {
     )
     .into_iter()
     .collect();
+    // A kind is who switches and how, as the id writes it (`thread.yield`).
     let kinds: Vec<(String, String)> = [
-        "thread.yield",
-        "thread.futex",
-        "process.yield",
-        "process.futex",
-        "process.pipe",
+        (switch::THREAD, switch::YIELD),
+        (switch::THREAD, switch::FUTEX),
+        (switch::PROCESS, switch::YIELD),
+        (switch::PROCESS, switch::FUTEX),
+        (switch::PROCESS, switch::PIPE),
     ]
     .iter()
-    .map(|k| (k.to_string(), k.to_string()))
+    .map(|(who, how)| {
+        let kind = ids::within(switch::EXPERIMENT, &switch::id(who, how)).to_string();
+        (kind.clone(), kind)
+    })
     .collect();
     v.extend(grid(
         e,
@@ -129,21 +142,28 @@ pub(super) fn switch(e: &ExperimentResult) -> Vec<Chart> {
         &kinds,
         &[
             (String::new(), "same CPU (a switch)".into()),
-            (".cross_cpu".into(), "two CPUs (a hand-off)".into()),
+            (CROSS_CPU.into(), "two CPUs (a hand-off)".into()),
         ],
-        &|kind, suffix| format!("switch.{kind}{suffix}"),
+        &|kind, placement| {
+            let id = switch::subject(kind);
+            if placement.is_empty() {
+                id
+            } else {
+                placed(&id, placement)
+            }
+        },
         None,
     ));
     v.extend(bars(
         e,
         "user-level",
         "Yielding between user-level threads and tasks, beside kernel threads",
-        &[
-            "switch.green.yield",
-            "switch.tokio.yield",
-            "switch.go.yield",
-            "switch.thread.yield",
-        ],
+        &id_refs(&[
+            switch::id(switch::GREEN, switch::YIELD),
+            switch::id(switch::TOKIO, switch::YIELD),
+            switch::id(switch::GO, switch::YIELD),
+            switch::id(switch::THREAD, switch::YIELD),
+        ]),
     ));
     v.extend(series_charts(e, &|_| true));
     v
@@ -152,7 +172,8 @@ pub(super) fn switch(e: &ExperimentResult) -> Vec<Chart> {
 pub(super) fn shm(e: &ExperimentResult) -> Vec<Chart> {
     let mut v = series_charts(e, &|_| true);
     for c in v.iter_mut() {
-        if c.key.ends_with("read_time") {
+        // The series are charted by their last segment: both readers' curves in one chart.
+        if c.key == key(e, shm::READ_TIME) {
             c.title = format!("Fig. 2: {}", c.title);
             c.caption.push_str(
                 " The study's Fig. 2 has no values in its text (only that processes were slower \

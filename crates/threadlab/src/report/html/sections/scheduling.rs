@@ -1,6 +1,8 @@
 //! Scheduling: preemption's lost throughput, the semaphore throttle's curve, priority shares against their models, BeOS latencies, cooperative vs preemptive.
 
 use super::*;
+use crate::report::html::parts::key;
+use crate::results::ids::{latency, preempt, priority, throttle};
 
 pub(super) fn preempt(e: &ExperimentResult) -> Vec<Chart> {
     let mut v: Vec<Chart> = then_now(
@@ -12,36 +14,39 @@ pub(super) fn preempt(e: &ExperimentResult) -> Vec<Chart> {
     .into_iter()
     .collect();
     v.extend(series_charts(e, &|_| true));
-    if let Some(c) = v.iter_mut().find(|c| c.key.ends_with("throughput_loss")) {
+    if let Some(c) = v
+        .iter_mut()
+        .find(|c| c.key == key(e, preempt::THROUGHPUT_LOSS))
+    {
         c.title = "Throughput lost vs quantum (preemptive against cooperative)".into();
     }
     v.extend(bars(
         e,
         "paths",
         "The ways to interrupt a thread today",
-        &[
-            "preempt.timer_signal",
-            "preempt.timer_latency",
-            "preempt.signal_roundtrip",
-            "preempt.green_switch",
-            "preempt.poll_flag.latency",
-            "preempt.poll_flag",
-            "preempt.poll_flag.chain",
-        ],
+        &id_refs(
+            &[
+                preempt::TIMER_SIGNAL,
+                preempt::TIMER_LATENCY,
+                preempt::SIGNAL_ROUNDTRIP,
+                preempt::GREEN_SWITCH,
+                preempt::POLL_FLAG_LATENCY,
+                preempt::POLL_FLAG,
+                preempt::POLL_FLAG_CHAIN,
+            ]
+            .map(preempt::id),
+        ),
     ));
     v
 }
 
 pub(super) fn throttle(e: &ExperimentResult) -> Vec<Chart> {
     let mut v = Vec::new();
-    let kernel = e
-        .series
-        .iter()
-        .find(|s| s.id == "throttle.kernel.time_vs_n");
-    let green = e
-        .series
-        .iter()
-        .find(|s| s.id == "throttle.uthread.time_vs_n");
+    let curve = |scheduler: &str| {
+        let id = throttle::of(scheduler, throttle::TIME_VS_N);
+        e.series.iter().find(|s| s.id == id)
+    };
+    let (kernel, green) = (curve(throttle::KERNEL), curve(throttle::UTHREAD));
     if let Some(k) = kernel {
         v.extend(throttle_curve(k, green));
     }
@@ -51,7 +56,9 @@ pub(super) fn throttle(e: &ExperimentResult) -> Vec<Chart> {
         "then-now",
         "Best N and the cost of no throttle, then and now",
     ));
-    v.extend(series_charts(e, &|s| !s.id.ends_with(".time_vs_n")));
+    v.extend(series_charts(e, &|s| {
+        !ids::ends_in(&s.id, throttle::TIME_VS_N)
+    }));
     v
 }
 
@@ -176,7 +183,11 @@ pub(super) fn throttle_curve(k: &Series, green: Option<&Series>) -> Option<Chart
 
 pub(super) fn priority(e: &ExperimentResult) -> Vec<Chart> {
     let mut v = Vec::new();
-    if let Some(t) = e.tables.iter().find(|t| t.id == "priority.nice_shares") {
+    let table = |name: &str| {
+        let id = priority::id(name);
+        e.tables.iter().find(|t| t.id == id)
+    };
+    if let Some(t) = table(priority::NICE_SHARES) {
         v.extend(table_bars(
             t,
             "nice-shares",
@@ -186,7 +197,7 @@ pub(super) fn priority(e: &ExperimentResult) -> Vec<Chart> {
             false,
         ));
     }
-    if let Some(t) = e.tables.iter().find(|t| t.id == "priority.uthread_shares") {
+    if let Some(t) = table(priority::UTHREAD_SHARES) {
         v.extend(table_bars(
             t,
             "uthread-shares",
@@ -196,7 +207,7 @@ pub(super) fn priority(e: &ExperimentResult) -> Vec<Chart> {
             false,
         ));
     }
-    if let Some(t) = e.tables.iter().find(|t| t.id == "priority.frames") {
+    if let Some(t) = table(priority::FRAMES) {
         v.extend(table_bars(
             t,
             "frames",
@@ -209,15 +220,15 @@ pub(super) fn priority(e: &ExperimentResult) -> Vec<Chart> {
     if v.is_empty() {
         v.extend(metric_bars_by_unit(e, &|_| true));
     }
-    v.extend(series_charts(e, &|s| {
-        s.id != "priority.frames.interruptions"
-    }));
+    let interruptions = priority::id(priority::FRAMES_INTERRUPTIONS);
+    v.extend(series_charts(e, &|s| s.id != interruptions));
     v
 }
 
 pub(super) fn latency(e: &ExperimentResult) -> Vec<Chart> {
     let mut v = Vec::new();
-    if let Some(t) = e.tables.iter().find(|t| t.id == "latency.gaps") {
+    let gaps = latency::id(latency::GAPS);
+    if let Some(t) = e.tables.iter().find(|t| t.id == gaps) {
         let col = |name: &str| t.header.iter().position(|h| h.starts_with(name));
         if let (Some(per), Some(beos)) = (col("per 256M"), col("BeOS gaps")) {
             v.extend(table_bars(
@@ -251,17 +262,12 @@ pub(super) fn latency(e: &ExperimentResult) -> Vec<Chart> {
     let wake: Vec<DistInput> = e
         .metrics
         .iter()
-        .filter(|m| m.id.starts_with("latency.wakeup."))
-        .map(|m| {
-            let label =
-                m.id.trim_start_matches("latency.wakeup.")
-                    .trim_end_matches(".lateness")
-                    .to_string();
-            DistInput {
-                label,
+        .filter_map(|m| {
+            Some(DistInput {
+                label: latency::wakeup_case(&m.id)?.to_string(),
                 metric: m,
                 marks: Vec::new(),
-            }
+            })
         })
         .collect();
     v.extend(distribution(
