@@ -23,6 +23,7 @@ pub mod framing;
 pub mod net;
 pub mod protocol;
 pub mod reply;
+pub mod running;
 pub mod shared;
 pub mod usage;
 

@@ -5,11 +5,7 @@
 //! frame that finds the queue full is answered BUSY at once: refused, not lost or delayed.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
-
-use socket2::Socket;
+use std::sync::{Condvar, Mutex};
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
@@ -22,10 +18,11 @@ use super::evloop::{
 use super::framing::Step;
 use super::net::{self, Accepted, Acceptor};
 use super::protocol::{ErrorCode, Request};
+use super::running::{Core, Running};
 use super::shared::{pin_to, Counter, ServerConfig, Shared, ThreadMark};
 use super::thread_per_client::wait_threads;
 use super::usage::live_stats;
-use super::{unbounded, Counts, DesignInfo, Model, Server};
+use super::{unbounded, DesignInfo, Model, Server};
 
 pub const DESIGN: DesignInfo = DesignInfo {
     name: "pool",
@@ -62,51 +59,43 @@ struct Inner {
     returned: Mutex<Vec<Returned>>,
 }
 
-struct Pool {
-    inner: Arc<Inner>,
-    _listener: Socket,
-    addr: SocketAddr,
-    threads: Vec<JoinHandle<()>>,
+impl Core for Inner {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    fn wake(&self) {
+        self.waker.wake();
+        self.ready.notify_all();
+    }
+    fn finish(&self) {
+        wait_threads(&self.shared, std::time::Duration::from_secs(1));
+        // Connections still queued or coming back are closed with their Conn.
+        self.queue.lock().expect("not poisoned").clear();
+        self.returned.lock().expect("not poisoned").clear();
+    }
 }
 
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
     let listener = net::listen(cfg.listen, cfg.backlog, true)?;
-    let addr = net::local_addr(&listener)?;
-    let inner = Arc::new(Inner {
+    let inner = Inner {
         shared: Shared::new(cfg, DESIGN.id)?,
         acceptor: Acceptor::new(net::raw(&listener)),
         waker: Waker::new()?,
         queue: Mutex::new(VecDeque::with_capacity(cfg.pool_queue)),
         ready: Condvar::new(),
         returned: Mutex::new(Vec::new()),
-    });
-    let mut threads = Vec::new();
+    };
+    let mut running = Running::on(&DESIGN, vec![listener], inner)?;
     for w in 0..cfg.pool_workers.max(1) {
-        let me = inner.clone();
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("tl-pool-{w}"))
-                .spawn(move || worker(&me, w as u16 + 1))
-                .map_err(|e| Error::Fail(format!("cannot start a pool worker: {e}")))?,
-        );
+        running.spawn(format!("tl-pool-{w}"), "a pool worker", move |me| {
+            worker(&me, w as u16 + 1)
+        })?;
     }
-    let me = inner.clone();
-    let dispatcher = std::thread::Builder::new()
-        .name("tl-pool-dispatch".into())
-        .spawn(move || {
-            if let Err(e) = dispatch(&me) {
-                // Nothing to report to: the counters stop moving and the client sees errors.
-                let _ = e;
-            }
-        })
-        .map_err(|e| Error::Fail(format!("cannot start the pool dispatcher: {e}")))?;
-    threads.push(dispatcher);
-    Ok(Box::new(Pool {
-        inner,
-        _listener: listener,
-        addr,
-        threads,
-    }))
+    running.spawn("tl-pool-dispatch".into(), "the pool dispatcher", |me| {
+        // Nothing to report an error to: the counters stop moving and the client sees errors.
+        let _ = dispatch(&me);
+    })?;
+    Ok(running.boxed())
 }
 
 fn dispatch(inner: &Inner) -> Result<()> {
@@ -358,32 +347,5 @@ fn worker(inner: &Inner, id: u16) {
             .expect("not poisoned")
             .push(Returned { token, conn, keep });
         inner.waker.wake();
-    }
-}
-
-impl Server for Pool {
-    fn info(&self) -> &'static DesignInfo {
-        &DESIGN
-    }
-    fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-    fn counts(&self) -> Counts {
-        self.inner.shared.counts()
-    }
-}
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        self.inner.shared.request_stop();
-        self.inner.waker.wake();
-        self.inner.ready.notify_all();
-        for h in self.threads.drain(..) {
-            let _ = h.join();
-        }
-        wait_threads(&self.inner.shared, std::time::Duration::from_secs(1));
-        // Connections still queued or coming back are closed with their Conn.
-        self.inner.queue.lock().expect("not poisoned").clear();
-        self.inner.returned.lock().expect("not poisoned").clear();
     }
 }

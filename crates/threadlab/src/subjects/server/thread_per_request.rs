@@ -3,13 +3,9 @@
 //! with blocking I/O, hands the connection back and exits. For short connections this is
 //! `thread_per_client`; for long ones every request pays a thread's creation and exit.
 
-use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
-
-use socket2::Socket;
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
@@ -19,9 +15,10 @@ use super::blocking::{self, Ended, Until, Worker};
 use super::evloop::{Epoll, Slab, Waker, LISTENER, WAKE};
 use super::framing::{new_buffer, FrameReader};
 use super::net::{self, Accepted, Acceptor};
+use super::running::{Core, Running};
 use super::shared::{pin_to, Counter, ServerConfig, Shared, ThreadMark};
 use super::thread_per_client::{wait_threads, LiveConns};
-use super::{unbounded, Counts, DesignInfo, Model, Server};
+use super::{unbounded, DesignInfo, Model, Server};
 
 pub const DESIGN: DesignInfo = DesignInfo {
     name: "thread_per_request",
@@ -53,24 +50,36 @@ struct Inner {
 
 const ARM: u32 = (libc::EPOLLIN | libc::EPOLLONESHOT | libc::EPOLLRDHUP) as u32;
 
-struct ThreadPerRequest {
-    inner: Arc<Inner>,
-    _listener: Socket,
-    addr: SocketAddr,
-    dispatcher: Option<JoinHandle<()>>,
+impl Core for Inner {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    fn wake(&self) {
+        self.waker.wake();
+    }
+    fn finish(&self) {
+        self.conns.shutdown_all();
+        wait_threads(&self.shared, Duration::from_secs(3));
+        let mut parked = self.parked.lock().expect("not poisoned");
+        for t in parked.tokens() {
+            if let Some(p) = parked.remove(t) {
+                self.shared.sub(Counter::ConnectionsOpen, 1);
+                self.conns.close(p.fd);
+            }
+        }
+    }
 }
 
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
     let listener = net::listen(cfg.listen, cfg.backlog, true)?;
-    let addr = net::local_addr(&listener)?;
-    let inner = Arc::new(Inner {
+    let inner = Inner {
         shared: Shared::new(cfg, DESIGN.id)?,
         acceptor: Acceptor::new(net::raw(&listener)),
         ep: Epoll::new()?,
         waker: Waker::new()?,
         parked: Mutex::new(Slab::default()),
         conns: LiveConns::default(),
-    });
+    };
     if !inner.ep.ctl(
         libc::EPOLL_CTL_ADD,
         inner.acceptor.fd(),
@@ -84,17 +93,11 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
     ) {
         return Err(Error::os("epoll_ctl ADD"));
     }
-    let me = inner.clone();
-    let dispatcher = std::thread::Builder::new()
-        .name("tl-tpr-dispatch".into())
-        .spawn(move || dispatch(&me))
-        .map_err(|e| Error::Fail(format!("cannot start the dispatcher thread: {e}")))?;
-    Ok(Box::new(ThreadPerRequest {
-        inner,
-        _listener: listener,
-        addr,
-        dispatcher: Some(dispatcher),
-    }))
+    let mut running = Running::on(&DESIGN, vec![listener], inner)?;
+    running.spawn("tl-tpr-dispatch".into(), "the dispatcher thread", |me| {
+        dispatch(&me)
+    })?;
+    Ok(running.boxed())
 }
 
 fn dispatch(inner: &Arc<Inner>) {
@@ -245,37 +248,6 @@ fn close_idle(inner: &Inner, now: u64) {
                 inner.shared.add(Counter::IdleClosed, 1);
                 inner.shared.sub(Counter::ConnectionsOpen, 1);
                 inner.conns.close(p.fd);
-            }
-        }
-    }
-}
-
-impl Server for ThreadPerRequest {
-    fn info(&self) -> &'static DesignInfo {
-        &DESIGN
-    }
-    fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-    fn counts(&self) -> Counts {
-        self.inner.shared.counts()
-    }
-}
-
-impl Drop for ThreadPerRequest {
-    fn drop(&mut self) {
-        self.inner.shared.request_stop();
-        self.inner.waker.wake();
-        if let Some(h) = self.dispatcher.take() {
-            let _ = h.join();
-        }
-        self.inner.conns.shutdown_all();
-        wait_threads(&self.inner.shared, Duration::from_secs(3));
-        let mut parked = self.inner.parked.lock().expect("not poisoned");
-        for t in parked.tokens() {
-            if let Some(p) = parked.remove(t) {
-                self.inner.shared.sub(Counter::ConnectionsOpen, 1);
-                self.inner.conns.close(p.fd);
             }
         }
     }
