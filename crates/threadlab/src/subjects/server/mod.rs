@@ -2,10 +2,13 @@
 //! file each, all speaking `protocol`, listed in `DESIGNS`.
 //!
 //! Adding a design: write its file with a `pub const DESIGN: DesignInfo` whose `start` returns a
-//! running `Server`, and add one line to `DESIGNS`. The experiment measures every design in the
-//! list; nothing else changes (its metric ids are `server.<name>.…`, documented by pattern).
+//! running `Server` (`running::Running` over the design's state, or `running::start_loops` for
+//! an event loop per listener), and add one line to `DESIGNS`. The experiment measures every
+//! design in the list, `threadlab serve --design` offers it; nothing else changes (its metric
+//! ids are `server.<name>.…`, documented by pattern).
 //!
-//! Shared parts: `protocol` (the frames), `framing` (reading frames out of a stream), `net`
+//! Shared parts: `running` (start-up and stop), `protocol` (the frames), `framing` (reading
+//! frames out of a stream), `net`
 //! (listeners, accepting when descriptors run out), `blocking` (the study's per-connection
 //! loop), `evloop` (epoll, the non-blocking connection), `children` (forked processes, reaped
 //! and accounted), `shared` (configuration, counters), `usage` (CPU, memory, STATS).
