@@ -12,10 +12,10 @@ use crate::error::Result;
 use super::blocking::{self, Until, Worker};
 use super::children::{ChildSlot, Children};
 use super::framing::{FrameReader, MappedBuf};
-use super::net::{self, Accepted, Acceptor};
+use super::net::{self, Acceptor};
 use super::protocol::RESPONSE_HEADER;
 use super::running::{Core, Running};
-use super::shared::{pin_to, Counter, ServerConfig, Shared, ThreadMark};
+use super::shared::{Counter, ServerConfig, Shared};
 use super::usage::{live_stats, ChildUsage};
 use super::{unbounded, DesignInfo, Model, Server};
 
@@ -69,6 +69,15 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
     running.spawn("tl-fork-accept".into(), "the acceptor thread", |me| {
         accept_loop(&me)
     })?;
+    with_snapshots(running, cfg)
+}
+
+/// The running server, with a thread refreshing the STATS snapshot its children answer with
+/// when `cfg.stats_snapshots` asks for one.
+pub(super) fn with_snapshots(
+    mut running: Running<Inner>,
+    cfg: &ServerConfig,
+) -> Result<Box<dyn Server>> {
     if cfg.stats_snapshots {
         running.spawn(
             "tl-fork-stats".into(),
@@ -80,7 +89,7 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
 }
 
 /// Refreshes the STATS snapshot the children answer with, every 20 ms, until the stop.
-pub(super) fn refresh_snapshots(inner: Arc<Inner>) {
+fn refresh_snapshots(inner: Arc<Inner>) {
     while !inner.shared.stopping() {
         let kids = inner.children.usage();
         inner
@@ -92,32 +101,20 @@ pub(super) fn refresh_snapshots(inner: Arc<Inner>) {
 
 fn accept_loop(inner: &Inner) {
     let shared = &inner.shared;
-    // Children inherit the mask.
-    if pin_to(&shared.cfg.cpus).is_err() {
-        return;
-    }
-    let _mark = ThreadMark::new(shared);
-    while !shared.stopping() {
-        match inner.acceptor.accept(shared) {
-            Accepted::Conn(fd) => {
-                // SAFETY: the child only runs `serve_in_child`: raw system calls, atomics in
-                // shared memory and a mapped buffer (no allocation, no lock).
-                let forked = unsafe {
-                    inner
-                        .children
-                        .fork(&[fd], |slot| serve_in_child(fd, shared, slot))
-                };
-                match forked {
-                    Ok(Some(_)) => net::close(fd),
-                    // Out of child slots or fork failed (RLIMIT_NPROC, memory): refuse.
-                    Ok(None) | Err(_) => inner.acceptor.refuse(fd, shared),
-                }
-            }
-            Accepted::Exhausted => net::backoff(shared, net::FD_BACKOFF),
-            Accepted::Closed => return,
-            Accepted::WouldBlock | Accepted::Retry => {}
+    inner.acceptor.run_blocking(shared, false, |fd| {
+        // SAFETY: the child only runs `serve_in_child`: raw system calls, atomics in shared
+        // memory and a mapped buffer (no allocation, no lock).
+        let forked = unsafe {
+            inner
+                .children
+                .fork(&[fd], |slot| serve_in_child(fd, shared, slot))
+        };
+        match forked {
+            Ok(Some(_)) => net::close(fd),
+            // Out of child slots or fork failed (RLIMIT_NPROC, memory): refuse.
+            Ok(None) | Err(_) => inner.acceptor.refuse(fd, shared),
         }
-    }
+    });
 }
 
 /// Serves one connection in a forked child until it ends.

@@ -197,14 +197,7 @@ fn serve(mut s: uthread::net::TcpStream, shared: Arc<Shared>, conns: Arc<Conns>)
     loop {
         let mut step = reader.check(&mut buf, cfg.max_payload);
         while step == Step::NeedMore {
-            // A frame under way must finish within the frame deadline from its first byte
-            // (slowloris); between frames the connection may idle for the idle timeout.
-            let until = if reader.in_frame() {
-                let spent = Duration::from_nanos(mono_ns().saturating_sub(reader.started_ns()));
-                deadline.saturating_sub(spent)
-            } else {
-                cfg.idle_timeout
-            };
+            let until = reader.read_wait(deadline, cfg.idle_timeout);
             s.set_read_deadline(Some(Instant::now() + until));
             match s.read(reader.spare(&mut buf)) {
                 Ok(0) => {

@@ -21,7 +21,6 @@ use super::framing::Step;
 use super::net::{self, Acceptor};
 use super::running::{per_core, start_loops};
 use super::shared::{Counter, ServerConfig, Shared};
-use super::usage::live_stats;
 use super::{unbounded, DesignInfo, Model, Server};
 
 pub const DESIGN: DesignInfo = DesignInfo {
@@ -366,8 +365,7 @@ impl<'a> Ring<'a> {
                 self.send(slot);
             }
             Step::Frame(r) => {
-                let stats = || live_stats(shared, None).encode();
-                u.conn.prepare_reply(&r, worker, shared, &stats);
+                u.conn.prepare_reply(&r, worker, shared);
                 self.send(slot);
             }
         }

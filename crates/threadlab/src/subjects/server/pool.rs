@@ -16,12 +16,11 @@ use super::evloop::{
     SWEEP, WAKE,
 };
 use super::framing::Step;
-use super::net::{self, Accepted, Acceptor};
+use super::net::{self, Acceptor};
 use super::protocol::{ErrorCode, Request};
 use super::running::{Core, Running};
 use super::shared::{pin_to, Counter, ServerConfig, Shared, ThreadMark};
 use super::thread_per_client::wait_threads;
-use super::usage::live_stats;
 use super::{unbounded, DesignInfo, Model, Server};
 
 pub const DESIGN: DesignInfo = DesignInfo {
@@ -215,27 +214,15 @@ fn dispatch(inner: &Inner) -> Result<()> {
 
 fn accept_some(inner: &Inner, ep: &Epoll, conns: &mut Slab<Box<Conn>>) -> bool {
     let shared = &inner.shared;
-    for _ in 0..64 {
-        match inner.acceptor.accept(shared) {
-            Accepted::Conn(fd) => {
-                if shared.get(Counter::ConnectionsOpen) >= shared.cfg.max_connections as u64 {
-                    inner.acceptor.refuse(fd, shared);
-                    continue;
-                }
-                set_nonblocking(fd);
-                let token = conns.insert(Box::new(Conn::new(fd)));
-                if !ep.ctl(libc::EPOLL_CTL_ADD, fd, ARM, token) {
-                    conns.remove(token);
-                    continue;
-                }
-                shared.add(Counter::ConnectionsOpen, 1);
-            }
-            Accepted::Exhausted => return true,
-            Accepted::WouldBlock | Accepted::Closed => return false,
-            Accepted::Retry => {}
+    inner.acceptor.accept_batch(shared, |fd| {
+        set_nonblocking(fd);
+        let token = conns.insert(Box::new(Conn::new(fd)));
+        if !ep.ctl(libc::EPOLL_CTL_ADD, fd, ARM, token) {
+            conns.remove(token);
+            return;
         }
-    }
-    false
+        shared.add(Counter::ConnectionsOpen, 1);
+    })
 }
 
 /// What the dispatcher does with a connection's bytes: wait for more (re-arm), hand a whole
@@ -314,7 +301,6 @@ fn worker(inner: &Inner, id: u16) {
         return;
     }
     let _mark = ThreadMark::new(shared);
-    let stats = || live_stats(shared, None).encode();
     loop {
         let job = {
             let mut q = inner.queue.lock().expect("not poisoned");
@@ -333,7 +319,7 @@ fn worker(inner: &Inner, id: u16) {
             mut conn,
             req,
         } = job;
-        conn.prepare_reply(&req, id, shared, &stats);
+        conn.prepare_reply(&req, id, shared);
         // One non-blocking attempt: a client that does not read its replies never holds a
         // worker; what is left goes back to the dispatcher with the connection.
         let keep = match conn.write_some(shared) {

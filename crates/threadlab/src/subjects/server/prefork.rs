@@ -15,7 +15,7 @@ use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 
 use super::children::Children;
-use super::fork_per_client::{refresh_snapshots, serve_conn_in_child, Inner};
+use super::fork_per_client::{serve_conn_in_child, with_snapshots, Inner};
 use super::framing::MappedBuf;
 use super::net::{self, Accepted, Acceptor};
 use super::protocol::RESPONSE_HEADER;
@@ -90,14 +90,7 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
         "the prefork turnstile thread",
         move |me| turnstile(&me, lfd, n),
     )?;
-    if cfg.stats_snapshots {
-        running.spawn(
-            "tl-fork-stats".into(),
-            "the stats thread",
-            refresh_snapshots,
-        )?;
-    }
-    Ok(running.boxed())
+    with_snapshots(running, cfg)
 }
 
 /// Every process holds a connection and another waits in the listen queue (poll, so it is

@@ -12,9 +12,9 @@ use crate::error::Result;
 
 use super::blocking::{self, Until, Worker};
 use super::framing::{new_buffer, FrameReader};
-use super::net::{self, Accepted, Acceptor};
+use super::net::{self, Acceptor};
 use super::running::{Core, Running};
-use super::shared::{pin_to, Counter, ServerConfig, Shared, ThreadMark};
+use super::shared::{Counter, ServerConfig, Shared, ThreadMark};
 use super::{unbounded, DesignInfo, Model, Server};
 
 pub const DESIGN: DesignInfo = DesignInfo {
@@ -86,37 +86,21 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
 
 fn accept_loop(inner: &Arc<Inner>) {
     let shared = &inner.shared;
-    // Threads spawned from here inherit the mask.
-    if pin_to(&shared.cfg.cpus).is_err() {
-        return;
-    }
-    let _mark = ThreadMark::new(shared);
-    while !shared.stopping() {
-        match inner.acceptor.accept(shared) {
-            Accepted::Conn(fd) => {
-                if shared.get(Counter::ConnectionsOpen) >= shared.cfg.max_connections as u64 {
-                    inner.acceptor.refuse(fd, shared);
-                    continue;
-                }
-                inner.conns.add(fd);
-                shared.add(Counter::ConnectionsOpen, 1);
-                let me = inner.clone();
-                let spawned = std::thread::Builder::new()
-                    .stack_size(shared.cfg.thread_stack)
-                    .spawn(move || serve_client(&me, fd));
-                if spawned.is_err() {
-                    // Out of threads (RLIMIT_NPROC, memory): refuse like a full server.
-                    inner.shared.sub(Counter::ConnectionsOpen, 1);
-                    net::send_error(fd, shared, super::protocol::ErrorCode::Busy, 0, 0, 0);
-                    shared.add(Counter::Rejected, 1);
-                    inner.conns.close(fd);
-                }
-            }
-            Accepted::Exhausted => net::backoff(shared, net::FD_BACKOFF),
-            Accepted::Closed => return,
-            Accepted::WouldBlock | Accepted::Retry => {}
+    inner.acceptor.run_blocking(shared, true, |fd| {
+        inner.conns.add(fd);
+        shared.add(Counter::ConnectionsOpen, 1);
+        let me = inner.clone();
+        let spawned = std::thread::Builder::new()
+            .stack_size(shared.cfg.thread_stack)
+            .spawn(move || serve_client(&me, fd));
+        if spawned.is_err() {
+            // Out of threads (RLIMIT_NPROC, memory): refuse like a full server.
+            inner.shared.sub(Counter::ConnectionsOpen, 1);
+            net::send_error(fd, shared, super::protocol::ErrorCode::Busy, 0, 0, 0);
+            shared.add(Counter::Rejected, 1);
+            inner.conns.close(fd);
         }
-    }
+    });
 }
 
 fn serve_client(inner: &Inner, fd: RawFd) {

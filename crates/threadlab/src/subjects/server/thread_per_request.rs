@@ -14,7 +14,7 @@ use crate::measure::process::mono_ns;
 use super::blocking::{self, Ended, Until, Worker};
 use super::evloop::{Epoll, Slab, Waker, LISTENER, WAKE};
 use super::framing::{new_buffer, FrameReader};
-use super::net::{self, Accepted, Acceptor};
+use super::net::{self, Acceptor};
 use super::running::{Core, Running};
 use super::shared::{pin_to, Counter, ServerConfig, Shared, ThreadMark};
 use super::thread_per_client::{wait_threads, LiveConns};
@@ -152,35 +152,23 @@ fn dispatch(inner: &Arc<Inner>) {
 
 fn accept_some(inner: &Inner) -> bool {
     let shared = &inner.shared;
-    for _ in 0..64 {
-        match inner.acceptor.accept(shared) {
-            Accepted::Conn(fd) => {
-                if shared.get(Counter::ConnectionsOpen) >= shared.cfg.max_connections as u64 {
-                    inner.acceptor.refuse(fd, shared);
-                    continue;
-                }
-                blocking::prepare(fd, shared);
-                inner.conns.add(fd);
-                shared.add(Counter::ConnectionsOpen, 1);
-                let mut parked = inner.parked.lock().expect("not poisoned");
-                let token = parked.insert(Parked {
-                    fd,
-                    buf: new_buffer(),
-                    reader: FrameReader::new(),
-                    idle_since_ns: mono_ns(),
-                });
-                if !inner.ep.ctl(libc::EPOLL_CTL_ADD, fd, ARM, token) {
-                    parked.remove(token);
-                    shared.sub(Counter::ConnectionsOpen, 1);
-                    inner.conns.close(fd);
-                }
-            }
-            Accepted::Exhausted => return true,
-            Accepted::WouldBlock | Accepted::Closed => return false,
-            Accepted::Retry => {}
+    inner.acceptor.accept_batch(shared, |fd| {
+        blocking::prepare(fd, shared);
+        inner.conns.add(fd);
+        shared.add(Counter::ConnectionsOpen, 1);
+        let mut parked = inner.parked.lock().expect("not poisoned");
+        let token = parked.insert(Parked {
+            fd,
+            buf: new_buffer(),
+            reader: FrameReader::new(),
+            idle_since_ns: mono_ns(),
+        });
+        if !inner.ep.ctl(libc::EPOLL_CTL_ADD, fd, ARM, token) {
+            parked.remove(token);
+            shared.sub(Counter::ConnectionsOpen, 1);
+            inner.conns.close(fd);
         }
-    }
-    false
+    })
 }
 
 fn spawn_request(inner: &Arc<Inner>, token: u64, p: Parked) {

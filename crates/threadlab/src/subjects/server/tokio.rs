@@ -131,12 +131,7 @@ async fn serve(mut s: tokio::net::TcpStream, shared: Arc<Shared>) {
     loop {
         let mut step = reader.check(&mut buf, cfg.max_payload);
         while step == Step::NeedMore {
-            let wait = if reader.in_frame() {
-                let spent = Duration::from_nanos(mono_ns().saturating_sub(reader.started_ns()));
-                deadline.saturating_sub(spent)
-            } else {
-                cfg.idle_timeout
-            };
+            let wait = reader.read_wait(deadline, cfg.idle_timeout);
             let read = tokio::time::timeout(wait, s.read(reader.spare(&mut buf))).await;
             match read {
                 Ok(Ok(0)) => {
