@@ -8,6 +8,7 @@
 //! for runs inline: a blocking request stalls every connection of the loop, which is the point
 //! the blocking-work pattern makes.
 
+use std::borrow::Borrow;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
@@ -372,6 +373,64 @@ pub enum Expiry {
     Idle,
 }
 
+/// Accepting paused after the process ran out of descriptors: the listener leaves the epoll set
+/// for `FD_BACKOFF`, then comes back.
+#[derive(Default)]
+pub struct AcceptPause {
+    /// When accepting resumes; 0 while it is not paused.
+    pub until_ns: u64,
+}
+
+impl AcceptPause {
+    pub fn start(&mut self, ep: &Epoll, listener: RawFd) {
+        ep.ctl(libc::EPOLL_CTL_DEL, listener, 0, 0);
+        self.until_ns = mono_ns() + net::FD_BACKOFF.as_nanos() as u64;
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.until_ns != 0
+    }
+
+    /// Puts the listener back once the pause is over.
+    pub fn end_when_over(&mut self, ep: &Epoll, listener: RawFd, now: u64) {
+        if self.until_ns != 0 && now >= self.until_ns {
+            self.until_ns = 0;
+            ep.ctl(
+                libc::EPOLL_CTL_ADD,
+                listener,
+                libc::EPOLLIN as u32,
+                LISTENER,
+            );
+        }
+    }
+}
+
+/// Every `SWEEP` (when `now` reaches `next_sweep`): closes the connections past a deadline or
+/// idle too long, counting each.
+pub fn sweep<C: Borrow<Conn>>(
+    conns: &mut Slab<C>,
+    next_sweep: &mut u64,
+    now: u64,
+    worker: u16,
+    shared: &Shared,
+) {
+    if now < *next_sweep {
+        return;
+    }
+    *next_sweep = now + SWEEP.as_nanos() as u64;
+    for t in conns.tokens() {
+        let why = conns
+            .get_mut(t)
+            .and_then(|c| <C as Borrow<Conn>>::borrow(c).expired(now, shared));
+        if let Some(why) = why {
+            if let Some(c) = conns.remove(t) {
+                note_expiry(c.borrow(), why, worker, shared);
+                shared.sub(Counter::ConnectionsOpen, 1);
+            }
+        }
+    }
+}
+
 /// Counts an expiry and, for a frame past its deadline, tries to tell the client.
 pub fn note_expiry(c: &Conn, why: Expiry, worker: u16, shared: &Shared) {
     match why {
@@ -407,8 +466,7 @@ pub fn run_loop(shared: &Shared, acceptor: &Acceptor, waker: &Waker, worker: u16
     }
     let mut conns: Slab<Conn> = Slab::default();
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
-    // While accepting is paused after EMFILE: when it resumes.
-    let mut accept_paused_until = 0u64;
+    let mut pause = AcceptPause::default();
     let mut next_sweep = 0u64;
     loop {
         let now = mono_ns();
@@ -416,8 +474,8 @@ pub fn run_loop(shared: &Shared, acceptor: &Acceptor, waker: &Waker, worker: u16
         if !conns.is_empty() {
             timeout = (next_sweep.saturating_sub(now) / 1_000_000).min(100) as i32;
         }
-        if accept_paused_until != 0 {
-            let left = (accept_paused_until.saturating_sub(now) / 1_000_000) as i32;
+        if pause.is_on() {
+            let left = (pause.until_ns.saturating_sub(now) / 1_000_000) as i32;
             timeout = if timeout < 0 { left } else { timeout.min(left) };
         }
         let n = ep.wait(&mut events, timeout);
@@ -431,8 +489,7 @@ pub fn run_loop(shared: &Shared, acceptor: &Acceptor, waker: &Waker, worker: u16
             match token {
                 LISTENER => {
                     if accept_some(shared, acceptor, &ep, &mut conns) {
-                        ep.ctl(libc::EPOLL_CTL_DEL, acceptor.fd(), 0, 0);
-                        accept_paused_until = mono_ns() + net::FD_BACKOFF.as_nanos() as u64;
+                        pause.start(&ep, acceptor.fd());
                     }
                 }
                 WAKE => {
@@ -454,27 +511,8 @@ pub fn run_loop(shared: &Shared, acceptor: &Acceptor, waker: &Waker, worker: u16
             return Ok(());
         }
         let now = mono_ns();
-        if accept_paused_until != 0 && now >= accept_paused_until {
-            accept_paused_until = 0;
-            ep.ctl(
-                libc::EPOLL_CTL_ADD,
-                acceptor.fd(),
-                libc::EPOLLIN as u32,
-                LISTENER,
-            );
-        }
-        if now >= next_sweep {
-            next_sweep = now + SWEEP.as_nanos() as u64;
-            for t in conns.tokens() {
-                let why = conns.get_mut(t).and_then(|c| c.expired(now, shared));
-                if let Some(why) = why {
-                    if let Some(c) = conns.remove(t) {
-                        note_expiry(&c, why, worker, shared);
-                        shared.sub(Counter::ConnectionsOpen, 1);
-                    }
-                }
-            }
-        }
+        pause.end_when_over(&ep, acceptor.fd(), now);
+        sweep(&mut conns, &mut next_sweep, now, worker, shared);
     }
 }
 

@@ -65,10 +65,14 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
         children: Children::new(cfg.max_connections.min(MAX_CHILDREN))?,
         accepts_here: true,
     };
-    let mut running = Running::on(&DESIGN, vec![listener], inner)?;
-    running.spawn("tl-fork-accept".into(), "the acceptor thread", |me| {
-        accept_loop(&me)
-    })?;
+    let running = Running::with_thread(
+        &DESIGN,
+        listener,
+        inner,
+        "tl-fork-accept",
+        "the acceptor thread",
+        |me| accept_loop(&me),
+    )?;
     with_snapshots(running, cfg)
 }
 

@@ -22,7 +22,7 @@ use super::blocking::{spin_us, WORK_SLICE_US};
 use super::framing::{new_buffer, FrameReader, Step};
 use super::net;
 use super::protocol::{ErrorCode, RequestKind};
-use super::reply::{prepare, refusal, Prepared};
+use super::reply::{next_frame, prepare, refusal, Prepared, Written};
 use super::running::{Core, Running};
 use super::shared::{Counter, ServerConfig, Shared};
 use super::{unbounded, DesignInfo, Model, Server};
@@ -254,20 +254,13 @@ fn serve(mut s: uthread::net::TcpStream, shared: Arc<Shared>, conns: Arc<Conns>)
                 return;
             }
         };
-        match s.write_all(&buf[..len]) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                shared.add(Counter::Deadline, 1);
-                return;
-            }
-            Err(_) => {
-                shared.add(Counter::Resets, 1);
-                return;
-            }
-        }
-        if close {
+        let written = match s.write_all(&buf[..len]) {
+            Ok(()) => Written::Whole,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Written::TimedOut,
+            Err(_) => Written::Failed,
+        };
+        if !next_frame(written, close, &mut reader, &mut buf, &shared) {
             return;
         }
-        reader.consume(&mut buf, mono_ns());
     }
 }

@@ -12,8 +12,8 @@ use crate::error::{Error, Result};
 use crate::measure::process::mono_ns;
 
 use super::evloop::{
-    note_expiry, set_nonblocking, Conn, Epoll, ReadOutcome, Slab, Waker, WriteOutcome, LISTENER,
-    SWEEP, WAKE,
+    set_nonblocking, sweep, AcceptPause, Conn, Epoll, ReadOutcome, Slab, Waker, WriteOutcome,
+    LISTENER, SWEEP, WAKE,
 };
 use super::framing::Step;
 use super::net::{self, Acceptor};
@@ -118,10 +118,10 @@ fn dispatch(inner: &Inner) -> Result<()> {
     // Connections owned by the dispatcher; a slot whose value is out is with a worker.
     let mut conns: Slab<Box<Conn>> = Slab::default();
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
-    let mut accept_paused_until = 0u64;
+    let mut pause = AcceptPause::default();
     let mut next_sweep = 0u64;
     loop {
-        let timeout = if accept_paused_until != 0 {
+        let timeout = if pause.is_on() {
             50
         } else if conns.is_empty() {
             -1
@@ -133,8 +133,7 @@ fn dispatch(inner: &Inner) -> Result<()> {
             match ev.u64 {
                 LISTENER => {
                     if accept_some(inner, &ep, &mut conns) {
-                        ep.ctl(libc::EPOLL_CTL_DEL, inner.acceptor.fd(), 0, 0);
-                        accept_paused_until = mono_ns() + net::FD_BACKOFF.as_nanos() as u64;
+                        pause.start(&ep, inner.acceptor.fd());
                     }
                 }
                 WAKE => {
@@ -188,27 +187,8 @@ fn dispatch(inner: &Inner) -> Result<()> {
             return Ok(());
         }
         let now = mono_ns();
-        if accept_paused_until != 0 && now >= accept_paused_until {
-            accept_paused_until = 0;
-            ep.ctl(
-                libc::EPOLL_CTL_ADD,
-                inner.acceptor.fd(),
-                libc::EPOLLIN as u32,
-                LISTENER,
-            );
-        }
-        if now >= next_sweep {
-            next_sweep = now + SWEEP.as_nanos() as u64;
-            for t in conns.tokens() {
-                let why = conns.get_mut(t).and_then(|c| c.expired(now, shared));
-                if let Some(why) = why {
-                    if let Some(c) = conns.remove(t) {
-                        note_expiry(&c, why, 0, shared);
-                        shared.sub(Counter::ConnectionsOpen, 1);
-                    }
-                }
-            }
-        }
+        pause.end_when_over(&ep, inner.acceptor.fd(), now);
+        sweep(&mut conns, &mut next_sweep, now, 0, shared);
     }
 }
 

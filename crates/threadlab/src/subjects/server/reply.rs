@@ -3,11 +3,12 @@
 //! caller (each runtime waits its own way), then this writes the response or the refusal.
 //! The event loops' connections (`evloop::Conn`) lay their responses out with `write_reply`.
 
+use super::framing::FrameReader;
 use super::protocol::{
     encode_error, write_response, ErrorCode, Request, RequestKind, Response, ERROR_FRAME_MAX,
     KIND_RESPONSE, KIND_STATS, RESPONSE_HEADER, STATS_PAYLOAD,
 };
-use super::shared::Shared;
+use super::shared::{Counter, Shared};
 use super::usage::live_stats;
 use crate::measure::process::mono_ns;
 
@@ -96,4 +97,38 @@ pub fn write_reply(
         },
     );
     RESPONSE_HEADER + payload_len as usize
+}
+
+/// How a reply's write ended.
+pub enum Written {
+    Whole,
+    /// It ran past the frame deadline (a client that does not read).
+    TimedOut,
+    Failed,
+}
+
+/// After a reply's write: true when the connection goes on to its next frame (consumed from
+/// `buf`); a write past the deadline counts `Deadline`, another failure `Resets`.
+pub fn next_frame(
+    w: Written,
+    close: bool,
+    reader: &mut FrameReader,
+    buf: &mut Vec<u8>,
+    shared: &Shared,
+) -> bool {
+    match w {
+        Written::Whole if close => false,
+        Written::Whole => {
+            reader.consume(buf, mono_ns());
+            true
+        }
+        Written::TimedOut => {
+            shared.add(Counter::Deadline, 1);
+            false
+        }
+        Written::Failed => {
+            shared.add(Counter::Resets, 1);
+            false
+        }
+    }
 }

@@ -67,6 +67,20 @@ impl<C: Core> Running<C> {
         Ok(r)
     }
 
+    /// A design with one listener and one thread of its own (its acceptor, its dispatcher).
+    pub fn with_thread(
+        design: &'static DesignInfo,
+        listener: Socket,
+        core: C,
+        name: &str,
+        what: &str,
+        body: impl FnOnce(Arc<C>) + Send + 'static,
+    ) -> Result<Running<C>> {
+        let mut r = Running::on(design, vec![listener], core)?;
+        r.spawn(name.into(), what, body)?;
+        Ok(r)
+    }
+
     pub fn core(&self) -> &Arc<C> {
         &self.core
     }

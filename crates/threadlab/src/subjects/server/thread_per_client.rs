@@ -77,10 +77,14 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
         acceptor: Acceptor::new(net::raw(&listener)),
         conns: LiveConns::default(),
     };
-    let mut running = Running::on(&DESIGN, vec![listener], inner)?;
-    running.spawn("tl-tpc-accept".into(), "the acceptor thread", |me| {
-        accept_loop(&me)
-    })?;
+    let running = Running::with_thread(
+        &DESIGN,
+        listener,
+        inner,
+        "tl-tpc-accept",
+        "the acceptor thread",
+        |me| accept_loop(&me),
+    )?;
     Ok(running.boxed())
 }
 

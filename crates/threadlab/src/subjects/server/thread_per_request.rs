@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::measure::process::mono_ns;
 
 use super::blocking::{self, Ended, Until, Worker};
-use super::evloop::{Epoll, Slab, Waker, LISTENER, WAKE};
+use super::evloop::{AcceptPause, Epoll, Slab, Waker, LISTENER, WAKE};
 use super::framing::{new_buffer, FrameReader};
 use super::net::{self, Acceptor};
 use super::running::{Core, Running};
@@ -93,10 +93,14 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
     ) {
         return Err(Error::os("epoll_ctl ADD"));
     }
-    let mut running = Running::on(&DESIGN, vec![listener], inner)?;
-    running.spawn("tl-tpr-dispatch".into(), "the dispatcher thread", |me| {
-        dispatch(&me)
-    })?;
+    let running = Running::with_thread(
+        &DESIGN,
+        listener,
+        inner,
+        "tl-tpr-dispatch",
+        "the dispatcher thread",
+        |me| dispatch(&me),
+    )?;
     Ok(running.boxed())
 }
 
@@ -107,11 +111,11 @@ fn dispatch(inner: &Arc<Inner>) {
     }
     let _mark = ThreadMark::new(shared);
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
-    let mut accept_paused_until = 0u64;
+    let mut pause = AcceptPause::default();
     loop {
         let busy = !inner.parked.lock().expect("not poisoned").is_empty();
-        let timeout = match (busy, accept_paused_until) {
-            (_, t) if t != 0 => 50,
+        let timeout = match (busy, pause.is_on()) {
+            (_, true) => 50,
             (true, _) => 1000,
             (false, _) => -1,
         };
@@ -120,8 +124,7 @@ fn dispatch(inner: &Arc<Inner>) {
             match ev.u64 {
                 LISTENER => {
                     if accept_some(inner) {
-                        inner.ep.ctl(libc::EPOLL_CTL_DEL, inner.acceptor.fd(), 0, 0);
-                        accept_paused_until = mono_ns() + net::FD_BACKOFF.as_nanos() as u64;
+                        pause.start(&inner.ep, inner.acceptor.fd());
                     }
                 }
                 WAKE => inner.waker.drain(),
@@ -137,15 +140,7 @@ fn dispatch(inner: &Arc<Inner>) {
             return;
         }
         let now = mono_ns();
-        if accept_paused_until != 0 && now >= accept_paused_until {
-            accept_paused_until = 0;
-            inner.ep.ctl(
-                libc::EPOLL_CTL_ADD,
-                inner.acceptor.fd(),
-                libc::EPOLLIN as u32,
-                LISTENER,
-            );
-        }
+        pause.end_when_over(&inner.ep, inner.acceptor.fd(), now);
         close_idle(inner, now);
     }
 }

@@ -16,7 +16,7 @@ use super::blocking::spin_us;
 use super::framing::{new_buffer, FrameReader, Step};
 use super::net::{self, Acceptor};
 use super::protocol::{encode_error, ErrorCode, RequestKind, ERROR_FRAME_MAX};
-use super::reply::{prepare, refusal, Prepared};
+use super::reply::{next_frame, prepare, refusal, Prepared, Written};
 use super::running::{Core, Running};
 use super::shared::{pin_to, Counter, ServerConfig, Shared};
 use super::{unbounded, DesignInfo, Model, Server};
@@ -183,20 +183,13 @@ async fn serve(mut s: tokio::net::TcpStream, shared: Arc<Shared>) {
                 return;
             }
         };
-        match tokio::time::timeout(deadline, s.write_all(&buf[..len])).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => {
-                shared.add(Counter::Resets, 1);
-                return;
-            }
-            Err(_) => {
-                shared.add(Counter::Deadline, 1);
-                return;
-            }
-        }
-        if close {
+        let written = match tokio::time::timeout(deadline, s.write_all(&buf[..len])).await {
+            Ok(Ok(())) => Written::Whole,
+            Ok(Err(_)) => Written::Failed,
+            Err(_) => Written::TimedOut,
+        };
+        if !next_frame(written, close, &mut reader, &mut buf, &shared) {
             return;
         }
-        reader.consume(&mut buf, mono_ns());
     }
 }
