@@ -3,9 +3,10 @@
 //!
 //! Adding a design: write its file with a `pub const DESIGN: DesignInfo` whose `start` returns a
 //! running `Server` (`running::Running` over the design's state, or `running::start_loops` for
-//! an event loop per listener), and add one line to `DESIGNS`. The experiment measures every
-//! design in the list, `threadlab serve --design` offers it; nothing else changes (its metric
-//! ids are `server.<name>.…`, documented by pattern).
+//! an event loop per listener), and add its name to `designs!` below (one line: the module and
+//! its place in `DESIGNS`). The experiment measures every design in the list and
+//! `threadlab serve --design` offers it; nothing else changes (its metric ids are
+//! `server.<name>.…`, documented by pattern).
 //!
 //! Shared parts: `running` (start-up and stop), `protocol` (the frames), `framing` (reading
 //! frames out of a stream), `net`
@@ -29,18 +30,6 @@ pub mod reply;
 pub mod running;
 pub mod shared;
 pub mod usage;
-
-pub mod epoll;
-pub mod epoll_per_core;
-pub mod fork_per_client;
-pub mod go;
-pub mod green;
-pub mod io_uring;
-pub mod pool;
-pub mod prefork;
-pub mod thread_per_client;
-pub mod thread_per_request;
-pub mod tokio;
 
 pub use shared::{Counts, ServerConfig, Shared};
 pub use usage::{ChildUsage, Usage};
@@ -109,20 +98,29 @@ pub trait Server: Send {
     }
 }
 
-/// Every design, in the order the experiment measures them.
-pub const DESIGNS: &[&DesignInfo] = &[
-    &thread_per_client::DESIGN,
-    &thread_per_request::DESIGN,
-    &fork_per_client::DESIGN,
-    &prefork::DESIGN,
-    &pool::DESIGN,
-    &epoll::DESIGN,
-    &epoll_per_core::DESIGN,
-    &io_uring::DESIGN,
-    &green::DESIGN,
-    &tokio::DESIGN,
-    &go::DESIGN,
-];
+/// The design registry: each name is a module of this folder (declared here) whose `DESIGN`
+/// joins `DESIGNS`, so that adding a design is its file and one line below.
+macro_rules! designs {
+    ($($design:ident),* $(,)?) => {
+        $(pub mod $design;)*
+        /// Every design, in the order the experiment measures them.
+        pub const DESIGNS: &[&DesignInfo] = &[$(&$design::DESIGN),*];
+    };
+}
+
+designs!(
+    thread_per_client,
+    thread_per_request,
+    fork_per_client,
+    prefork,
+    pool,
+    epoll,
+    epoll_per_core,
+    io_uring,
+    green,
+    tokio,
+    go,
+);
 
 pub fn find(name: &str) -> Option<&'static DesignInfo> {
     DESIGNS.iter().copied().find(|d| d.name == name)
