@@ -1,11 +1,15 @@
 //! Every server design answers the protocol: short and long connections, verified echoes,
-//! the design id in each reply, STATS on loopback; and it stops cleanly.
+//! the design id in each reply, STATS on loopback; and it stops cleanly. Every design in the
+//! registry is documented and drawn.
 
 use std::time::Duration;
 
 use threadlab::cancel::Cancel;
 use threadlab::error::Error;
 use threadlab::experiments::server::client::{self, Exchange, Sources};
+use threadlab::measure::units::Unit;
+use threadlab::report::html;
+use threadlab::results::{ExperimentResult, Metric};
 use threadlab::subjects::server::protocol::pattern;
 use threadlab::subjects::server::{ServerConfig, DESIGNS};
 
@@ -67,4 +71,71 @@ fn every_design_echoes_short_and_long_connections() {
             d.name
         );
     }
+}
+
+/// Where a design must appear once it is in `DESIGNS`: `threadlab serve --help` (checked by
+/// `serve_cli`), the ids docs/results-schema.md documents, and the report's server section.
+/// None of these lists designs by hand, so a new design needs no edit there; this fails if
+/// one starts to.
+#[test]
+fn every_registered_design_is_documented_and_drawn() {
+    let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results-schema.md");
+    let doc = std::fs::read_to_string(doc).expect("docs/results-schema.md exists");
+    let patterns: Vec<&str> = doc
+        .lines()
+        .filter(|l| l.starts_with("| `server."))
+        .filter_map(|l| l.split('`').nth(1))
+        .collect();
+    let server_section = &doc[doc.find("### server").expect("a server section")..];
+    assert!(
+        server_section.contains("threadlab serve --help"),
+        "the schema's server section should name where the designs are listed"
+    );
+    let stats = ["short.1kib.mean", "long.1kib.mean", "peak", "rate.p99"];
+    for d in DESIGNS {
+        for s in stats {
+            let id = format!("server.{}.{s}", d.name);
+            assert!(
+                patterns.iter().any(|p| matches_pattern(&id, p)),
+                "{id} is not documented in docs/results-schema.md"
+            );
+        }
+    }
+
+    let mut e: ExperimentResult = serde_json::from_value(serde_json::json!({
+        "name": "server", "study": "s", "status": "ok", "wall_s": 1.0, "metrics": []
+    }))
+    .expect("a minimal experiment result");
+    for (i, d) in DESIGNS.iter().enumerate() {
+        for (s, unit) in [
+            ("short.1kib.mean", Unit::Us),
+            ("long.1kib.mean", Unit::Us),
+            ("cpu_per_request", Unit::Us),
+            ("peak", Unit::PerS),
+        ] {
+            let v = 10.0 + i as f64;
+            let id = format!("server.{}.{s}", d.name);
+            e.metrics.push(
+                Metric::from_values(&id, unit, &[v, v * 1.01, v * 0.99], 1, "-", "").unwrap(),
+            );
+        }
+    }
+    let charts = html::server::charts(&e);
+    let drawn: String = charts.iter().map(|c| c.svg.as_str()).collect();
+    for d in DESIGNS {
+        assert!(
+            drawn.contains(d.name),
+            "the report's server section leaves out {}",
+            d.name
+        );
+    }
+}
+
+/// `<x>` in a documented id matches any one segment.
+fn matches_pattern(id: &str, pattern: &str) -> bool {
+    let (a, b): (Vec<&str>, Vec<&str>) = (id.split('.').collect(), pattern.split('.').collect());
+    a.len() == b.len()
+        && a.iter()
+            .zip(&b)
+            .all(|(x, p)| x == p || (p.starts_with('<') && p.ends_with('>')))
 }

@@ -5,7 +5,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use threadlab::cancel::Cancel;
@@ -15,27 +14,11 @@ use threadlab::subjects::server::protocol::{
     encode_request, parse_response, pattern, Request, KIND_ERROR, KIND_RESPONSE, KIND_STATS,
     RESPONSE_HEADER,
 };
-use threadlab::subjects::server::{DesignInfo, Server, ServerConfig, DESIGNS};
+use threadlab::subjects::server::{DesignInfo, ServerConfig, DESIGNS};
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn start(d: &DesignInfo, cfg: &ServerConfig) -> Option<Box<dyn Server>> {
-    match (d.start)(cfg, &Cancel::never()) {
-        Ok(s) => {
-            client::wait_listening(s.local_addr(), &Cancel::never()).unwrap();
-            Some(s)
-        }
-        Err(Error::Skip(why)) => {
-            eprintln!("{}: skipped ({why})", d.name);
-            None
-        }
-        Err(e) => panic!("{}: {e}", d.name),
-    }
-}
+#[path = "support/servers.rs"]
+mod servers;
+use servers::{serial, start};
 
 /// The lab's designs that run in this process (the Go server is a program of its own).
 fn in_process() -> impl Iterator<Item = &'static &'static DesignInfo> {

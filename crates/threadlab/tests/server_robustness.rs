@@ -9,22 +9,17 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use threadlab::cancel::Cancel;
-use threadlab::error::Error;
 use threadlab::experiments::server::client::{self, Exchange, Sources};
 use threadlab::subjects::server::protocol::{
     encode_request, parse_response, pattern, ErrorCode, Request, KIND_ERROR, RESPONSE_HEADER,
 };
-use threadlab::subjects::server::{DesignInfo, Server, ServerConfig, DESIGNS};
+use threadlab::subjects::server::{ServerConfig, DESIGNS};
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
-}
+#[path = "support/servers.rs"]
+mod servers;
+use servers::{serial, start};
 
 fn config() -> ServerConfig {
     let mut cfg = ServerConfig::loopback();
@@ -33,20 +28,6 @@ fn config() -> ServerConfig {
     cfg.prefork_processes = 8;
     cfg.max_payload = 1 << 16;
     cfg
-}
-
-fn start(d: &DesignInfo, cfg: &ServerConfig) -> Option<Box<dyn Server>> {
-    match (d.start)(cfg, &Cancel::never()) {
-        Ok(s) => {
-            client::wait_listening(s.local_addr(), &Cancel::never()).unwrap();
-            Some(s)
-        }
-        Err(Error::Skip(why)) => {
-            eprintln!("{}: skipped ({why})", d.name);
-            None
-        }
-        Err(e) => panic!("{}: {e}", d.name),
-    }
 }
 
 fn fds() -> usize {

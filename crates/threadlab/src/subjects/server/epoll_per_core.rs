@@ -5,8 +5,9 @@
 use crate::cancel::Cancel;
 use crate::error::Result;
 
-use super::epoll::Loops;
+use super::epoll::epoll_loop;
 use super::net;
+use super::running::{per_core, start_loops};
 use super::shared::ServerConfig;
 use super::{unbounded, DesignInfo, Model, Server};
 
@@ -20,13 +21,13 @@ pub const DESIGN: DesignInfo = DesignInfo {
 };
 
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
-    let cpus: Vec<Option<usize>> = if cfg.cpus.is_empty() {
-        vec![None]
-    } else {
-        cfg.cpus.iter().map(|&c| Some(c)).collect()
-    };
+    let cpus = per_core(cfg);
     let listeners = net::listen_group(cfg.listen, cfg.backlog, cpus.len(), true)?;
-    Ok(Box::new(Loops::start(&DESIGN, cfg, listeners, |i| {
-        cpus[i].into_iter().collect()
-    })?))
+    start_loops(
+        &DESIGN,
+        cfg,
+        listeners,
+        |i| cpus[i].into_iter().collect(),
+        epoll_loop,
+    )
 }

@@ -8,6 +8,7 @@
 //! for runs inline: a blocking request stalls every connection of the loop, which is the point
 //! the blocking-work pattern makes.
 
+use std::borrow::Borrow;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
@@ -16,11 +17,9 @@ use crate::measure::process::mono_ns;
 
 use super::blocking::do_work;
 use super::framing::{new_buffer, FrameReader, Step};
-use super::net::{self, Accepted, Acceptor};
-use super::protocol::{
-    encode_error, write_response, ErrorCode, Request, RequestKind, Response, ERROR_FRAME_MAX,
-    KIND_RESPONSE, KIND_STATS, RESPONSE_HEADER, STATS_PAYLOAD,
-};
+use super::net::{self, Acceptor};
+use super::protocol::{encode_error, ErrorCode, Request, RequestKind, ERROR_FRAME_MAX};
+use super::reply::write_reply;
 use super::shared::{Counter, Shared};
 
 /// Token of the listening socket in an epoll set.
@@ -275,58 +274,19 @@ impl Conn {
     }
 
     /// Does the work a frame asks for and lays its reply out at the start of the buffer.
-    /// STATS is answered from this process (`stats`) only to loopback peers or when allowed.
-    pub fn prepare_reply(
-        &mut self,
-        r: &Request,
-        worker: u16,
-        shared: &Shared,
-        stats: &dyn Fn() -> [u8; STATS_PAYLOAD],
-    ) {
-        let started = self.reader.started_ns();
-        match r.kind {
-            RequestKind::Stats => {
-                if !(shared.cfg.allow_remote_stats || net::peer_is_loopback(self.fd)) {
-                    self.prepare_error(ErrorCode::Forbidden, r.seq, r.client_tag, worker, shared);
-                    return;
-                }
-                let payload = stats();
-                self.buf[RESPONSE_HEADER..RESPONSE_HEADER + STATS_PAYLOAD]
-                    .copy_from_slice(&payload);
-                write_response(
-                    &mut self.buf,
-                    &Response {
-                        kind: KIND_STATS,
-                        design: shared.design,
-                        worker,
-                        seq: r.seq,
-                        payload_len: STATS_PAYLOAD as u32,
-                        client_tag: r.client_tag,
-                        service_ns: mono_ns().saturating_sub(started),
-                        txn: 0,
-                    },
-                );
-                self.start_write(RESPONSE_HEADER + STATS_PAYLOAD, r.close_after());
-            }
-            RequestKind::Echo => {
-                do_work(r, shared);
-                let txn = shared.next_txn();
-                write_response(
-                    &mut self.buf,
-                    &Response {
-                        kind: KIND_RESPONSE,
-                        design: shared.design,
-                        worker,
-                        seq: r.seq,
-                        payload_len: r.payload_len,
-                        client_tag: r.client_tag,
-                        service_ns: mono_ns().saturating_sub(started),
-                        txn,
-                    },
-                );
-                self.start_write(RESPONSE_HEADER + r.payload_len as usize, r.close_after());
-            }
+    /// STATS is answered only to loopback peers or when allowed.
+    pub fn prepare_reply(&mut self, r: &Request, worker: u16, shared: &Shared) {
+        if r.kind == RequestKind::Stats
+            && !(shared.cfg.allow_remote_stats || net::peer_is_loopback(self.fd))
+        {
+            self.prepare_error(ErrorCode::Forbidden, r.seq, r.client_tag, worker, shared);
+            return;
         }
+        if r.kind == RequestKind::Echo {
+            do_work(r, shared);
+        }
+        let len = write_reply(r, self.reader.started_ns(), &mut self.buf, shared, worker);
+        self.start_write(len, r.close_after());
     }
 
     /// Lays out an error frame and marks the connection to close after it.
@@ -413,6 +373,64 @@ pub enum Expiry {
     Idle,
 }
 
+/// Accepting paused after the process ran out of descriptors: the listener leaves the epoll set
+/// for `FD_BACKOFF`, then comes back.
+#[derive(Default)]
+pub struct AcceptPause {
+    /// When accepting resumes; 0 while it is not paused.
+    pub until_ns: u64,
+}
+
+impl AcceptPause {
+    pub fn start(&mut self, ep: &Epoll, listener: RawFd) {
+        ep.ctl(libc::EPOLL_CTL_DEL, listener, 0, 0);
+        self.until_ns = mono_ns() + net::FD_BACKOFF.as_nanos() as u64;
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.until_ns != 0
+    }
+
+    /// Puts the listener back once the pause is over.
+    pub fn end_when_over(&mut self, ep: &Epoll, listener: RawFd, now: u64) {
+        if self.until_ns != 0 && now >= self.until_ns {
+            self.until_ns = 0;
+            ep.ctl(
+                libc::EPOLL_CTL_ADD,
+                listener,
+                libc::EPOLLIN as u32,
+                LISTENER,
+            );
+        }
+    }
+}
+
+/// Every `SWEEP` (when `now` reaches `next_sweep`): closes the connections past a deadline or
+/// idle too long, counting each.
+pub fn sweep<C: Borrow<Conn>>(
+    conns: &mut Slab<C>,
+    next_sweep: &mut u64,
+    now: u64,
+    worker: u16,
+    shared: &Shared,
+) {
+    if now < *next_sweep {
+        return;
+    }
+    *next_sweep = now + SWEEP.as_nanos() as u64;
+    for t in conns.tokens() {
+        let why = conns
+            .get_mut(t)
+            .and_then(|c| <C as Borrow<Conn>>::borrow(c).expired(now, shared));
+        if let Some(why) = why {
+            if let Some(c) = conns.remove(t) {
+                note_expiry(c.borrow(), why, worker, shared);
+                shared.sub(Counter::ConnectionsOpen, 1);
+            }
+        }
+    }
+}
+
 /// Counts an expiry and, for a frame past its deadline, tries to tell the client.
 pub fn note_expiry(c: &Conn, why: Expiry, worker: u16, shared: &Shared) {
     match why {
@@ -448,18 +466,16 @@ pub fn run_loop(shared: &Shared, acceptor: &Acceptor, waker: &Waker, worker: u16
     }
     let mut conns: Slab<Conn> = Slab::default();
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
-    // While accepting is paused after EMFILE: when it resumes.
-    let mut accept_paused_until = 0u64;
+    let mut pause = AcceptPause::default();
     let mut next_sweep = 0u64;
-    let stats = || super::usage::live_stats(shared, None).encode();
     loop {
         let now = mono_ns();
         let mut timeout = -1i32;
         if !conns.is_empty() {
             timeout = (next_sweep.saturating_sub(now) / 1_000_000).min(100) as i32;
         }
-        if accept_paused_until != 0 {
-            let left = (accept_paused_until.saturating_sub(now) / 1_000_000) as i32;
+        if pause.is_on() {
+            let left = (pause.until_ns.saturating_sub(now) / 1_000_000) as i32;
             timeout = if timeout < 0 { left } else { timeout.min(left) };
         }
         let n = ep.wait(&mut events, timeout);
@@ -473,8 +489,7 @@ pub fn run_loop(shared: &Shared, acceptor: &Acceptor, waker: &Waker, worker: u16
             match token {
                 LISTENER => {
                     if accept_some(shared, acceptor, &ep, &mut conns) {
-                        ep.ctl(libc::EPOLL_CTL_DEL, acceptor.fd(), 0, 0);
-                        accept_paused_until = mono_ns() + net::FD_BACKOFF.as_nanos() as u64;
+                        pause.start(&ep, acceptor.fd());
                     }
                 }
                 WAKE => {
@@ -484,7 +499,7 @@ pub fn run_loop(shared: &Shared, acceptor: &Acceptor, waker: &Waker, worker: u16
                     let Some(c) = conns.get_mut(token) else {
                         continue;
                     };
-                    if !drive(c, flags, worker, shared, &stats, &ep, token) {
+                    if !drive(c, flags, worker, shared, &ep, token) {
                         conns.remove(token);
                         shared.sub(Counter::ConnectionsOpen, 1);
                     }
@@ -496,66 +511,27 @@ pub fn run_loop(shared: &Shared, acceptor: &Acceptor, waker: &Waker, worker: u16
             return Ok(());
         }
         let now = mono_ns();
-        if accept_paused_until != 0 && now >= accept_paused_until {
-            accept_paused_until = 0;
-            ep.ctl(
-                libc::EPOLL_CTL_ADD,
-                acceptor.fd(),
-                libc::EPOLLIN as u32,
-                LISTENER,
-            );
-        }
-        if now >= next_sweep {
-            next_sweep = now + SWEEP.as_nanos() as u64;
-            for t in conns.tokens() {
-                let why = conns.get_mut(t).and_then(|c| c.expired(now, shared));
-                if let Some(why) = why {
-                    if let Some(c) = conns.remove(t) {
-                        note_expiry(&c, why, worker, shared);
-                        shared.sub(Counter::ConnectionsOpen, 1);
-                    }
-                }
-            }
-        }
+        pause.end_when_over(&ep, acceptor.fd(), now);
+        sweep(&mut conns, &mut next_sweep, now, worker, shared);
     }
 }
 
 /// Accepts what is pending (at most 64, to stay fair to the connections); true when the
 /// process ran out of descriptors and accepting must pause.
 fn accept_some(shared: &Shared, acceptor: &Acceptor, ep: &Epoll, conns: &mut Slab<Conn>) -> bool {
-    for _ in 0..64 {
-        match acceptor.accept(shared) {
-            Accepted::Conn(fd) => {
-                if shared.get(Counter::ConnectionsOpen) >= shared.cfg.max_connections as u64 {
-                    acceptor.refuse(fd, shared);
-                    continue;
-                }
-                set_nonblocking(fd);
-                let token = conns.insert(Conn::new(fd));
-                if !ep.ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, token) {
-                    conns.remove(token);
-                    continue;
-                }
-                shared.add(Counter::ConnectionsOpen, 1);
-            }
-            Accepted::Exhausted => return true,
-            Accepted::WouldBlock | Accepted::Closed => return false,
-            Accepted::Retry => {}
+    acceptor.accept_batch(shared, |fd| {
+        set_nonblocking(fd);
+        let token = conns.insert(Conn::new(fd));
+        if !ep.ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, token) {
+            conns.remove(token);
+            return;
         }
-    }
-    false
+        shared.add(Counter::ConnectionsOpen, 1);
+    })
 }
 
 /// Advances one connection on its readiness; false when it must be closed.
-fn drive(
-    c: &mut Conn,
-    flags: u32,
-    worker: u16,
-    shared: &Shared,
-    stats: &dyn Fn() -> [u8; STATS_PAYLOAD],
-    ep: &Epoll,
-    token: u64,
-) -> bool {
+fn drive(c: &mut Conn, flags: u32, worker: u16, shared: &Shared, ep: &Epoll, token: u64) -> bool {
     if c.writing() {
         if flags & (libc::EPOLLOUT | libc::EPOLLERR | libc::EPOLLHUP) as u32 == 0 {
             return true;
@@ -566,7 +542,7 @@ fn drive(
                     return false;
                 }
                 ep.ctl(libc::EPOLL_CTL_MOD, c.fd, libc::EPOLLIN as u32, token);
-                serve_buffered(c, worker, shared, stats, ep, token)
+                serve_buffered(c, worker, shared, ep, token)
             }
             WriteOutcome::WouldBlock => true,
             WriteOutcome::Failed => false,
@@ -575,21 +551,14 @@ fn drive(
     match c.read_some(shared) {
         ReadOutcome::WouldBlock => true,
         ReadOutcome::Gone => false,
-        ReadOutcome::Step(step) => answer(c, step, worker, shared, stats, ep, token),
+        ReadOutcome::Step(step) => answer(c, step, worker, shared, ep, token),
     }
 }
 
 /// Serves frames already in the buffer (a client that pipelined), after a reply went out.
-fn serve_buffered(
-    c: &mut Conn,
-    worker: u16,
-    shared: &Shared,
-    stats: &dyn Fn() -> [u8; STATS_PAYLOAD],
-    ep: &Epoll,
-    token: u64,
-) -> bool {
+fn serve_buffered(c: &mut Conn, worker: u16, shared: &Shared, ep: &Epoll, token: u64) -> bool {
     let step = c.reader.check(&mut c.buf, shared.cfg.max_payload);
-    answer(c, step, worker, shared, stats, ep, token)
+    answer(c, step, worker, shared, ep, token)
 }
 
 /// Answers the frames the connection holds: replies go out at once when the socket takes them,
@@ -599,7 +568,6 @@ fn answer(
     mut step: Step,
     worker: u16,
     shared: &Shared,
-    stats: &dyn Fn() -> [u8; STATS_PAYLOAD],
     ep: &Epoll,
     token: u64,
 ) -> bool {
@@ -614,7 +582,7 @@ fn answer(
             // Pipelined frames are answered one after another inline; a stop ends the run.
             Step::Frame(_) if shared.stopping() => return false,
             Step::Frame(r) => {
-                c.prepare_reply(&r, worker, shared, stats);
+                c.prepare_reply(&r, worker, shared);
                 match c.write_some(shared) {
                     WriteOutcome::Done => {
                         if !c.finish_reply() {

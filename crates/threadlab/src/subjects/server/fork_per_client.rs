@@ -2,25 +2,22 @@
 //! in accept() and forks a process per connection; the child runs the blocking `server()` loop
 //! and exits when the client leaves, and is reaped (wait4, its CPU counted) by `Children`.
 
-use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use socket2::Socket;
-
 use crate::cancel::Cancel;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 use super::blocking::{self, Until, Worker};
 use super::children::{ChildSlot, Children};
 use super::framing::{FrameReader, MappedBuf};
-use super::net::{self, Accepted, Acceptor};
+use super::net::{self, Acceptor};
 use super::protocol::RESPONSE_HEADER;
-use super::shared::{pin_to, Counter, ServerConfig, Shared, ThreadMark};
+use super::running::{Core, Running};
+use super::shared::{Counter, ServerConfig, Shared};
 use super::usage::{live_stats, ChildUsage};
-use super::{unbounded, Counts, DesignInfo, Model, Server};
+use super::{unbounded, DesignInfo, Model, Server};
 
 pub const DESIGN: DesignInfo = DesignInfo {
     name: "fork_per_client",
@@ -38,83 +35,90 @@ pub(super) struct Inner {
     pub shared: Shared,
     pub acceptor: Acceptor,
     pub children: Arc<Children>,
+    /// A thread of this process blocks in accept() on the listener (fork_per_client's acceptor;
+    /// prefork's children accept in their own processes): stopping shuts the listener down.
+    pub accepts_here: bool,
 }
 
-struct ForkPerClient {
-    inner: Arc<Inner>,
-    _listener: Socket,
-    addr: SocketAddr,
-    threads: Vec<JoinHandle<()>>,
+impl Core for Inner {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    fn wake(&self) {
+        if self.accepts_here {
+            net::shutdown(self.acceptor.fd());
+        }
+    }
+    fn finish(&self) {
+        self.children.shutdown();
+    }
+    fn children(&self) -> Option<ChildUsage> {
+        Some(self.children.usage())
+    }
 }
 
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
     let listener = net::listen(cfg.listen, cfg.backlog, false)?;
-    let addr = net::local_addr(&listener)?;
-    let inner = Arc::new(Inner {
+    let inner = Inner {
         shared: Shared::new(cfg, DESIGN.id)?,
         acceptor: Acceptor::new(net::raw(&listener)),
         children: Children::new(cfg.max_connections.min(MAX_CHILDREN))?,
-    });
-    let me = inner.clone();
-    let mut threads = vec![std::thread::Builder::new()
-        .name("tl-fork-accept".into())
-        .spawn(move || accept_loop(&me))
-        .map_err(|e| Error::Fail(format!("cannot start the acceptor thread: {e}")))?];
-    if cfg.stats_snapshots {
-        threads.push(start_snapshots(inner.clone())?);
-    }
-    Ok(Box::new(ForkPerClient {
+        accepts_here: true,
+    };
+    let running = Running::with_thread(
+        &DESIGN,
+        listener,
         inner,
-        _listener: listener,
-        addr,
-        threads,
-    }))
+        "tl-fork-accept",
+        "the acceptor thread",
+        |me| accept_loop(&me),
+    )?;
+    with_snapshots(running, cfg)
 }
 
-/// Refreshes the STATS snapshot the children answer with, every 20 ms.
-pub(super) fn start_snapshots(inner: Arc<Inner>) -> Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("tl-fork-stats".into())
-        .spawn(move || {
-            while !inner.shared.stopping() {
-                let kids = inner.children.usage();
-                inner
-                    .shared
-                    .store_snapshot(&live_stats(&inner.shared, Some(&kids)));
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-        .map_err(|e| Error::Fail(format!("cannot start the stats thread: {e}")))
+/// The running server, with a thread refreshing the STATS snapshot its children answer with
+/// when `cfg.stats_snapshots` asks for one.
+pub(super) fn with_snapshots(
+    mut running: Running<Inner>,
+    cfg: &ServerConfig,
+) -> Result<Box<dyn Server>> {
+    if cfg.stats_snapshots {
+        running.spawn(
+            "tl-fork-stats".into(),
+            "the stats thread",
+            refresh_snapshots,
+        )?;
+    }
+    Ok(running.boxed())
+}
+
+/// Refreshes the STATS snapshot the children answer with, every 20 ms, until the stop.
+fn refresh_snapshots(inner: Arc<Inner>) {
+    while !inner.shared.stopping() {
+        let kids = inner.children.usage();
+        inner
+            .shared
+            .store_snapshot(&live_stats(&inner.shared, Some(&kids)));
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn accept_loop(inner: &Inner) {
     let shared = &inner.shared;
-    // Children inherit the mask.
-    if pin_to(&shared.cfg.cpus).is_err() {
-        return;
-    }
-    let _mark = ThreadMark::new(shared);
-    while !shared.stopping() {
-        match inner.acceptor.accept(shared) {
-            Accepted::Conn(fd) => {
-                // SAFETY: the child only runs `serve_in_child`: raw system calls, atomics in
-                // shared memory and a mapped buffer (no allocation, no lock).
-                let forked = unsafe {
-                    inner
-                        .children
-                        .fork(&[fd], |slot| serve_in_child(fd, shared, slot))
-                };
-                match forked {
-                    Ok(Some(_)) => net::close(fd),
-                    // Out of child slots or fork failed (RLIMIT_NPROC, memory): refuse.
-                    Ok(None) | Err(_) => inner.acceptor.refuse(fd, shared),
-                }
-            }
-            Accepted::Exhausted => net::backoff(shared, net::FD_BACKOFF),
-            Accepted::Closed => return,
-            Accepted::WouldBlock | Accepted::Retry => {}
+    inner.acceptor.run_blocking(shared, false, |fd| {
+        // SAFETY: the child only runs `serve_in_child`: raw system calls, atomics in shared
+        // memory and a mapped buffer (no allocation, no lock).
+        let forked = unsafe {
+            inner
+                .children
+                .fork(&[fd], |slot| serve_in_child(fd, shared, slot))
+        };
+        match forked {
+            Ok(Some(_)) => net::close(fd),
+            // Out of child slots or fork failed (RLIMIT_NPROC, memory): refuse.
+            Ok(None) | Err(_) => inner.acceptor.refuse(fd, shared),
         }
-    }
+    });
 }
 
 /// Serves one connection in a forked child until it ends.
@@ -156,30 +160,4 @@ pub(super) fn serve_conn_in_child(
         crowded,
     };
     blocking::serve(fd, buf, &mut reader, &w, Until::Closed);
-}
-
-impl Server for ForkPerClient {
-    fn info(&self) -> &'static DesignInfo {
-        &DESIGN
-    }
-    fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-    fn counts(&self) -> Counts {
-        self.inner.shared.counts()
-    }
-    fn children(&self) -> Option<ChildUsage> {
-        Some(self.inner.children.usage())
-    }
-}
-
-impl Drop for ForkPerClient {
-    fn drop(&mut self) {
-        self.inner.shared.request_stop();
-        net::shutdown(self.inner.acceptor.fd());
-        for h in self.threads.drain(..) {
-            let _ = h.join();
-        }
-        self.inner.children.shutdown();
-    }
 }

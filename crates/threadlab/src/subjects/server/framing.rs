@@ -9,6 +9,10 @@
 //! beyond the cap is refused before anything is allocated for it. Bytes past the current frame
 //! (a client that pipelines) are kept and moved down when the frame is consumed.
 
+use std::time::Duration;
+
+use crate::measure::process::mono_ns;
+
 use super::protocol::{parse_request, ErrorCode, Request, REQUEST_HEADER, RESPONSE_HEADER};
 
 /// Where request bytes start in the buffer.
@@ -118,6 +122,18 @@ impl FrameReader {
 
     pub fn started_ns(&self) -> u64 {
         self.started_ns
+    }
+
+    /// How long the next read may wait: a frame under way must finish within `frame_deadline`
+    /// of its first byte (slowloris); between frames the connection may idle for
+    /// `idle_timeout`.
+    pub fn read_wait(&self, frame_deadline: Duration, idle_timeout: Duration) -> Duration {
+        if self.in_frame() {
+            let spent = Duration::from_nanos(mono_ns().saturating_sub(self.started_ns));
+            frame_deadline.saturating_sub(spent)
+        } else {
+            idle_timeout
+        }
     }
 
     /// Where to read next: the free part of the buffer. Never empty while a frame is incomplete

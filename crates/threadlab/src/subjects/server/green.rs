@@ -9,7 +9,6 @@
 //! uthread's README says to move to `uthread::io::blocking`.
 
 use std::io::{Read, Write};
-use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,9 +22,10 @@ use super::blocking::{spin_us, WORK_SLICE_US};
 use super::framing::{new_buffer, FrameReader, Step};
 use super::net;
 use super::protocol::{ErrorCode, RequestKind};
-use super::reply::{prepare, refusal, Prepared};
+use super::reply::{next_frame, prepare, refusal, Prepared, Written};
+use super::running::{Core, Running};
 use super::shared::{Counter, ServerConfig, Shared};
-use super::{unbounded, Counts, DesignInfo, Model, Server};
+use super::{unbounded, DesignInfo, Model, Server};
 
 pub const DESIGN: DesignInfo = DesignInfo {
     name: "green",
@@ -39,12 +39,29 @@ pub const DESIGN: DesignInfo = DesignInfo {
 /// Stack of a connection's green thread: the serving loop keeps its buffer on the heap.
 const STACK: usize = 64 * 1024;
 
-struct GreenServer {
-    pool: Option<uthread::Pool>,
+struct Green {
+    pool: std::sync::Mutex<Option<uthread::Pool>>,
     shared: Arc<Shared>,
     conns: Arc<Conns>,
-    addr: SocketAddr,
     carriers: u64,
+}
+
+impl Core for Green {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    fn wake(&self) {
+        // Every parked thread wakes with an error and returns, closing its socket; then the
+        // pool has no thread left and its carriers stop.
+        self.conns.shut_all();
+    }
+    fn finish(&self) {
+        let pool = self.pool.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(pool) = pool {
+            pool.join();
+        }
+        self.shared.sub(Counter::ThreadsAlive, self.carriers);
+    }
 }
 
 /// The listener and the open connections, by descriptor, so stopping can shut them down: every
@@ -108,13 +125,13 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
     let (s, c) = (shared.clone(), conns.clone());
     // The acceptor is a green thread too; each connection goes to the least-loaded carrier.
     pool.spawn_on(0, move || accept_loop(listener, s, c, handle));
-    Ok(Box::new(GreenServer {
-        pool: Some(pool),
+    let green = Green {
+        pool: std::sync::Mutex::new(Some(pool)),
         shared,
         conns,
-        addr,
         carriers: carriers as u64,
-    }))
+    };
+    Ok(Running::new(&DESIGN, addr, green).boxed())
 }
 
 fn accept_loop(
@@ -180,14 +197,7 @@ fn serve(mut s: uthread::net::TcpStream, shared: Arc<Shared>, conns: Arc<Conns>)
     loop {
         let mut step = reader.check(&mut buf, cfg.max_payload);
         while step == Step::NeedMore {
-            // A frame under way must finish within the frame deadline from its first byte
-            // (slowloris); between frames the connection may idle for the idle timeout.
-            let until = if reader.in_frame() {
-                let spent = Duration::from_nanos(mono_ns().saturating_sub(reader.started_ns()));
-                deadline.saturating_sub(spent)
-            } else {
-                cfg.idle_timeout
-            };
+            let until = reader.read_wait(deadline, cfg.idle_timeout);
             s.set_read_deadline(Some(Instant::now() + until));
             match s.read(reader.spare(&mut buf)) {
                 Ok(0) => {
@@ -244,45 +254,13 @@ fn serve(mut s: uthread::net::TcpStream, shared: Arc<Shared>, conns: Arc<Conns>)
                 return;
             }
         };
-        match s.write_all(&buf[..len]) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                shared.add(Counter::Deadline, 1);
-                return;
-            }
-            Err(_) => {
-                shared.add(Counter::Resets, 1);
-                return;
-            }
-        }
-        if close {
+        let written = match s.write_all(&buf[..len]) {
+            Ok(()) => Written::Whole,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Written::TimedOut,
+            Err(_) => Written::Failed,
+        };
+        if !next_frame(written, close, &mut reader, &mut buf, &shared) {
             return;
         }
-        reader.consume(&mut buf, mono_ns());
-    }
-}
-
-impl Server for GreenServer {
-    fn info(&self) -> &'static DesignInfo {
-        &DESIGN
-    }
-    fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-    fn counts(&self) -> Counts {
-        self.shared.counts()
-    }
-}
-
-impl Drop for GreenServer {
-    fn drop(&mut self) {
-        self.shared.request_stop();
-        // Every parked thread wakes with an error and returns, closing its socket; then the
-        // pool has no thread left and its carriers stop.
-        self.conns.shut_all();
-        if let Some(pool) = self.pool.take() {
-            pool.join();
-        }
-        self.shared.sub(Counter::ThreadsAlive, self.carriers);
     }
 }

@@ -7,14 +7,10 @@
 //! its reply goes out), so its buffer is never freed under the kernel: a connection that must
 //! close while an operation is in flight is shut down, and freed when that completion arrives.
 
-use std::net::SocketAddr;
 use std::os::fd::RawFd;
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use io_uring::{opcode, types, IoUring};
-use socket2::Socket;
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
@@ -23,9 +19,9 @@ use crate::measure::process::mono_ns;
 use super::evloop::{note_expiry, Conn, Waker};
 use super::framing::Step;
 use super::net::{self, Acceptor};
-use super::shared::{pin_to, Counter, ServerConfig, Shared, ThreadMark};
-use super::usage::live_stats;
-use super::{unbounded, Counts, DesignInfo, Model, Server};
+use super::running::{per_core, start_loops};
+use super::shared::{Counter, ServerConfig, Shared};
+use super::{unbounded, DesignInfo, Model, Server};
 
 pub const DESIGN: DesignInfo = DesignInfo {
     name: "io_uring",
@@ -82,51 +78,24 @@ pub fn probe() -> std::result::Result<(), String> {
     Ok(())
 }
 
-struct Rings {
-    shared: Arc<Shared>,
-    wakers: Vec<Arc<Waker>>,
-    threads: Vec<JoinHandle<()>>,
-    _listeners: Vec<Socket>,
-    addr: SocketAddr,
-}
-
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
     probe().map_err(Error::Skip)?;
-    let cpus: Vec<Option<usize>> = if cfg.cpus.is_empty() {
-        vec![None]
-    } else {
-        cfg.cpus.iter().map(|&c| Some(c)).collect()
-    };
+    let cpus = per_core(cfg);
     let listeners = net::listen_group(cfg.listen, cfg.backlog, cpus.len(), false)?;
-    let addr = net::local_addr(&listeners[0])?;
-    let shared = Arc::new(Shared::new(cfg, DESIGN.id)?);
-    let mut rings = Rings {
-        shared: shared.clone(),
-        wakers: Vec::new(),
-        threads: Vec::new(),
-        _listeners: Vec::new(),
-        addr,
-    };
-    for (i, l) in listeners.into_iter().enumerate() {
-        let waker = Arc::new(Waker::new()?);
-        let (shared, w, cpu, lfd) = (shared.clone(), waker.clone(), cpus[i], net::raw(&l));
-        let h = std::thread::Builder::new()
-            .name(format!("tl-io_uring-{i}"))
-            .spawn(move || {
-                if pin_to(&cpu.into_iter().collect::<Vec<_>>()).is_err() {
-                    return;
-                }
-                let _mark = ThreadMark::new(&shared);
-                if let Ok(mut r) = Ring::new(&shared, lfd, &w, i as u16 + 1) {
-                    r.run();
-                }
-            })
-            .map_err(|e| Error::Fail(format!("cannot start an io_uring thread: {e}")))?;
-        rings.wakers.push(waker);
-        rings.threads.push(h);
-        rings._listeners.push(l);
+    start_loops(
+        &DESIGN,
+        cfg,
+        listeners,
+        |i| cpus[i].into_iter().collect(),
+        ring_loop,
+    )
+}
+
+/// One ring on `listener`, until the stop.
+fn ring_loop(shared: &Shared, listener: RawFd, waker: &Waker, worker: u16) {
+    if let Ok(mut r) = Ring::new(shared, listener, waker, worker) {
+        r.run();
     }
-    Ok(Box::new(rings))
 }
 
 /// A connection and whether the kernel holds an operation on it.
@@ -396,8 +365,7 @@ impl<'a> Ring<'a> {
                 self.send(slot);
             }
             Step::Frame(r) => {
-                let stats = || live_stats(shared, None).encode();
-                u.conn.prepare_reply(&r, worker, shared, &stats);
+                u.conn.prepare_reply(&r, worker, shared);
                 self.send(slot);
             }
         }
@@ -492,30 +460,6 @@ impl<'a> Ring<'a> {
             if u.in_flight {
                 std::mem::forget(u);
             }
-        }
-    }
-}
-
-impl Server for Rings {
-    fn info(&self) -> &'static DesignInfo {
-        &DESIGN
-    }
-    fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-    fn counts(&self) -> Counts {
-        self.shared.counts()
-    }
-}
-
-impl Drop for Rings {
-    fn drop(&mut self) {
-        self.shared.request_stop();
-        for w in &self.wakers {
-            w.wake();
-        }
-        for h in self.threads.drain(..) {
-            let _ = h.join();
         }
     }
 }

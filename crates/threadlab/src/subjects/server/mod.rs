@@ -2,10 +2,14 @@
 //! file each, all speaking `protocol`, listed in `DESIGNS`.
 //!
 //! Adding a design: write its file with a `pub const DESIGN: DesignInfo` whose `start` returns a
-//! running `Server`, and add one line to `DESIGNS`. The experiment measures every design in the
-//! list; nothing else changes (its metric ids are `server.<name>.…`, documented by pattern).
+//! running `Server` (`running::Running` over the design's state, or `running::start_loops` for
+//! an event loop per listener), and add its name to `designs!` below (one line: the module and
+//! its place in `DESIGNS`). The experiment measures every design in the list and
+//! `threadlab serve --design` offers it; nothing else changes (its metric ids are
+//! `server.<name>.…`, documented by pattern).
 //!
-//! Shared parts: `protocol` (the frames), `framing` (reading frames out of a stream), `net`
+//! Shared parts: `running` (start-up and stop), `protocol` (the frames), `framing` (reading
+//! frames out of a stream), `net`
 //! (listeners, accepting when descriptors run out), `blocking` (the study's per-connection
 //! loop), `evloop` (epoll, the non-blocking connection), `children` (forked processes, reaped
 //! and accounted), `shared` (configuration, counters), `usage` (CPU, memory, STATS).
@@ -23,20 +27,9 @@ pub mod framing;
 pub mod net;
 pub mod protocol;
 pub mod reply;
+pub mod running;
 pub mod shared;
 pub mod usage;
-
-pub mod epoll;
-pub mod epoll_per_core;
-pub mod fork_per_client;
-pub mod go;
-pub mod green;
-pub mod io_uring;
-pub mod pool;
-pub mod prefork;
-pub mod thread_per_client;
-pub mod thread_per_request;
-pub mod tokio;
 
 pub use shared::{Counts, ServerConfig, Shared};
 pub use usage::{ChildUsage, Usage};
@@ -105,20 +98,29 @@ pub trait Server: Send {
     }
 }
 
-/// Every design, in the order the experiment measures them.
-pub const DESIGNS: &[&DesignInfo] = &[
-    &thread_per_client::DESIGN,
-    &thread_per_request::DESIGN,
-    &fork_per_client::DESIGN,
-    &prefork::DESIGN,
-    &pool::DESIGN,
-    &epoll::DESIGN,
-    &epoll_per_core::DESIGN,
-    &io_uring::DESIGN,
-    &green::DESIGN,
-    &tokio::DESIGN,
-    &go::DESIGN,
-];
+/// The design registry: each name is a module of this folder (declared here) whose `DESIGN`
+/// joins `DESIGNS`, so that adding a design is its file and one line below.
+macro_rules! designs {
+    ($($design:ident),* $(,)?) => {
+        $(pub mod $design;)*
+        /// Every design, in the order the experiment measures them.
+        pub const DESIGNS: &[&DesignInfo] = &[$(&$design::DESIGN),*];
+    };
+}
+
+designs!(
+    thread_per_client,
+    thread_per_request,
+    fork_per_client,
+    prefork,
+    pool,
+    epoll,
+    epoll_per_core,
+    io_uring,
+    green,
+    tokio,
+    go,
+);
 
 pub fn find(name: &str) -> Option<&'static DesignInfo> {
     DESIGNS.iter().copied().find(|d| d.name == name)

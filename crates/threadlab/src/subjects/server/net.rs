@@ -16,7 +16,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use crate::error::{Error, Result};
 
 use super::protocol::{encode_error, ErrorCode, ERROR_FRAME_MAX};
-use super::shared::{Counter, Shared};
+use super::shared::{pin_to, Counter, Shared, ThreadMark};
 
 /// How long accepting pauses after the process ran out of file descriptors.
 pub const FD_BACKOFF: Duration = Duration::from_millis(50);
@@ -289,15 +289,7 @@ impl Acceptor {
     }
 
     pub fn accept(&self, shared: &Shared) -> Accepted {
-        // SAFETY: null address pointers are allowed; flags are valid.
-        let fd = unsafe {
-            libc::accept4(
-                self.listener,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                libc::SOCK_CLOEXEC,
-            )
-        };
+        let fd = accept4(self.listener);
         if fd >= 0 {
             set_nodelay(fd);
             shared.add(Counter::Accepted, 1);
@@ -310,15 +302,7 @@ impl Acceptor {
                 let spare = self.reserve.swap(-1, Ordering::SeqCst);
                 if spare >= 0 {
                     close(spare);
-                    // SAFETY: as above.
-                    let fd = unsafe {
-                        libc::accept4(
-                            self.listener,
-                            std::ptr::null_mut(),
-                            std::ptr::null_mut(),
-                            libc::SOCK_CLOEXEC,
-                        )
-                    };
+                    let fd = accept4(self.listener);
                     if fd >= 0 {
                         send_error(fd, shared, ErrorCode::Busy, 0, 0, 0);
                         shared.add(Counter::Rejected, 1);
@@ -338,6 +322,71 @@ impl Acceptor {
         send_error(fd, shared, ErrorCode::Busy, 0, 0, 0);
         shared.add(Counter::Rejected, 1);
         close(fd);
+    }
+
+    /// Whether `fd` fits under the connection cap; refused (BUSY, closed) when it does not.
+    fn admit(&self, fd: RawFd, shared: &Shared) -> bool {
+        if shared.get(Counter::ConnectionsOpen) >= shared.cfg.max_connections as u64 {
+            self.refuse(fd, shared);
+            return false;
+        }
+        true
+    }
+
+    /// An event loop's turn at its non-blocking listener: up to 64 pending connections (so
+    /// that its other connections are not kept waiting), those over the cap refused, the
+    /// others given to `take`. True when descriptors ran out: pause accepting for
+    /// `FD_BACKOFF`.
+    pub fn accept_batch(&self, shared: &Shared, mut take: impl FnMut(RawFd)) -> bool {
+        for _ in 0..64 {
+            match self.accept(shared) {
+                Accepted::Conn(fd) => {
+                    if self.admit(fd, shared) {
+                        take(fd);
+                    }
+                }
+                Accepted::Exhausted => return true,
+                Accepted::WouldBlock | Accepted::Closed => return false,
+                Accepted::Retry => {}
+            }
+        }
+        false
+    }
+
+    /// A thread blocking in accept() until the stop (or until its listener is shut down):
+    /// pinned to the server's CPUs first (the threads and processes it starts inherit the
+    /// mask) and counted while it runs; each connection goes to `serve`, refused first when
+    /// `capped` and over the cap; out of descriptors, it pauses for `FD_BACKOFF`.
+    pub fn run_blocking(&self, shared: &Shared, capped: bool, mut serve: impl FnMut(RawFd)) {
+        if pin_to(&shared.cfg.cpus).is_err() {
+            return;
+        }
+        let _mark = ThreadMark::new(shared);
+        while !shared.stopping() {
+            match self.accept(shared) {
+                Accepted::Conn(fd) => {
+                    if !capped || self.admit(fd, shared) {
+                        serve(fd);
+                    }
+                }
+                Accepted::Exhausted => backoff(shared, FD_BACKOFF),
+                Accepted::Closed => return,
+                Accepted::WouldBlock | Accepted::Retry => {}
+            }
+        }
+    }
+}
+
+/// accept4 without the peer's address, close-on-exec; -1 with errno set on failure.
+fn accept4(listener: RawFd) -> RawFd {
+    // SAFETY: null address pointers are allowed; flags are valid.
+    unsafe {
+        libc::accept4(
+            listener,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_CLOEXEC,
+        )
     }
 }
 

@@ -5,27 +5,23 @@
 //! frame that finds the queue full is answered BUSY at once: refused, not lost or delayed.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
-
-use socket2::Socket;
+use std::sync::{Condvar, Mutex};
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::measure::process::mono_ns;
 
 use super::evloop::{
-    note_expiry, set_nonblocking, Conn, Epoll, ReadOutcome, Slab, Waker, WriteOutcome, LISTENER,
-    SWEEP, WAKE,
+    set_nonblocking, sweep, AcceptPause, Conn, Epoll, ReadOutcome, Slab, Waker, WriteOutcome,
+    LISTENER, SWEEP, WAKE,
 };
 use super::framing::Step;
-use super::net::{self, Accepted, Acceptor};
+use super::net::{self, Acceptor};
 use super::protocol::{ErrorCode, Request};
+use super::running::{Core, Running};
 use super::shared::{pin_to, Counter, ServerConfig, Shared, ThreadMark};
 use super::thread_per_client::wait_threads;
-use super::usage::live_stats;
-use super::{unbounded, Counts, DesignInfo, Model, Server};
+use super::{unbounded, DesignInfo, Model, Server};
 
 pub const DESIGN: DesignInfo = DesignInfo {
     name: "pool",
@@ -62,51 +58,43 @@ struct Inner {
     returned: Mutex<Vec<Returned>>,
 }
 
-struct Pool {
-    inner: Arc<Inner>,
-    _listener: Socket,
-    addr: SocketAddr,
-    threads: Vec<JoinHandle<()>>,
+impl Core for Inner {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    fn wake(&self) {
+        self.waker.wake();
+        self.ready.notify_all();
+    }
+    fn finish(&self) {
+        wait_threads(&self.shared, std::time::Duration::from_secs(1));
+        // Connections still queued or coming back are closed with their Conn.
+        self.queue.lock().expect("not poisoned").clear();
+        self.returned.lock().expect("not poisoned").clear();
+    }
 }
 
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
     let listener = net::listen(cfg.listen, cfg.backlog, true)?;
-    let addr = net::local_addr(&listener)?;
-    let inner = Arc::new(Inner {
+    let inner = Inner {
         shared: Shared::new(cfg, DESIGN.id)?,
         acceptor: Acceptor::new(net::raw(&listener)),
         waker: Waker::new()?,
         queue: Mutex::new(VecDeque::with_capacity(cfg.pool_queue)),
         ready: Condvar::new(),
         returned: Mutex::new(Vec::new()),
-    });
-    let mut threads = Vec::new();
+    };
+    let mut running = Running::on(&DESIGN, vec![listener], inner)?;
     for w in 0..cfg.pool_workers.max(1) {
-        let me = inner.clone();
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("tl-pool-{w}"))
-                .spawn(move || worker(&me, w as u16 + 1))
-                .map_err(|e| Error::Fail(format!("cannot start a pool worker: {e}")))?,
-        );
+        running.spawn(format!("tl-pool-{w}"), "a pool worker", move |me| {
+            worker(&me, w as u16 + 1)
+        })?;
     }
-    let me = inner.clone();
-    let dispatcher = std::thread::Builder::new()
-        .name("tl-pool-dispatch".into())
-        .spawn(move || {
-            if let Err(e) = dispatch(&me) {
-                // Nothing to report to: the counters stop moving and the client sees errors.
-                let _ = e;
-            }
-        })
-        .map_err(|e| Error::Fail(format!("cannot start the pool dispatcher: {e}")))?;
-    threads.push(dispatcher);
-    Ok(Box::new(Pool {
-        inner,
-        _listener: listener,
-        addr,
-        threads,
-    }))
+    running.spawn("tl-pool-dispatch".into(), "the pool dispatcher", |me| {
+        // Nothing to report an error to: the counters stop moving and the client sees errors.
+        let _ = dispatch(&me);
+    })?;
+    Ok(running.boxed())
 }
 
 fn dispatch(inner: &Inner) -> Result<()> {
@@ -130,10 +118,10 @@ fn dispatch(inner: &Inner) -> Result<()> {
     // Connections owned by the dispatcher; a slot whose value is out is with a worker.
     let mut conns: Slab<Box<Conn>> = Slab::default();
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
-    let mut accept_paused_until = 0u64;
+    let mut pause = AcceptPause::default();
     let mut next_sweep = 0u64;
     loop {
-        let timeout = if accept_paused_until != 0 {
+        let timeout = if pause.is_on() {
             50
         } else if conns.is_empty() {
             -1
@@ -145,8 +133,7 @@ fn dispatch(inner: &Inner) -> Result<()> {
             match ev.u64 {
                 LISTENER => {
                     if accept_some(inner, &ep, &mut conns) {
-                        ep.ctl(libc::EPOLL_CTL_DEL, inner.acceptor.fd(), 0, 0);
-                        accept_paused_until = mono_ns() + net::FD_BACKOFF.as_nanos() as u64;
+                        pause.start(&ep, inner.acceptor.fd());
                     }
                 }
                 WAKE => {
@@ -200,53 +187,22 @@ fn dispatch(inner: &Inner) -> Result<()> {
             return Ok(());
         }
         let now = mono_ns();
-        if accept_paused_until != 0 && now >= accept_paused_until {
-            accept_paused_until = 0;
-            ep.ctl(
-                libc::EPOLL_CTL_ADD,
-                inner.acceptor.fd(),
-                libc::EPOLLIN as u32,
-                LISTENER,
-            );
-        }
-        if now >= next_sweep {
-            next_sweep = now + SWEEP.as_nanos() as u64;
-            for t in conns.tokens() {
-                let why = conns.get_mut(t).and_then(|c| c.expired(now, shared));
-                if let Some(why) = why {
-                    if let Some(c) = conns.remove(t) {
-                        note_expiry(&c, why, 0, shared);
-                        shared.sub(Counter::ConnectionsOpen, 1);
-                    }
-                }
-            }
-        }
+        pause.end_when_over(&ep, inner.acceptor.fd(), now);
+        sweep(&mut conns, &mut next_sweep, now, 0, shared);
     }
 }
 
 fn accept_some(inner: &Inner, ep: &Epoll, conns: &mut Slab<Box<Conn>>) -> bool {
     let shared = &inner.shared;
-    for _ in 0..64 {
-        match inner.acceptor.accept(shared) {
-            Accepted::Conn(fd) => {
-                if shared.get(Counter::ConnectionsOpen) >= shared.cfg.max_connections as u64 {
-                    inner.acceptor.refuse(fd, shared);
-                    continue;
-                }
-                set_nonblocking(fd);
-                let token = conns.insert(Box::new(Conn::new(fd)));
-                if !ep.ctl(libc::EPOLL_CTL_ADD, fd, ARM, token) {
-                    conns.remove(token);
-                    continue;
-                }
-                shared.add(Counter::ConnectionsOpen, 1);
-            }
-            Accepted::Exhausted => return true,
-            Accepted::WouldBlock | Accepted::Closed => return false,
-            Accepted::Retry => {}
+    inner.acceptor.accept_batch(shared, |fd| {
+        set_nonblocking(fd);
+        let token = conns.insert(Box::new(Conn::new(fd)));
+        if !ep.ctl(libc::EPOLL_CTL_ADD, fd, ARM, token) {
+            conns.remove(token);
+            return;
         }
-    }
-    false
+        shared.add(Counter::ConnectionsOpen, 1);
+    })
 }
 
 /// What the dispatcher does with a connection's bytes: wait for more (re-arm), hand a whole
@@ -325,7 +281,6 @@ fn worker(inner: &Inner, id: u16) {
         return;
     }
     let _mark = ThreadMark::new(shared);
-    let stats = || live_stats(shared, None).encode();
     loop {
         let job = {
             let mut q = inner.queue.lock().expect("not poisoned");
@@ -344,7 +299,7 @@ fn worker(inner: &Inner, id: u16) {
             mut conn,
             req,
         } = job;
-        conn.prepare_reply(&req, id, shared, &stats);
+        conn.prepare_reply(&req, id, shared);
         // One non-blocking attempt: a client that does not read its replies never holds a
         // worker; what is left goes back to the dispatcher with the connection.
         let keep = match conn.write_some(shared) {
@@ -358,32 +313,5 @@ fn worker(inner: &Inner, id: u16) {
             .expect("not poisoned")
             .push(Returned { token, conn, keep });
         inner.waker.wake();
-    }
-}
-
-impl Server for Pool {
-    fn info(&self) -> &'static DesignInfo {
-        &DESIGN
-    }
-    fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-    fn counts(&self) -> Counts {
-        self.inner.shared.counts()
-    }
-}
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        self.inner.shared.request_stop();
-        self.inner.waker.wake();
-        self.inner.ready.notify_all();
-        for h in self.threads.drain(..) {
-            let _ = h.join();
-        }
-        wait_threads(&self.inner.shared, std::time::Duration::from_secs(1));
-        // Connections still queued or coming back are closed with their Conn.
-        self.inner.queue.lock().expect("not poisoned").clear();
-        self.inner.returned.lock().expect("not poisoned").clear();
     }
 }

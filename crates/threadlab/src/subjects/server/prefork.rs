@@ -8,25 +8,20 @@
 //! waiting one), and a connection that still waits `TURNSTILE_WAIT` is answered BUSY by the
 //! parent: refused, never left in silence.
 
-use std::net::SocketAddr;
 use std::os::fd::RawFd;
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-use socket2::Socket;
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 
 use super::children::Children;
-use super::fork_per_client::{serve_conn_in_child, start_snapshots, Inner};
+use super::fork_per_client::{serve_conn_in_child, with_snapshots, Inner};
 use super::framing::MappedBuf;
 use super::net::{self, Accepted, Acceptor};
 use super::protocol::RESPONSE_HEADER;
+use super::running::Running;
 use super::shared::{apply_cpu_set, cpu_set, Counter, ServerConfig, Shared, ThreadMark};
-use super::usage::ChildUsage;
-use super::{Counts, DesignInfo, Model, Server};
+use super::{DesignInfo, Model, Server};
 
 pub const DESIGN: DesignInfo = DesignInfo {
     name: "prefork",
@@ -37,25 +32,21 @@ pub const DESIGN: DesignInfo = DesignInfo {
     holds: |cfg| Some(cfg.prefork_processes),
 };
 
-struct Prefork {
-    inner: Arc<Inner>,
-    _listener: Socket,
-    addr: SocketAddr,
-    threads: Vec<JoinHandle<()>>,
-}
-
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
     let listener = net::listen(cfg.listen, cfg.backlog, false)?;
-    let addr = net::local_addr(&listener)?;
     let n = cfg.prefork_processes.max(1);
-    let inner = Arc::new(Inner {
-        shared: Shared::new(cfg, DESIGN.id)?,
-        acceptor: Acceptor::new(net::raw(&listener)),
-        children: Children::new(n)?,
-    });
     let lfd = net::raw(&listener);
+    let inner = Inner {
+        shared: Shared::new(cfg, DESIGN.id)?,
+        acceptor: Acceptor::new(lfd),
+        children: Children::new(n)?,
+        accepts_here: false,
+    };
+    // From here on, a failure stops (kills and reaps) the processes already forked.
+    let mut running = Running::on(&DESIGN, vec![listener], inner)?;
+    let inner = running.core().clone();
     let mask = cpu_set(&cfg.cpus);
-    for i in 0..n {
+    for _ in 0..n {
         let shared = &inner.shared;
         // SAFETY: the child runs `process_loop`: raw system calls (accept4, recv, send,
         // sched_setaffinity, nanosleep), atomics in shared memory and a mapped buffer.
@@ -73,7 +64,6 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
                     match acceptor.accept(shared) {
                         Accepted::Conn(fd) => {
                             shared.add(Counter::ConnectionsOpen, 1);
-                            let _ = i;
                             serve_conn_in_child(fd, shared, slot, Some(&mut buf), Some(&crowded));
                             shared.sub(Counter::ConnectionsOpen, 1);
                             net::close(fd);
@@ -89,23 +79,18 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
             Ok(Some(_)) => {}
             Ok(None) => break,
             Err(e) => {
-                inner.children.shutdown();
                 return Err(Error::Skip(format!(
                     "cannot fork the prefork processes: {e}"
                 )));
             }
         }
     }
-    let mut threads = vec![start_turnstile(inner.clone(), lfd, n)?];
-    if cfg.stats_snapshots {
-        threads.push(start_snapshots(inner.clone())?);
-    }
-    Ok(Box::new(Prefork {
-        inner,
-        _listener: listener,
-        addr,
-        threads,
-    }))
+    running.spawn(
+        "tl-prefork-turnstile".into(),
+        "the prefork turnstile thread",
+        move |me| turnstile(&me, lfd, n),
+    )?;
+    with_snapshots(running, cfg)
 }
 
 /// Every process holds a connection and another waits in the listen queue (poll, so it is
@@ -131,68 +116,38 @@ pub const TURNSTILE_WAIT: Duration = Duration::from_millis(700);
 /// The parent's watch over the listen queue: while every process holds a connection and the
 /// holders stay busy (idle or half-sent ones give way within `CROWDED_IDLE`/`CROWDED_FRAME`),
 /// a waiting connection is answered BUSY after `TURNSTILE_WAIT` instead of waiting in silence.
-fn start_turnstile(inner: Arc<Inner>, listener: RawFd, processes: usize) -> Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("tl-prefork-turnstile".into())
-        .spawn(move || {
-            let shared = &inner.shared;
-            let _mark = ThreadMark::new(shared);
-            let mut full_since: Option<Instant> = None;
-            while !shared.stopping() {
-                if !pending(listener, 50) {
-                    full_since = None;
-                    continue;
-                }
-                if shared.get(Counter::ConnectionsOpen) < processes as u64 {
-                    // A process is about to accept it.
-                    full_since = None;
-                    std::thread::sleep(Duration::from_millis(10));
-                    continue;
-                }
-                let since = *full_since.get_or_insert_with(Instant::now);
-                if since.elapsed() < TURNSTILE_WAIT {
-                    std::thread::sleep(Duration::from_millis(10));
-                    continue;
-                }
-                // SAFETY: null address pointers are allowed; a non-blocking accept.
-                let fd = unsafe {
-                    libc::accept4(
-                        listener,
-                        std::ptr::null_mut(),
-                        std::ptr::null_mut(),
-                        libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                    )
-                };
-                if fd >= 0 {
-                    shared.add(Counter::Accepted, 1);
-                    inner.acceptor.refuse(fd, shared);
-                }
-            }
-        })
-        .map_err(|e| Error::Fail(format!("cannot start the prefork turnstile thread: {e}")))
-}
-
-impl Server for Prefork {
-    fn info(&self) -> &'static DesignInfo {
-        &DESIGN
-    }
-    fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-    fn counts(&self) -> Counts {
-        self.inner.shared.counts()
-    }
-    fn children(&self) -> Option<ChildUsage> {
-        Some(self.inner.children.usage())
-    }
-}
-
-impl Drop for Prefork {
-    fn drop(&mut self) {
-        self.inner.shared.request_stop();
-        for h in self.threads.drain(..) {
-            let _ = h.join();
+fn turnstile(inner: &Inner, listener: RawFd, processes: usize) {
+    let shared = &inner.shared;
+    let _mark = ThreadMark::new(shared);
+    let mut full_since: Option<Instant> = None;
+    while !shared.stopping() {
+        if !pending(listener, 50) {
+            full_since = None;
+            continue;
         }
-        self.inner.children.shutdown();
+        if shared.get(Counter::ConnectionsOpen) < processes as u64 {
+            // A process is about to accept it.
+            full_since = None;
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        let since = *full_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < TURNSTILE_WAIT {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        // SAFETY: null address pointers are allowed; a non-blocking accept.
+        let fd = unsafe {
+            libc::accept4(
+                listener,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            )
+        };
+        if fd >= 0 {
+            shared.add(Counter::Accepted, 1);
+            inner.acceptor.refuse(fd, shared);
+        }
     }
 }

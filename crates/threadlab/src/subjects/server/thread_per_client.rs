@@ -3,22 +3,19 @@
 //! `server()` loop until the client leaves.
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use socket2::Socket;
-
 use crate::cancel::Cancel;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 use super::blocking::{self, Until, Worker};
 use super::framing::{new_buffer, FrameReader};
-use super::net::{self, Accepted, Acceptor};
-use super::shared::{pin_to, Counter, ServerConfig, Shared, ThreadMark};
-use super::{unbounded, Counts, DesignInfo, Model, Server};
+use super::net::{self, Acceptor};
+use super::running::{Core, Running};
+use super::shared::{Counter, ServerConfig, Shared, ThreadMark};
+use super::{unbounded, DesignInfo, Model, Server};
 
 pub const DESIGN: DesignInfo = DesignInfo {
     name: "thread_per_client",
@@ -59,67 +56,55 @@ struct Inner {
     conns: LiveConns,
 }
 
-struct ThreadPerClient {
-    inner: Arc<Inner>,
-    _listener: Socket,
-    addr: SocketAddr,
-    acceptor: Option<JoinHandle<()>>,
+impl Core for Inner {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    fn wake(&self) {
+        // A blocked accept() returns EINVAL once its listener is shut down.
+        net::shutdown(self.acceptor.fd());
+    }
+    fn finish(&self) {
+        self.conns.shutdown_all();
+        wait_threads(&self.shared, Duration::from_secs(3));
+    }
 }
 
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
     let listener = net::listen(cfg.listen, cfg.backlog, false)?;
-    let addr = net::local_addr(&listener)?;
-    let inner = Arc::new(Inner {
+    let inner = Inner {
         shared: Shared::new(cfg, DESIGN.id)?,
         acceptor: Acceptor::new(net::raw(&listener)),
         conns: LiveConns::default(),
-    });
-    let me = inner.clone();
-    let acceptor = std::thread::Builder::new()
-        .name("tl-tpc-accept".into())
-        .spawn(move || accept_loop(&me))
-        .map_err(|e| Error::Fail(format!("cannot start the acceptor thread: {e}")))?;
-    Ok(Box::new(ThreadPerClient {
+    };
+    let running = Running::with_thread(
+        &DESIGN,
+        listener,
         inner,
-        _listener: listener,
-        addr,
-        acceptor: Some(acceptor),
-    }))
+        "tl-tpc-accept",
+        "the acceptor thread",
+        |me| accept_loop(&me),
+    )?;
+    Ok(running.boxed())
 }
 
 fn accept_loop(inner: &Arc<Inner>) {
     let shared = &inner.shared;
-    // Threads spawned from here inherit the mask.
-    if pin_to(&shared.cfg.cpus).is_err() {
-        return;
-    }
-    let _mark = ThreadMark::new(shared);
-    while !shared.stopping() {
-        match inner.acceptor.accept(shared) {
-            Accepted::Conn(fd) => {
-                if shared.get(Counter::ConnectionsOpen) >= shared.cfg.max_connections as u64 {
-                    inner.acceptor.refuse(fd, shared);
-                    continue;
-                }
-                inner.conns.add(fd);
-                shared.add(Counter::ConnectionsOpen, 1);
-                let me = inner.clone();
-                let spawned = std::thread::Builder::new()
-                    .stack_size(shared.cfg.thread_stack)
-                    .spawn(move || serve_client(&me, fd));
-                if spawned.is_err() {
-                    // Out of threads (RLIMIT_NPROC, memory): refuse like a full server.
-                    inner.shared.sub(Counter::ConnectionsOpen, 1);
-                    net::send_error(fd, shared, super::protocol::ErrorCode::Busy, 0, 0, 0);
-                    shared.add(Counter::Rejected, 1);
-                    inner.conns.close(fd);
-                }
-            }
-            Accepted::Exhausted => net::backoff(shared, net::FD_BACKOFF),
-            Accepted::Closed => return,
-            Accepted::WouldBlock | Accepted::Retry => {}
+    inner.acceptor.run_blocking(shared, true, |fd| {
+        inner.conns.add(fd);
+        shared.add(Counter::ConnectionsOpen, 1);
+        let me = inner.clone();
+        let spawned = std::thread::Builder::new()
+            .stack_size(shared.cfg.thread_stack)
+            .spawn(move || serve_client(&me, fd));
+        if spawned.is_err() {
+            // Out of threads (RLIMIT_NPROC, memory): refuse like a full server.
+            inner.shared.sub(Counter::ConnectionsOpen, 1);
+            net::send_error(fd, shared, super::protocol::ErrorCode::Busy, 0, 0, 0);
+            shared.add(Counter::Rejected, 1);
+            inner.conns.close(fd);
         }
-    }
+    });
 }
 
 fn serve_client(inner: &Inner, fd: RawFd) {
@@ -146,30 +131,5 @@ pub fn wait_threads(shared: &Shared, limit: Duration) {
     let end = Instant::now() + limit;
     while shared.get(Counter::ThreadsAlive) > 0 && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-impl Server for ThreadPerClient {
-    fn info(&self) -> &'static DesignInfo {
-        &DESIGN
-    }
-    fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-    fn counts(&self) -> Counts {
-        self.inner.shared.counts()
-    }
-}
-
-impl Drop for ThreadPerClient {
-    fn drop(&mut self) {
-        self.inner.shared.request_stop();
-        // A blocked accept() returns EINVAL once its listener is shut down.
-        net::shutdown(self.inner.acceptor.fd());
-        if let Some(h) = self.acceptor.take() {
-            let _ = h.join();
-        }
-        self.inner.conns.shutdown_all();
-        wait_threads(&self.inner.shared, Duration::from_secs(3));
     }
 }

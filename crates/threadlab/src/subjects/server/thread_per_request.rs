@@ -3,25 +3,22 @@
 //! with blocking I/O, hands the connection back and exits. For short connections this is
 //! `thread_per_client`; for long ones every request pays a thread's creation and exit.
 
-use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
-
-use socket2::Socket;
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::measure::process::mono_ns;
 
 use super::blocking::{self, Ended, Until, Worker};
-use super::evloop::{Epoll, Slab, Waker, LISTENER, WAKE};
+use super::evloop::{AcceptPause, Epoll, Slab, Waker, LISTENER, WAKE};
 use super::framing::{new_buffer, FrameReader};
-use super::net::{self, Accepted, Acceptor};
+use super::net::{self, Acceptor};
+use super::running::{Core, Running};
 use super::shared::{pin_to, Counter, ServerConfig, Shared, ThreadMark};
 use super::thread_per_client::{wait_threads, LiveConns};
-use super::{unbounded, Counts, DesignInfo, Model, Server};
+use super::{unbounded, DesignInfo, Model, Server};
 
 pub const DESIGN: DesignInfo = DesignInfo {
     name: "thread_per_request",
@@ -53,24 +50,36 @@ struct Inner {
 
 const ARM: u32 = (libc::EPOLLIN | libc::EPOLLONESHOT | libc::EPOLLRDHUP) as u32;
 
-struct ThreadPerRequest {
-    inner: Arc<Inner>,
-    _listener: Socket,
-    addr: SocketAddr,
-    dispatcher: Option<JoinHandle<()>>,
+impl Core for Inner {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    fn wake(&self) {
+        self.waker.wake();
+    }
+    fn finish(&self) {
+        self.conns.shutdown_all();
+        wait_threads(&self.shared, Duration::from_secs(3));
+        let mut parked = self.parked.lock().expect("not poisoned");
+        for t in parked.tokens() {
+            if let Some(p) = parked.remove(t) {
+                self.shared.sub(Counter::ConnectionsOpen, 1);
+                self.conns.close(p.fd);
+            }
+        }
+    }
 }
 
 fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
     let listener = net::listen(cfg.listen, cfg.backlog, true)?;
-    let addr = net::local_addr(&listener)?;
-    let inner = Arc::new(Inner {
+    let inner = Inner {
         shared: Shared::new(cfg, DESIGN.id)?,
         acceptor: Acceptor::new(net::raw(&listener)),
         ep: Epoll::new()?,
         waker: Waker::new()?,
         parked: Mutex::new(Slab::default()),
         conns: LiveConns::default(),
-    });
+    };
     if !inner.ep.ctl(
         libc::EPOLL_CTL_ADD,
         inner.acceptor.fd(),
@@ -84,17 +93,15 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
     ) {
         return Err(Error::os("epoll_ctl ADD"));
     }
-    let me = inner.clone();
-    let dispatcher = std::thread::Builder::new()
-        .name("tl-tpr-dispatch".into())
-        .spawn(move || dispatch(&me))
-        .map_err(|e| Error::Fail(format!("cannot start the dispatcher thread: {e}")))?;
-    Ok(Box::new(ThreadPerRequest {
+    let running = Running::with_thread(
+        &DESIGN,
+        listener,
         inner,
-        _listener: listener,
-        addr,
-        dispatcher: Some(dispatcher),
-    }))
+        "tl-tpr-dispatch",
+        "the dispatcher thread",
+        |me| dispatch(&me),
+    )?;
+    Ok(running.boxed())
 }
 
 fn dispatch(inner: &Arc<Inner>) {
@@ -104,11 +111,11 @@ fn dispatch(inner: &Arc<Inner>) {
     }
     let _mark = ThreadMark::new(shared);
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
-    let mut accept_paused_until = 0u64;
+    let mut pause = AcceptPause::default();
     loop {
         let busy = !inner.parked.lock().expect("not poisoned").is_empty();
-        let timeout = match (busy, accept_paused_until) {
-            (_, t) if t != 0 => 50,
+        let timeout = match (busy, pause.is_on()) {
+            (_, true) => 50,
             (true, _) => 1000,
             (false, _) => -1,
         };
@@ -117,8 +124,7 @@ fn dispatch(inner: &Arc<Inner>) {
             match ev.u64 {
                 LISTENER => {
                     if accept_some(inner) {
-                        inner.ep.ctl(libc::EPOLL_CTL_DEL, inner.acceptor.fd(), 0, 0);
-                        accept_paused_until = mono_ns() + net::FD_BACKOFF.as_nanos() as u64;
+                        pause.start(&inner.ep, inner.acceptor.fd());
                     }
                 }
                 WAKE => inner.waker.drain(),
@@ -134,50 +140,30 @@ fn dispatch(inner: &Arc<Inner>) {
             return;
         }
         let now = mono_ns();
-        if accept_paused_until != 0 && now >= accept_paused_until {
-            accept_paused_until = 0;
-            inner.ep.ctl(
-                libc::EPOLL_CTL_ADD,
-                inner.acceptor.fd(),
-                libc::EPOLLIN as u32,
-                LISTENER,
-            );
-        }
+        pause.end_when_over(&inner.ep, inner.acceptor.fd(), now);
         close_idle(inner, now);
     }
 }
 
 fn accept_some(inner: &Inner) -> bool {
     let shared = &inner.shared;
-    for _ in 0..64 {
-        match inner.acceptor.accept(shared) {
-            Accepted::Conn(fd) => {
-                if shared.get(Counter::ConnectionsOpen) >= shared.cfg.max_connections as u64 {
-                    inner.acceptor.refuse(fd, shared);
-                    continue;
-                }
-                blocking::prepare(fd, shared);
-                inner.conns.add(fd);
-                shared.add(Counter::ConnectionsOpen, 1);
-                let mut parked = inner.parked.lock().expect("not poisoned");
-                let token = parked.insert(Parked {
-                    fd,
-                    buf: new_buffer(),
-                    reader: FrameReader::new(),
-                    idle_since_ns: mono_ns(),
-                });
-                if !inner.ep.ctl(libc::EPOLL_CTL_ADD, fd, ARM, token) {
-                    parked.remove(token);
-                    shared.sub(Counter::ConnectionsOpen, 1);
-                    inner.conns.close(fd);
-                }
-            }
-            Accepted::Exhausted => return true,
-            Accepted::WouldBlock | Accepted::Closed => return false,
-            Accepted::Retry => {}
+    inner.acceptor.accept_batch(shared, |fd| {
+        blocking::prepare(fd, shared);
+        inner.conns.add(fd);
+        shared.add(Counter::ConnectionsOpen, 1);
+        let mut parked = inner.parked.lock().expect("not poisoned");
+        let token = parked.insert(Parked {
+            fd,
+            buf: new_buffer(),
+            reader: FrameReader::new(),
+            idle_since_ns: mono_ns(),
+        });
+        if !inner.ep.ctl(libc::EPOLL_CTL_ADD, fd, ARM, token) {
+            parked.remove(token);
+            shared.sub(Counter::ConnectionsOpen, 1);
+            inner.conns.close(fd);
         }
-    }
-    false
+    })
 }
 
 fn spawn_request(inner: &Arc<Inner>, token: u64, p: Parked) {
@@ -245,37 +231,6 @@ fn close_idle(inner: &Inner, now: u64) {
                 inner.shared.add(Counter::IdleClosed, 1);
                 inner.shared.sub(Counter::ConnectionsOpen, 1);
                 inner.conns.close(p.fd);
-            }
-        }
-    }
-}
-
-impl Server for ThreadPerRequest {
-    fn info(&self) -> &'static DesignInfo {
-        &DESIGN
-    }
-    fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-    fn counts(&self) -> Counts {
-        self.inner.shared.counts()
-    }
-}
-
-impl Drop for ThreadPerRequest {
-    fn drop(&mut self) {
-        self.inner.shared.request_stop();
-        self.inner.waker.wake();
-        if let Some(h) = self.dispatcher.take() {
-            let _ = h.join();
-        }
-        self.inner.conns.shutdown_all();
-        wait_threads(&self.inner.shared, Duration::from_secs(3));
-        let mut parked = self.inner.parked.lock().expect("not poisoned");
-        for t in parked.tokens() {
-            if let Some(p) = parked.remove(t) {
-                self.inner.shared.sub(Counter::ConnectionsOpen, 1);
-                self.inner.conns.close(p.fd);
             }
         }
     }

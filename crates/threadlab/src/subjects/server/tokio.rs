@@ -3,7 +3,6 @@
 //! Rust designs. Blocking work is awaited (`tokio::time::sleep`), as an async program waits
 //! for slow I/O; spinning work runs on the worker.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,9 +16,10 @@ use super::blocking::spin_us;
 use super::framing::{new_buffer, FrameReader, Step};
 use super::net::{self, Acceptor};
 use super::protocol::{encode_error, ErrorCode, RequestKind, ERROR_FRAME_MAX};
-use super::reply::{prepare, refusal, Prepared};
+use super::reply::{next_frame, prepare, refusal, Prepared, Written};
+use super::running::{Core, Running};
 use super::shared::{pin_to, Counter, ServerConfig, Shared};
-use super::{unbounded, Counts, DesignInfo, Model, Server};
+use super::{unbounded, DesignInfo, Model, Server};
 
 pub const DESIGN: DesignInfo = DesignInfo {
     name: "tokio",
@@ -30,10 +30,22 @@ pub const DESIGN: DesignInfo = DesignInfo {
     holds: unbounded,
 };
 
-struct TokioServer {
-    rt: Option<tokio::runtime::Runtime>,
+struct Tokio {
+    rt: std::sync::Mutex<Option<tokio::runtime::Runtime>>,
     shared: Arc<Shared>,
-    addr: SocketAddr,
+}
+
+impl Core for Tokio {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    fn finish(&self) {
+        let rt = self.rt.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(rt) = rt {
+            // Tasks still running are dropped: their sockets close.
+            rt.shutdown_timeout(Duration::from_millis(500));
+        }
+    }
 }
 
 thread_local! {
@@ -63,11 +75,11 @@ fn start(cfg: &ServerConfig, _cancel: &Cancel) -> Result<Box<dyn Server>> {
     let s = shared.clone();
     // Stopping shuts the runtime down, which drops this task and every connection's.
     rt.spawn(async move { accept_loop(std_listener, s).await });
-    Ok(Box::new(TokioServer {
-        rt: Some(rt),
+    let tokio = Tokio {
+        rt: std::sync::Mutex::new(Some(rt)),
         shared,
-        addr,
-    }))
+    };
+    Ok(Running::new(&DESIGN, addr, tokio).boxed())
 }
 
 async fn accept_loop(l: std::net::TcpListener, shared: Arc<Shared>) {
@@ -119,12 +131,7 @@ async fn serve(mut s: tokio::net::TcpStream, shared: Arc<Shared>) {
     loop {
         let mut step = reader.check(&mut buf, cfg.max_payload);
         while step == Step::NeedMore {
-            let wait = if reader.in_frame() {
-                let spent = Duration::from_nanos(mono_ns().saturating_sub(reader.started_ns()));
-                deadline.saturating_sub(spent)
-            } else {
-                cfg.idle_timeout
-            };
+            let wait = reader.read_wait(deadline, cfg.idle_timeout);
             let read = tokio::time::timeout(wait, s.read(reader.spare(&mut buf))).await;
             match read {
                 Ok(Ok(0)) => {
@@ -176,42 +183,13 @@ async fn serve(mut s: tokio::net::TcpStream, shared: Arc<Shared>) {
                 return;
             }
         };
-        match tokio::time::timeout(deadline, s.write_all(&buf[..len])).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => {
-                shared.add(Counter::Resets, 1);
-                return;
-            }
-            Err(_) => {
-                shared.add(Counter::Deadline, 1);
-                return;
-            }
-        }
-        if close {
+        let written = match tokio::time::timeout(deadline, s.write_all(&buf[..len])).await {
+            Ok(Ok(())) => Written::Whole,
+            Ok(Err(_)) => Written::Failed,
+            Err(_) => Written::TimedOut,
+        };
+        if !next_frame(written, close, &mut reader, &mut buf, &shared) {
             return;
-        }
-        reader.consume(&mut buf, mono_ns());
-    }
-}
-
-impl Server for TokioServer {
-    fn info(&self) -> &'static DesignInfo {
-        &DESIGN
-    }
-    fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-    fn counts(&self) -> Counts {
-        self.shared.counts()
-    }
-}
-
-impl Drop for TokioServer {
-    fn drop(&mut self) {
-        self.shared.request_stop();
-        if let Some(rt) = self.rt.take() {
-            // Tasks still running are dropped: their sockets close.
-            rt.shutdown_timeout(Duration::from_millis(500));
         }
     }
 }
