@@ -10,100 +10,11 @@ use crate::cancel::Cancel;
 use crate::error::Result;
 
 use super::loadgen::{listen_counters, Arrivals, Generator, LoadMode, Plan, StepResult, Window};
-use super::meter::{Footprint, Meter};
-use super::setup::{trim_heap, Cpus, NofileRaised, Sizes, SLO_P99_NS};
+use super::meter::Meter;
+use super::records::{fell_behind, Pattern, Placed, Record, Records};
+use super::setup::{trim_heap, Cpus, NofileRaised, Sizes};
 use super::Running;
 use crate::measure::placement::PinGuard;
-
-/// Which pattern a record comes from.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Pattern {
-    /// The generator against the null server, closed loop.
-    Calibration,
-    Peak,
-    Rate,
-    Block,
-    Spin,
-    /// A probe of the capacity search at this offered rate.
-    Sweep(f64),
-    Overload,
-    Scale,
-}
-
-/// One step of one design.
-pub struct Record {
-    pub design: &'static str,
-    pub pattern: Pattern,
-    pub trial: usize,
-    pub offered: f64,
-    pub connections: usize,
-    pub result: StepResult,
-    /// ListenOverflows + ListenDrops during the design's visit (system-wide counters).
-    pub listen_overflows: Option<u64>,
-    /// Memory before the connections and after they were made and served once.
-    pub footprint: Option<(Footprint, Footprint)>,
-    /// Connections that could not be made.
-    pub connect_failures: u64,
-    /// Why the server's CPU could not be measured (a remote server without STATS for us).
-    pub usage_unavailable: Option<String>,
-    /// The state the lab was in, for designs whose cost depends on it (a fork copies the
-    /// lab's address space).
-    pub state: Option<String>,
-    pub placed: Placed,
-}
-
-impl Record {
-    /// Share of the measured period the generator's thread was busy (spinning excluded).
-    pub fn generator_busy(&self) -> f64 {
-        let r = &self.result;
-        r.generator_cpu_ns.saturating_sub(r.generator_spin_ns) as f64 / r.measured_ns.max(1) as f64
-    }
-
-    pub fn errors(&self) -> u64 {
-        self.result.failures.total() + self.connect_failures
-    }
-}
-
-/// Everything the generator-driven patterns recorded, and why some were not run.
-#[derive(Default)]
-pub struct Records {
-    pub all: Vec<Record>,
-    /// (design, pattern, reason) for patterns a design could not run.
-    pub skipped: Vec<(&'static str, &'static str, String)>,
-    /// The generator's ceiling, replies per second of its own CPU.
-    pub ceiling: Option<f64>,
-    /// The limits step, per design.
-    pub limits: Vec<super::limits::LimitsRecord>,
-}
-
-impl Records {
-    /// A design's records of a pattern, pinned.
-    pub fn of<'a>(&'a self, design: &'a str, pattern: Pattern) -> impl Iterator<Item = &'a Record> {
-        self.of_placed(design, pattern, Placed::Pinned)
-    }
-
-    pub fn of_placed<'a>(
-        &'a self,
-        design: &'a str,
-        pattern: Pattern,
-        placed: Placed,
-    ) -> impl Iterator<Item = &'a Record> {
-        self.all
-            .iter()
-            .filter(move |r| r.design == design && r.pattern == pattern && r.placed == placed)
-    }
-
-    /// Notes that a design could not run a pattern (once, however many trials ask).
-    pub fn skip(&mut self, design: &'static str, pattern: &'static str, why: String) {
-        if !self
-            .skipped
-            .iter()
-            .any(|(d, p, _)| *d == design && *p == pattern)
-        {
-            self.skipped.push((design, pattern, why));
-        }
-    }
-}
 
 fn spin_for(cpus: &Cpus) -> Duration {
     if cpus.apart {
@@ -162,26 +73,6 @@ pub fn calibrate(
     Ok(())
 }
 
-/// Where a visit ran the design and the generator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Placed {
-    /// Servers on the server CPUs, the generator on the client CPU.
-    Pinned,
-    /// The default placement: the server's threads, children and the generator allowed on
-    /// every CPU, placed by the kernel.
-    Unpinned,
-}
-
-impl Placed {
-    /// The key under which a visit that could not run is noted (`emit::skipped_ids`).
-    pub fn pattern_key(self) -> &'static str {
-        match self {
-            Placed::Pinned => "all",
-            Placed::Unpinned => "unpinned",
-        }
-    }
-}
-
 /// Whether a design's closed-loop peak or CPU per request at the open-loop point (in either
 /// placement) is not yet known to `sizes.precision_pct`: the half-width of the
 /// distribution-free 95% interval of the median of their windows, over the trials so far.
@@ -193,7 +84,7 @@ pub fn imprecise(records: &Records, design: &str, sizes: &Sizes) -> bool {
     let windows = |pattern: Pattern, placed: Placed, f: &dyn Fn(&Window) -> Option<f64>| {
         records
             .of_placed(design, pattern, placed)
-            .filter(|r| super::emit::fell_behind(r).is_none())
+            .filter(|r| fell_behind(r).is_none())
             .flat_map(|r| r.result.windows.iter())
             .filter_map(f)
             .collect::<Vec<f64>>()
@@ -594,14 +485,6 @@ pub fn scale(
     };
     records.all.push(rec);
     Ok(())
-}
-
-/// A sweep step passes when it was not cut short, its p99 is within the target, and 99% of
-/// the requests planned in its measured period were answered.
-pub fn meets_target(r: &StepResult) -> bool {
-    r.saturated.is_none()
-        && r.latency.value_at_quantile(0.99) <= SLO_P99_NS
-        && r.service.len() as f64 >= 0.99 * r.planned as f64
 }
 
 /// Waits (up to 10 s) until the server has let go of the visit's connections: closed, and

@@ -13,7 +13,7 @@ use crate::results::ids::server::{self as sid, stat};
 use crate::results::{Metric, SerializedHistogram, Table, HDR_ENCODING};
 
 use super::loadgen::{histogram, Window};
-use super::steps::{Pattern, Placed, Record, Records};
+use super::records::{fell_behind, meets_target, Pattern, Placed, Record, Records};
 use super::Running;
 
 /// A step whose generator was busier than this share of the time may have held the load back.
@@ -280,41 +280,6 @@ fn saturated_note(recs: &[&Record]) -> String {
         .unwrap_or_default()
 }
 
-/// Why an open-loop step did not keep up with its plan, if it did not (the server, or the
-/// generator: `client_bound` tells which): cut short by the generator; fewer than 97% of the
-/// requests planned in the measured period answered at all; or fewer than 97% of them answered
-/// *within* the period, the rest only while the generator drained its backlog after it (a
-/// server that serves 12,800/s of 30,000/s offered, its latency growing window after window).
-pub fn fell_behind(rec: &Record) -> Option<String> {
-    let r = &rec.result;
-    if let Some(s) = &r.saturated {
-        return Some(s.clone());
-    }
-    let open = !matches!(rec.pattern, Pattern::Peak | Pattern::Calibration);
-    if !open || r.planned == 0 {
-        return None;
-    }
-    let planned = r.planned as f64;
-    let answered = r.service.len() as f64;
-    if answered < 0.97 * planned {
-        return Some(format!(
-            "the server fell behind the plan: {answered:.0} of the {planned:.0} requests planned \
-             in the measured period were answered"
-        ));
-    }
-    // A few requests in flight at either end of the period move between periods; ten covers
-    // them at the rates and latencies of a server that keeps up.
-    if (r.completed as f64) < 0.97 * planned - 10.0 {
-        return Some(format!(
-            "the server fell behind the plan: {:.0}/s served in the measured period of {:.0}/s \
-             offered; the rest were answered late, after it",
-            r.achieved_per_s(),
-            rec.offered
-        ));
-    }
-    None
-}
-
 /// How a figure of a step is taken: one value per window, or one over the whole step.
 enum Take<'a> {
     Windows(&'a dyn Fn(&Window) -> Option<f64>),
@@ -554,7 +519,7 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
     let point = records.of(d, Pattern::Rate).find(|r| r.trial == 0);
     let mut tried: Vec<&Record> = point.into_iter().chain(probes).collect();
     tried.sort_by(|a, b| a.offered.total_cmp(&b.offered));
-    let ok = |r: &Record| super::steps::meets_target(&r.result);
+    let ok = |r: &Record| meets_target(&r.result);
     let passed = tried.iter().copied().rfind(|r| ok(r));
     // A rate missed when none of its probes (a miss is probed twice) met the target.
     let missed = passed.map_or(tried.first().copied(), |best| {

@@ -5,8 +5,8 @@ use crate::experiments::Outcome;
 use crate::results::Table;
 use crate::subjects::server::Model;
 
+use super::records::{fell_behind, Pattern, Records};
 use super::setup::{Cpus, Sizes};
-use super::steps::{Pattern, Records};
 use super::study::{ratio_id, row_id, FORK, THREAD};
 use super::Running;
 
@@ -256,7 +256,7 @@ pub fn conclusion(
             let d = r.info.name;
             let sat = records
                 .of(d, Pattern::Block)
-                .any(|x| super::emit::fell_behind(x).is_some());
+                .any(|x| fell_behind(x).is_some());
             match out.median(&format!("server.{d}.block.p99")) {
                 Some(p) if !sat && p <= limit_us => coped.push(format!("{d} {}", us(Some(p)))),
                 Some(p) => ruined.push(format!("{d} {}", us(Some(p)))),
@@ -294,7 +294,7 @@ pub fn conclusion(
     let copes = |r: &Running| {
         !records
             .of(r.info.name, Pattern::Block)
-            .any(|x| super::emit::fell_behind(x).is_some())
+            .any(|x| fell_behind(x).is_some())
             && out
                 .median(&format!("server.{}.block.p99", r.info.name))
                 .is_some_and(|p| p <= limit_us)
