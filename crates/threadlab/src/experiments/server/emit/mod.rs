@@ -310,7 +310,49 @@ fn rate(e: &mut Emit, records: &Records, d: &str) {
             e.out.skip(&sid::id(d, s), why.clone());
         }
     }
-    let usage = recs[0].usage_unavailable.is_none();
+    rate_latency(e, &recs, d, &ctx, (&lat, &lag), &f);
+    rate_cost(e, &recs, d, &f);
+    if let Some(m) = e.out.metric_mut(&sid::id(d, stat::RATE_P99)) {
+        m.histograms = [
+            (sid::histogram::LATENCY, &lat),
+            (sid::histogram::SERVICE, &svc),
+            (sid::histogram::SEND_LAG, &lag),
+            (sid::histogram::SERVER_SERVICE, &srv),
+        ]
+        .into_iter()
+        .filter_map(|(n, h)| serialize(n, h))
+        .collect();
+    }
+    footprint(e, recs[0], d, "", &f);
+}
+
+/// One metric per row, in order: one value per window over `recs`, or one over the step.
+fn emit_rows<'a>(
+    e: &mut Emit,
+    recs: &[&Record],
+    d: &str,
+    rows: impl IntoIterator<Item = (&'a str, Unit, Take<'a>, String)>,
+    f: &[String],
+) {
+    for (statistic, unit, take, note) in rows {
+        let id = sid::id(d, statistic);
+        match take {
+            Take::Windows(figure) => e.windows(&id, unit, &per_window(recs, figure), note, f),
+            Take::Step(v) => e.single(&id, unit, v, note, f),
+        }
+    }
+}
+
+/// The open-loop point's latency: p50 and p99 per window from the planned send, p99 from the
+/// actual send, p99.9 and the maximum over the step, and the generator's own send lag.
+fn rate_latency(
+    e: &mut Emit,
+    recs: &[&Record],
+    d: &str,
+    ctx: &str,
+    (lat, lag): (&Histogram<u64>, &Histogram<u64>),
+    f: &[String],
+) {
     let whole = |name: &str, q: f64| {
         format!(
             "{ctx}; one value per window (median of the windows' {name}); over the whole \
@@ -321,15 +363,7 @@ fn rate(e: &mut Emit, records: &Records, d: &str) {
     let p50 = |w: &Window| us_of(w.latency_p50_ns);
     let p99 = |w: &Window| us_of(w.latency_p99_ns);
     let svc_p99 = |w: &Window| us_of(w.service_p99_ns);
-    let achieved = |w: &Window| Some(w.completed as f64 / (w.length_ns as f64 / 1e9));
-    let cpu = |w: &Window| {
-        (w.completed > 0 && usage).then(|| w.usage.cpu_ns as f64 / w.completed as f64 / 1e3)
-    };
-    let switches = |w: &Window| {
-        (w.completed > 0 && usage).then(|| w.usage.switches() as f64 / w.completed as f64)
-    };
-    let errors: u64 = recs.iter().map(|r| r.errors()).sum();
-    let rows: [(&str, Unit, Take, String); 10] = [
+    let rows: [(&str, Unit, Take, String); 6] = [
         (
             stat::RATE_P50,
             Unit::Us,
@@ -370,6 +404,23 @@ fn rate(e: &mut Emit, records: &Records, d: &str) {
              connection freeing): its health, not the server's"
                 .into(),
         ),
+    ];
+    emit_rows(e, recs, d, rows, f);
+}
+
+/// The open-loop point's throughput, the server's CPU and switches per reply, and errors.
+fn rate_cost(e: &mut Emit, recs: &[&Record], d: &str, f: &[String]) {
+    let (conns, offered) = (recs[0].connections, recs[0].offered);
+    let usage = recs[0].usage_unavailable.is_none();
+    let achieved = |w: &Window| Some(w.completed as f64 / (w.length_ns as f64 / 1e9));
+    let cpu = |w: &Window| {
+        (w.completed > 0 && usage).then(|| w.usage.cpu_ns as f64 / w.completed as f64 / 1e3)
+    };
+    let switches = |w: &Window| {
+        (w.completed > 0 && usage).then(|| w.usage.switches() as f64 / w.completed as f64)
+    };
+    let errors: u64 = recs.iter().map(|r| r.errors()).sum();
+    let rows: [(&str, Unit, Take, String); 4] = [
         (
             stat::RATE_ACHIEVED,
             Unit::PerS,
@@ -409,25 +460,7 @@ fn rate(e: &mut Emit, records: &Records, d: &str) {
             ),
         ),
     ];
-    for (statistic, unit, take, note) in rows {
-        let id = sid::id(d, statistic);
-        match take {
-            Take::Windows(figure) => e.windows(&id, unit, &per_window(&recs, figure), note, &f),
-            Take::Step(v) => e.single(&id, unit, v, note, &f),
-        }
-    }
-    if let Some(m) = e.out.metric_mut(&sid::id(d, stat::RATE_P99)) {
-        m.histograms = [
-            (sid::histogram::LATENCY, &lat),
-            (sid::histogram::SERVICE, &svc),
-            (sid::histogram::SEND_LAG, &lag),
-            (sid::histogram::SERVER_SERVICE, &srv),
-        ]
-        .into_iter()
-        .filter_map(|(n, h)| serialize(n, h))
-        .collect();
-    }
-    footprint(e, recs[0], d, "", &f);
+    emit_rows(e, recs, d, rows, f);
 }
 
 fn meter_text(d: &str) -> &'static str {
@@ -506,14 +539,23 @@ fn spin(e: &mut Emit, records: &Records, d: &str) {
     );
 }
 
+/// The capacity search's figure and, when a capacity was found, the overload step's.
 fn sweep(e: &mut Emit, records: &Records, d: &str) {
+    if capacity(e, records, d) {
+        overload(e, records, d);
+    }
+}
+
+/// The capacity at the latency target from the search's probes and the open-loop point; or
+/// why there is none (only a bound). Whether a capacity was found.
+fn capacity(e: &mut Emit, records: &Records, d: &str) -> bool {
     let probes: Vec<&Record> = records
         .all
         .iter()
         .filter(|r| r.design == d && matches!(r.pattern, Pattern::Sweep(_)))
         .collect();
     if probes.is_empty() {
-        return;
+        return false;
     }
     // The search starts from the first trial's open-loop point: one of the rates tried.
     let point = records.of(d, Pattern::Rate).find(|r| r.trial == 0);
@@ -548,7 +590,7 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
                 lowest.offered
             ),
         );
-        return;
+        return false;
     };
     // The figure is the passing step's; a missed step above it only bounds it, but a
     // generator that could not offer the load would make that bound doubtful.
@@ -584,6 +626,11 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
         ),
         &f,
     );
+    true
+}
+
+/// The overload step: goodput, p99, the share refused BUSY and the fairness over connections.
+fn overload(e: &mut Emit, records: &Records, d: &str) {
     let recs: Vec<&Record> = records.of(d, Pattern::Overload).collect();
     if recs.is_empty() {
         return;
