@@ -357,7 +357,7 @@ fn rate_latency(
         format!(
             "{ctx}; one value per window (median of the windows' {name}); over the whole \
              step {name} = {:.1} us",
-            quantile_us(&lat, q).unwrap_or(f64::NAN)
+            quantile_us(lat, q).unwrap_or(f64::NAN)
         )
     };
     let p50 = |w: &Window| us_of(w.latency_p50_ns);
@@ -387,7 +387,7 @@ fn rate_latency(
         (
             stat::RATE_P999,
             Unit::Us,
-            Take::Step(quantile_us(&lat, 0.999).unwrap_or(f64::NAN)),
+            Take::Step(quantile_us(lat, 0.999).unwrap_or(f64::NAN)),
             format!("{ctx}; p99.9 of the whole step ({} requests)", lat.len()),
         ),
         (
@@ -399,7 +399,7 @@ fn rate_latency(
         (
             stat::RATE_SEND_LAG_P99,
             Unit::Us,
-            Take::Step(quantile_us(&lag, 0.99).unwrap_or(f64::NAN)),
+            Take::Step(quantile_us(lag, 0.99).unwrap_or(f64::NAN)),
             "the generator's own lag (actual send minus the later of the planned time and the \
              connection freeing): its health, not the server's"
                 .into(),
