@@ -10,11 +10,90 @@ use crate::cancel::Cancel;
 use crate::error::Result;
 
 use super::loadgen::{listen_counters, Arrivals, Generator, LoadMode, Plan, StepResult, Window};
-use super::meter::Meter;
+use super::meter::{Footprint, Meter};
 use super::records::{fell_behind, Pattern, Placed, Record, Records};
 use super::setup::{trim_heap, Cpus, NofileRaised, Sizes};
 use super::Running;
 use crate::measure::placement::PinGuard;
+use crate::subjects::server::Server;
+
+/// The closed-loop peak's plan: 1 KiB requests, no work.
+fn peak_plan(sizes: &Sizes, spin: Duration) -> Plan {
+    Plan {
+        payload: 1024,
+        work: (0, 0),
+        mode: LoadMode::Closed,
+        warmup: sizes.peak_warm,
+        measure: sizes.peak_measure,
+        windows: sizes.windows,
+        spin,
+        give_up_above_ns: None,
+    }
+}
+
+/// An open-loop plan of 1 KiB requests with no work: Poisson arrivals at `rate` from `seed`.
+fn open_plan(
+    (rate, seed): (f64, u64),
+    (warmup, measure): (Duration, Duration),
+    windows: usize,
+    spin: Duration,
+) -> Plan {
+    Plan {
+        payload: 1024,
+        work: (0, 0),
+        mode: LoadMode::Open {
+            rate,
+            arrivals: Arrivals::Poisson { seed },
+        },
+        warmup,
+        measure,
+        windows,
+        spin,
+        give_up_above_ns: None,
+    }
+}
+
+/// Long connections made and served once, with the memory they cost.
+struct Held<'s, 'p> {
+    gen: Generator<'p>,
+    meter: Meter<'s>,
+    /// Memory before the connections (freed heap trimmed first) and after.
+    footprint: (Footprint, Footprint),
+    /// Connections that could not be made.
+    failed: u64,
+}
+
+/// Makes `n` connections to `server` (design `id`), reading the memory before and after.
+fn hold<'s, 'p>(
+    server: &'s dyn Server,
+    id: u8,
+    pattern: &'p [u8],
+    n: usize,
+    cancel: &Cancel,
+    name: &str,
+) -> Result<Held<'s, 'p>> {
+    let mut gen = Generator::new(server.local_addr(), Some(id), pattern, n)?;
+    let mut meter = Meter::for_server(server);
+    trim_heap();
+    let before = meter.footprint();
+    let failed = (n - gen.connect(n, cancel)?) as u64;
+    super::loadgen::require_live(&gen, name)?;
+    let after = meter.footprint();
+    Ok(Held {
+        gen,
+        meter,
+        footprint: (before, after),
+        failed,
+    })
+}
+
+/// ListenOverflows + ListenDrops since `before` (system-wide), when both reads succeeded.
+fn overflows_since(before: Option<(u64, u64)>) -> Option<u64> {
+    match (before, listen_counters()) {
+        (Some(a), Some(b)) => Some((b.0 + b.1).saturating_sub(a.0 + a.1)),
+        _ => None,
+    }
+}
 
 fn spin_for(cpus: &Cpus) -> Duration {
     if cpus.apart {
@@ -42,16 +121,7 @@ pub fn calibrate(
     )?;
     let failures = sizes.peak_conns - gen.connect(sizes.peak_conns, cancel)?;
     super::loadgen::require_live(&gen, "calibrating the generator")?;
-    let plan = Plan {
-        payload: 1024,
-        work: (0, 0),
-        mode: LoadMode::Closed,
-        warmup: sizes.peak_warm,
-        measure: sizes.peak_measure,
-        windows: sizes.windows,
-        spin: spin_for(cpus),
-        give_up_above_ns: None,
-    };
+    let plan = peak_plan(sizes, spin_for(cpus));
     let mut meter = Meter::for_server(null.server.as_ref());
     let result = gen.run(&plan, cancel, &mut || meter.usage())?;
     let per_cpu_s = result.completed as f64 / (result.generator_cpu_ns.max(1) as f64 / 1e9);
@@ -192,10 +262,7 @@ pub fn visit(
     let mut made: Vec<Record> = Vec::new();
     few_connections(cx, &v, records, &mut made)?;
     many_connections(cx, &v, records, &mut made)?;
-    let overflow = match (overflow_before, listen_counters()) {
-        (Some(a), Some(b)) => Some((b.0 + b.1).saturating_sub(a.0 + a.1)),
-        _ => None,
-    };
+    let overflow = overflows_since(overflow_before);
     quiesce(r, cx.cancel)?;
     let unavailable = Meter::for_server(r.server.as_ref())
         .unavailable()
@@ -235,16 +302,7 @@ fn few_connections(
     let failed = (few - gen.connect(few, cancel)?) as u64;
     super::loadgen::require_live(&gen, name)?;
     let mut meter = Meter::for_server(r.server.as_ref());
-    let peak = Plan {
-        payload: 1024,
-        work: (0, 0),
-        mode: LoadMode::Closed,
-        warmup: sizes.peak_warm,
-        measure: sizes.peak_measure,
-        windows: sizes.windows,
-        spin: v.spin,
-        give_up_above_ns: None,
-    };
+    let peak = peak_plan(sizes, v.spin);
     let result = gen.run(&peak, cancel, &mut || meter.usage())?;
     made.push(v.record(Pattern::Peak, 0.0, few, result, failed));
     if !v.pinned() {
@@ -309,31 +367,21 @@ fn many_connections(
         "{name}: {many} long connections, open loop at {:.0}/s{}",
         sizes.rate, v.how
     ))?;
-    let mut gen = Generator::new(r.server.local_addr(), Some(r.info.id), cx.pattern, many)?;
-    let mut meter = Meter::for_server(r.server.as_ref());
-    trim_heap();
-    let before = meter.footprint();
-    let failed = (many - gen.connect(many, cancel)?) as u64;
-    super::loadgen::require_live(&gen, name)?;
-    let after = meter.footprint();
-    let plan = Plan {
-        payload: 1024,
-        work: (0, 0),
-        mode: LoadMode::Open {
-            rate: sizes.rate,
-            arrivals: Arrivals::Poisson {
-                seed: 0x7e57 + v.trial as u64,
-            },
-        },
-        warmup: sizes.rate_warm,
-        measure: sizes.rate_measure,
-        windows: sizes.windows,
-        spin: v.spin,
-        give_up_above_ns: None,
-    };
+    let Held {
+        mut gen,
+        mut meter,
+        footprint,
+        failed,
+    } = hold(r.server.as_ref(), r.info.id, cx.pattern, many, cancel, name)?;
+    let plan = open_plan(
+        (sizes.rate, 0x7e57 + v.trial as u64),
+        (sizes.rate_warm, sizes.rate_measure),
+        sizes.windows,
+        v.spin,
+    );
     let result = gen.run(&plan, cancel, &mut || meter.usage())?;
     let mut rec = v.record(Pattern::Rate, sizes.rate, many, result, failed);
-    rec.footprint = Some((before, after));
+    rec.footprint = Some(footprint);
     let (true, 0, Some(search), Some(ceiling)) =
         (v.pinned(), v.trial, &sizes.capacity, records.ceiling)
     else {
@@ -455,34 +503,18 @@ pub fn scale(
     }
     super::client::wait_listening(server.local_addr(), cancel)?;
     let overflow_before = listen_counters();
-    let mut gen = Generator::new(server.local_addr(), Some(r.info.id), pattern, n)?;
-    let mut meter = Meter::for_server(server);
-    trim_heap();
-    let before = meter.footprint();
-    let failed = (n - gen.connect(n, cancel)?) as u64;
-    super::loadgen::require_live(&gen, name)?;
-    let after = meter.footprint();
-    let plan = Plan {
-        payload: 1024,
-        work: (0, 0),
-        mode: LoadMode::Open {
-            rate: n as f64,
-            arrivals: Arrivals::Poisson { seed: 0xc10c },
-        },
-        warmup: len / 4,
-        measure: len,
-        windows: 7,
-        spin: spin_for(cpus),
-        give_up_above_ns: None,
-    };
+    let Held {
+        mut gen,
+        mut meter,
+        footprint,
+        failed,
+    } = hold(server, r.info.id, pattern, n, cancel, name)?;
+    let plan = open_plan((n as f64, 0xc10c), (len / 4, len), 7, spin_for(cpus));
     let result = gen.run(&plan, cancel, &mut || meter.usage())?;
     let mut rec = record(name, Pattern::Scale, 0, n as f64, n, result, failed);
-    rec.footprint = Some((before, after));
+    rec.footprint = Some(footprint);
     rec.state = state;
-    rec.listen_overflows = match (overflow_before, listen_counters()) {
-        (Some(a), Some(b)) => Some((b.0 + b.1).saturating_sub(a.0 + a.1)),
-        _ => None,
-    };
+    rec.listen_overflows = overflows_since(overflow_before);
     records.all.push(rec);
     Ok(())
 }
