@@ -199,6 +199,23 @@ impl Visit<'_> {
         self.placed == Placed::Pinned
     }
 
+    /// Whether the design holds `n` connections at once; when it does not, the pattern (its
+    /// pinned or default-placement key) is noted as not run, `why` told what the design holds.
+    fn holds(
+        &self,
+        n: usize,
+        (pinned, unpinned): (&'static str, &'static str),
+        records: &mut Records,
+        why: impl FnOnce(usize) -> String,
+    ) -> bool {
+        let Some(h) = (self.r.info.holds)(&self.r.cfg).filter(|h| *h < n) else {
+            return true;
+        };
+        let pattern = if self.pinned() { pinned } else { unpinned };
+        records.skip(self.r.info.name, pattern, why(h));
+        false
+    }
+
     fn record(
         &self,
         pattern: Pattern,
@@ -260,8 +277,25 @@ pub fn visit(
         )
     });
     let mut made: Vec<Record> = Vec::new();
-    few_connections(cx, &v, records, &mut made)?;
-    many_connections(cx, &v, records, &mut made)?;
+    let (few, many) = (
+        cx.sizes.peak_conns.max(cx.sizes.block_conns),
+        cx.sizes.rate_conns,
+    );
+    let few_held = v.holds(few, ("peak", "peak.unpinned"), records, |h| {
+        format!("holds {h} connections at once, the pattern keeps {few}")
+    });
+    if few_held {
+        few_connections(cx, &v, few, &mut made)?;
+    }
+    let name = r.info.name;
+    let many_held = v.holds(many, ("rate", "rate.unpinned"), records, |h| {
+        format!(
+            "a {name} server holds at most {h} connections at once (one per process); this                  pattern keeps {many} open"
+        )
+    });
+    if many_held {
+        many_connections(cx, &v, records, &mut made)?;
+    }
     let overflow = overflows_since(overflow_before);
     quiesce(r, cx.cancel)?;
     let unavailable = Meter::for_server(r.server.as_ref())
@@ -277,23 +311,9 @@ pub fn visit(
 }
 
 /// A few connections: peak (closed loop), and pinned, blocking work and (full) spinning work.
-fn few_connections(
-    cx: &StepCtx,
-    v: &Visit,
-    records: &mut Records,
-    made: &mut Vec<Record>,
-) -> Result<()> {
+fn few_connections(cx: &StepCtx, v: &Visit, few: usize, made: &mut Vec<Record>) -> Result<()> {
     let (r, sizes, cancel) = (v.r, cx.sizes, cx.cancel);
     let name = r.info.name;
-    let few = sizes.peak_conns.max(sizes.block_conns);
-    if let Some(h) = (r.info.holds)(&r.cfg).filter(|h| *h < few) {
-        records.skip(
-            name,
-            if v.pinned() { "peak" } else { "peak.unpinned" },
-            format!("holds {h} connections at once, the pattern keeps {few}"),
-        );
-        return Ok(());
-    }
     (cx.step)(&format!(
         "{name}: closed-loop peak, {} connections{}",
         sizes.peak_conns, v.how
@@ -347,22 +367,12 @@ fn few_connections(
 fn many_connections(
     cx: &StepCtx,
     v: &Visit,
-    records: &mut Records,
+    records: &Records,
     made: &mut Vec<Record>,
 ) -> Result<()> {
     let (r, sizes, cancel) = (v.r, cx.sizes, cx.cancel);
     let name = r.info.name;
     let many = sizes.rate_conns;
-    if let Some(h) = (r.info.holds)(&r.cfg).filter(|h| *h < many) {
-        records.skip(
-            name,
-            if v.pinned() { "rate" } else { "rate.unpinned" },
-            format!(
-                "a {name} server holds at most {h} connections at once (one per process); this                  pattern keeps {many} open"
-            ),
-        );
-        return Ok(());
-    }
     (cx.step)(&format!(
         "{name}: {many} long connections, open loop at {:.0}/s{}",
         sizes.rate, v.how
