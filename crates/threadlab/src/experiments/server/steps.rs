@@ -290,7 +290,8 @@ pub fn visit(
     let name = r.info.name;
     let many_held = v.holds(many, ("rate", "rate.unpinned"), records, |h| {
         format!(
-            "a {name} server holds at most {h} connections at once (one per process); this                  pattern keeps {many} open"
+            "a {name} server holds at most {h} connections at once (one per process); this \
+             pattern keeps {many} open"
         )
     });
     if many_held {
