@@ -311,6 +311,20 @@ pub fn read_crate(src: &Path) -> (Vec<(String, String)>, BTreeSet<String>) {
 /// from folder `a::x` to folder `a::y` when both are folders. A folder using its own parent's
 /// items, or a parent's wiring naming its children, is not an edge: those are one unit.
 pub fn folder_circles(files: &[(String, String)], folders: &BTreeSet<String>) -> Vec<String> {
+    circles_among(files, folders, "folders")
+}
+
+/// Files (and folders) in one folder that import each other, by the same rule as
+/// `folder_circles` with every module a node: sibling `a::x` naming `a::y` is an edge, a file
+/// using its folder's own items (`super::Item`) or a folder's wiring naming its files is not.
+pub fn file_circles(files: &[(String, String)]) -> Vec<String> {
+    let modules = files.iter().map(|(m, _)| m.clone()).collect();
+    circles_among(files, &modules, "files")
+}
+
+/// Groups of `nodes` that import each other, named `what` in the messages.
+fn circles_among(files: &[(String, String)], nodes: &BTreeSet<String>, what: &str) -> Vec<String> {
+    let folders = nodes;
     // (from, to) -> the first file that makes the edge.
     let mut edges: BTreeMap<(String, String), String> = BTreeMap::new();
     for (module, src) in files {
@@ -337,7 +351,7 @@ pub fn folder_circles(files: &[(String, String)], folders: &BTreeSet<String>) ->
             .map(|((a, b), file)| format!("{a} -> {b} (in {file})"))
             .collect();
         circles.push(format!(
-            "folders {} import each other: {}",
+            "{what} {} import each other: {}",
             members.iter().cloned().collect::<Vec<_>>().join(", "),
             within.join("; ")
         ));
@@ -416,6 +430,27 @@ pub fn check_the_checker() {
     ];
     for case in [&two[..], &three[..], &deep[..]] {
         let got = folder_circles(case, &folders);
+        assert_eq!(got.len(), 1, "{case:?} gave {got:?}");
+    }
+    // Files: two siblings in a folder, or a file and a sibling folder, make a circle; a
+    // folder's wiring and its files using the folder's items do not.
+    let files_fine = [
+        file("r", "mod x; mod y;\nfn go() { x::f(); y::g() }"),
+        file("r::x", "use super::Shared;\nuse super::y::g;"),
+        file("r::y", "use crate::r::Shared;"),
+    ];
+    assert_eq!(file_circles(&files_fine), Vec::<String>::new());
+    let siblings = [
+        file("r::x", "use super::y::g;"),
+        file("r::y", "fn g() { super::x::f() }"),
+    ];
+    let into_folder = [
+        file("r::x", "use super::y::inner::h;"),
+        file("r::y", ""),
+        file("r::y::inner", "use crate::r::x::f;"),
+    ];
+    for case in [&siblings[..], &into_folder[..]] {
+        let got = file_circles(case);
         assert_eq!(got.len(), 1, "{case:?} gave {got:?}");
     }
 }

@@ -13,8 +13,8 @@ use crate::error::Result;
 
 use super::loadgen::{Arrivals, Generator, LoadMode, Plan, StepResult};
 use super::meter::Meter;
+use super::records::{meets_target, Pattern, Record};
 use super::setup::{CapacitySearch, SLO_P99_NS};
-use super::steps::{meets_target, Pattern, Record};
 
 /// Below this rate a design is not searched further: its capacity is reported as a bound.
 pub const LOWEST_RATE: f64 = 100.0;

@@ -34,6 +34,7 @@ mod emit;
 mod limits;
 pub mod loadgen;
 mod meter;
+mod records;
 mod setup;
 mod steps;
 mod study;
@@ -110,7 +111,7 @@ impl Experiment for ServerExperiment {
 
         study::measure(ctx, out, &running, &cpus, &sizes, &pattern)?;
 
-        let mut records = steps::Records::default();
+        let mut records = records::Records::default();
         // An interruption ends the steps, but what they finished is still turned into metrics.
         let stepped = (|| -> Result<()> {
             let _pin = PinGuard::pin(cpus.client)?;
@@ -232,7 +233,7 @@ fn trials(
     running: &[Running],
     free: &[Running],
     cx: &steps::StepCtx,
-    records: &mut steps::Records,
+    records: &mut records::Records,
 ) -> Result<()> {
     let (sizes, pattern) = (cx.sizes, cx.pattern);
     let forks = |r: &&Running| r.info.model == server::Model::Processes;
@@ -250,8 +251,8 @@ fn trials(
             for r in due {
                 let twin = free.iter().find(|f| f.info.name == r.info.name);
                 let visits = [
-                    (Some(r), steps::Placed::Pinned),
-                    (twin, steps::Placed::Unpinned),
+                    (Some(r), records::Placed::Pinned),
+                    (twin, records::Placed::Unpinned),
                 ];
                 for (server, placed) in visits {
                     let Some(server) = server else { continue };
@@ -278,7 +279,7 @@ fn slow_clients(
     r: &Running,
     sizes: &setup::Sizes,
     pattern: &[u8],
-    records: &mut steps::Records,
+    records: &mut records::Records,
 ) -> Result<()> {
     ctx.step(&format!(
         "{}: misbehaving clients beside a well-behaved one",

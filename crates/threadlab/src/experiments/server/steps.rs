@@ -11,97 +11,87 @@ use crate::error::Result;
 
 use super::loadgen::{listen_counters, Arrivals, Generator, LoadMode, Plan, StepResult, Window};
 use super::meter::{Footprint, Meter};
-use super::setup::{trim_heap, Cpus, NofileRaised, Sizes, SLO_P99_NS};
+use super::records::{fell_behind, Pattern, Placed, Record, Records};
+use super::setup::{trim_heap, Cpus, NofileRaised, Sizes};
 use super::Running;
 use crate::measure::placement::PinGuard;
+use crate::subjects::server::Server;
 
-/// Which pattern a record comes from.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Pattern {
-    /// The generator against the null server, closed loop.
-    Calibration,
-    Peak,
-    Rate,
-    Block,
-    Spin,
-    /// A probe of the capacity search at this offered rate.
-    Sweep(f64),
-    Overload,
-    Scale,
+/// The closed-loop peak's plan: 1 KiB requests, no work.
+fn peak_plan(sizes: &Sizes, spin: Duration) -> Plan {
+    Plan {
+        payload: 1024,
+        work: (0, 0),
+        mode: LoadMode::Closed,
+        warmup: sizes.peak_warm,
+        measure: sizes.peak_measure,
+        windows: sizes.windows,
+        spin,
+        give_up_above_ns: None,
+    }
 }
 
-/// One step of one design.
-pub struct Record {
-    pub design: &'static str,
-    pub pattern: Pattern,
-    pub trial: usize,
-    pub offered: f64,
-    pub connections: usize,
-    pub result: StepResult,
-    /// ListenOverflows + ListenDrops during the design's visit (system-wide counters).
-    pub listen_overflows: Option<u64>,
-    /// Memory before the connections and after they were made and served once.
-    pub footprint: Option<(Footprint, Footprint)>,
+/// An open-loop plan of 1 KiB requests with no work: Poisson arrivals at `rate` from `seed`.
+fn open_plan(
+    (rate, seed): (f64, u64),
+    (warmup, measure): (Duration, Duration),
+    windows: usize,
+    spin: Duration,
+) -> Plan {
+    Plan {
+        payload: 1024,
+        work: (0, 0),
+        mode: LoadMode::Open {
+            rate,
+            arrivals: Arrivals::Poisson { seed },
+        },
+        warmup,
+        measure,
+        windows,
+        spin,
+        give_up_above_ns: None,
+    }
+}
+
+/// Long connections made and served once, with the memory they cost.
+struct Held<'s, 'p> {
+    gen: Generator<'p>,
+    meter: Meter<'s>,
+    /// Memory before the connections (freed heap trimmed first) and after.
+    footprint: (Footprint, Footprint),
     /// Connections that could not be made.
-    pub connect_failures: u64,
-    /// Why the server's CPU could not be measured (a remote server without STATS for us).
-    pub usage_unavailable: Option<String>,
-    /// The state the lab was in, for designs whose cost depends on it (a fork copies the
-    /// lab's address space).
-    pub state: Option<String>,
-    pub placed: Placed,
+    failed: u64,
 }
 
-impl Record {
-    /// Share of the measured period the generator's thread was busy (spinning excluded).
-    pub fn generator_busy(&self) -> f64 {
-        let r = &self.result;
-        r.generator_cpu_ns.saturating_sub(r.generator_spin_ns) as f64 / r.measured_ns.max(1) as f64
-    }
-
-    pub fn errors(&self) -> u64 {
-        self.result.failures.total() + self.connect_failures
-    }
+/// Makes `n` connections to `server` (design `id`), reading the memory before and after.
+fn hold<'s, 'p>(
+    server: &'s dyn Server,
+    id: u8,
+    pattern: &'p [u8],
+    n: usize,
+    cancel: &Cancel,
+    name: &str,
+) -> Result<Held<'s, 'p>> {
+    let mut gen = Generator::new(server.local_addr(), Some(id), pattern, n)?;
+    let mut meter = Meter::for_server(server);
+    trim_heap();
+    let before = meter.footprint();
+    let failed = (n - gen.connect(n, cancel)?) as u64;
+    super::loadgen::require_live(&gen, name)?;
+    let after = meter.footprint();
+    Ok(Held {
+        gen,
+        meter,
+        footprint: (before, after),
+        failed,
+    })
 }
 
-/// Everything the generator-driven patterns recorded, and why some were not run.
-#[derive(Default)]
-pub struct Records {
-    pub all: Vec<Record>,
-    /// (design, pattern, reason) for patterns a design could not run.
-    pub skipped: Vec<(&'static str, &'static str, String)>,
-    /// The generator's ceiling, replies per second of its own CPU.
-    pub ceiling: Option<f64>,
-    /// The limits step, per design.
-    pub limits: Vec<super::limits::LimitsRecord>,
-}
-
-impl Records {
-    /// A design's records of a pattern, pinned.
-    pub fn of<'a>(&'a self, design: &'a str, pattern: Pattern) -> impl Iterator<Item = &'a Record> {
-        self.of_placed(design, pattern, Placed::Pinned)
-    }
-
-    pub fn of_placed<'a>(
-        &'a self,
-        design: &'a str,
-        pattern: Pattern,
-        placed: Placed,
-    ) -> impl Iterator<Item = &'a Record> {
-        self.all
-            .iter()
-            .filter(move |r| r.design == design && r.pattern == pattern && r.placed == placed)
-    }
-
-    /// Notes that a design could not run a pattern (once, however many trials ask).
-    pub fn skip(&mut self, design: &'static str, pattern: &'static str, why: String) {
-        if !self
-            .skipped
-            .iter()
-            .any(|(d, p, _)| *d == design && *p == pattern)
-        {
-            self.skipped.push((design, pattern, why));
-        }
+/// ListenOverflows + ListenDrops since `before` (system-wide), when both reads succeeded.
+fn overflows_since(before: Option<(u64, u64)>) -> Option<u64> {
+    match (before, listen_counters()) {
+        (Some(a), Some(b)) => Some((b.0 + b.1).saturating_sub(a.0 + a.1)),
+        _ => None,
     }
 }
 
@@ -131,16 +121,7 @@ pub fn calibrate(
     )?;
     let failures = sizes.peak_conns - gen.connect(sizes.peak_conns, cancel)?;
     super::loadgen::require_live(&gen, "calibrating the generator")?;
-    let plan = Plan {
-        payload: 1024,
-        work: (0, 0),
-        mode: LoadMode::Closed,
-        warmup: sizes.peak_warm,
-        measure: sizes.peak_measure,
-        windows: sizes.windows,
-        spin: spin_for(cpus),
-        give_up_above_ns: None,
-    };
+    let plan = peak_plan(sizes, spin_for(cpus));
     let mut meter = Meter::for_server(null.server.as_ref());
     let result = gen.run(&plan, cancel, &mut || meter.usage())?;
     let per_cpu_s = result.completed as f64 / (result.generator_cpu_ns.max(1) as f64 / 1e9);
@@ -162,26 +143,6 @@ pub fn calibrate(
     Ok(())
 }
 
-/// Where a visit ran the design and the generator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Placed {
-    /// Servers on the server CPUs, the generator on the client CPU.
-    Pinned,
-    /// The default placement: the server's threads, children and the generator allowed on
-    /// every CPU, placed by the kernel.
-    Unpinned,
-}
-
-impl Placed {
-    /// The key under which a visit that could not run is noted (`emit::skipped_ids`).
-    pub fn pattern_key(self) -> &'static str {
-        match self {
-            Placed::Pinned => "all",
-            Placed::Unpinned => "unpinned",
-        }
-    }
-}
-
 /// Whether a design's closed-loop peak or CPU per request at the open-loop point (in either
 /// placement) is not yet known to `sizes.precision_pct`: the half-width of the
 /// distribution-free 95% interval of the median of their windows, over the trials so far.
@@ -193,7 +154,7 @@ pub fn imprecise(records: &Records, design: &str, sizes: &Sizes) -> bool {
     let windows = |pattern: Pattern, placed: Placed, f: &dyn Fn(&Window) -> Option<f64>| {
         records
             .of_placed(design, pattern, placed)
-            .filter(|r| super::emit::fell_behind(r).is_none())
+            .filter(|r| fell_behind(r).is_none())
             .flat_map(|r| r.result.windows.iter())
             .filter_map(f)
             .collect::<Vec<f64>>()
@@ -236,6 +197,23 @@ struct Visit<'a> {
 impl Visit<'_> {
     fn pinned(&self) -> bool {
         self.placed == Placed::Pinned
+    }
+
+    /// Whether the design holds `n` connections at once; when it does not, the pattern (its
+    /// pinned or default-placement key) is noted as not run, `why` told what the design holds.
+    fn holds(
+        &self,
+        n: usize,
+        (pinned, unpinned): (&'static str, &'static str),
+        records: &mut Records,
+        why: impl FnOnce(usize) -> String,
+    ) -> bool {
+        let Some(h) = (self.r.info.holds)(&self.r.cfg).filter(|h| *h < n) else {
+            return true;
+        };
+        let pattern = if self.pinned() { pinned } else { unpinned };
+        records.skip(self.r.info.name, pattern, why(h));
+        false
     }
 
     fn record(
@@ -299,12 +277,27 @@ pub fn visit(
         )
     });
     let mut made: Vec<Record> = Vec::new();
-    few_connections(cx, &v, records, &mut made)?;
-    many_connections(cx, &v, records, &mut made)?;
-    let overflow = match (overflow_before, listen_counters()) {
-        (Some(a), Some(b)) => Some((b.0 + b.1).saturating_sub(a.0 + a.1)),
-        _ => None,
-    };
+    let (few, many) = (
+        cx.sizes.peak_conns.max(cx.sizes.block_conns),
+        cx.sizes.rate_conns,
+    );
+    let few_held = v.holds(few, ("peak", "peak.unpinned"), records, |h| {
+        format!("holds {h} connections at once, the pattern keeps {few}")
+    });
+    if few_held {
+        few_connections(cx, &v, few, &mut made)?;
+    }
+    let name = r.info.name;
+    let many_held = v.holds(many, ("rate", "rate.unpinned"), records, |h| {
+        format!(
+            "a {name} server holds at most {h} connections at once (one per process); this \
+             pattern keeps {many} open"
+        )
+    });
+    if many_held {
+        many_connections(cx, &v, records, &mut made)?;
+    }
+    let overflow = overflows_since(overflow_before);
     quiesce(r, cx.cancel)?;
     let unavailable = Meter::for_server(r.server.as_ref())
         .unavailable()
@@ -319,23 +312,9 @@ pub fn visit(
 }
 
 /// A few connections: peak (closed loop), and pinned, blocking work and (full) spinning work.
-fn few_connections(
-    cx: &StepCtx,
-    v: &Visit,
-    records: &mut Records,
-    made: &mut Vec<Record>,
-) -> Result<()> {
+fn few_connections(cx: &StepCtx, v: &Visit, few: usize, made: &mut Vec<Record>) -> Result<()> {
     let (r, sizes, cancel) = (v.r, cx.sizes, cx.cancel);
     let name = r.info.name;
-    let few = sizes.peak_conns.max(sizes.block_conns);
-    if let Some(h) = (r.info.holds)(&r.cfg).filter(|h| *h < few) {
-        records.skip(
-            name,
-            if v.pinned() { "peak" } else { "peak.unpinned" },
-            format!("holds {h} connections at once, the pattern keeps {few}"),
-        );
-        return Ok(());
-    }
     (cx.step)(&format!(
         "{name}: closed-loop peak, {} connections{}",
         sizes.peak_conns, v.how
@@ -344,16 +323,7 @@ fn few_connections(
     let failed = (few - gen.connect(few, cancel)?) as u64;
     super::loadgen::require_live(&gen, name)?;
     let mut meter = Meter::for_server(r.server.as_ref());
-    let peak = Plan {
-        payload: 1024,
-        work: (0, 0),
-        mode: LoadMode::Closed,
-        warmup: sizes.peak_warm,
-        measure: sizes.peak_measure,
-        windows: sizes.windows,
-        spin: v.spin,
-        give_up_above_ns: None,
-    };
+    let peak = peak_plan(sizes, v.spin);
     let result = gen.run(&peak, cancel, &mut || meter.usage())?;
     made.push(v.record(Pattern::Peak, 0.0, few, result, failed));
     if !v.pinned() {
@@ -398,51 +368,31 @@ fn few_connections(
 fn many_connections(
     cx: &StepCtx,
     v: &Visit,
-    records: &mut Records,
+    records: &Records,
     made: &mut Vec<Record>,
 ) -> Result<()> {
     let (r, sizes, cancel) = (v.r, cx.sizes, cx.cancel);
     let name = r.info.name;
     let many = sizes.rate_conns;
-    if let Some(h) = (r.info.holds)(&r.cfg).filter(|h| *h < many) {
-        records.skip(
-            name,
-            if v.pinned() { "rate" } else { "rate.unpinned" },
-            format!(
-                "a {name} server holds at most {h} connections at once (one per process); this                  pattern keeps {many} open"
-            ),
-        );
-        return Ok(());
-    }
     (cx.step)(&format!(
         "{name}: {many} long connections, open loop at {:.0}/s{}",
         sizes.rate, v.how
     ))?;
-    let mut gen = Generator::new(r.server.local_addr(), Some(r.info.id), cx.pattern, many)?;
-    let mut meter = Meter::for_server(r.server.as_ref());
-    trim_heap();
-    let before = meter.footprint();
-    let failed = (many - gen.connect(many, cancel)?) as u64;
-    super::loadgen::require_live(&gen, name)?;
-    let after = meter.footprint();
-    let plan = Plan {
-        payload: 1024,
-        work: (0, 0),
-        mode: LoadMode::Open {
-            rate: sizes.rate,
-            arrivals: Arrivals::Poisson {
-                seed: 0x7e57 + v.trial as u64,
-            },
-        },
-        warmup: sizes.rate_warm,
-        measure: sizes.rate_measure,
-        windows: sizes.windows,
-        spin: v.spin,
-        give_up_above_ns: None,
-    };
+    let Held {
+        mut gen,
+        mut meter,
+        footprint,
+        failed,
+    } = hold(r.server.as_ref(), r.info.id, cx.pattern, many, cancel, name)?;
+    let plan = open_plan(
+        (sizes.rate, 0x7e57 + v.trial as u64),
+        (sizes.rate_warm, sizes.rate_measure),
+        sizes.windows,
+        v.spin,
+    );
     let result = gen.run(&plan, cancel, &mut || meter.usage())?;
     let mut rec = v.record(Pattern::Rate, sizes.rate, many, result, failed);
-    rec.footprint = Some((before, after));
+    rec.footprint = Some(footprint);
     let (true, 0, Some(search), Some(ceiling)) =
         (v.pinned(), v.trial, &sizes.capacity, records.ceiling)
     else {
@@ -564,44 +514,20 @@ pub fn scale(
     }
     super::client::wait_listening(server.local_addr(), cancel)?;
     let overflow_before = listen_counters();
-    let mut gen = Generator::new(server.local_addr(), Some(r.info.id), pattern, n)?;
-    let mut meter = Meter::for_server(server);
-    trim_heap();
-    let before = meter.footprint();
-    let failed = (n - gen.connect(n, cancel)?) as u64;
-    super::loadgen::require_live(&gen, name)?;
-    let after = meter.footprint();
-    let plan = Plan {
-        payload: 1024,
-        work: (0, 0),
-        mode: LoadMode::Open {
-            rate: n as f64,
-            arrivals: Arrivals::Poisson { seed: 0xc10c },
-        },
-        warmup: len / 4,
-        measure: len,
-        windows: 7,
-        spin: spin_for(cpus),
-        give_up_above_ns: None,
-    };
+    let Held {
+        mut gen,
+        mut meter,
+        footprint,
+        failed,
+    } = hold(server, r.info.id, pattern, n, cancel, name)?;
+    let plan = open_plan((n as f64, 0xc10c), (len / 4, len), 7, spin_for(cpus));
     let result = gen.run(&plan, cancel, &mut || meter.usage())?;
     let mut rec = record(name, Pattern::Scale, 0, n as f64, n, result, failed);
-    rec.footprint = Some((before, after));
+    rec.footprint = Some(footprint);
     rec.state = state;
-    rec.listen_overflows = match (overflow_before, listen_counters()) {
-        (Some(a), Some(b)) => Some((b.0 + b.1).saturating_sub(a.0 + a.1)),
-        _ => None,
-    };
+    rec.listen_overflows = overflows_since(overflow_before);
     records.all.push(rec);
     Ok(())
-}
-
-/// A sweep step passes when it was not cut short, its p99 is within the target, and 99% of
-/// the requests planned in its measured period were answered.
-pub fn meets_target(r: &StepResult) -> bool {
-    r.saturated.is_none()
-        && r.latency.value_at_quantile(0.99) <= SLO_P99_NS
-        && r.service.len() as f64 >= 0.99 * r.planned as f64
 }
 
 /// Waits (up to 10 s) until the server has let go of the visit's connections: closed, and

@@ -13,7 +13,7 @@ use crate::results::ids::server::{self as sid, stat};
 use crate::results::{Metric, SerializedHistogram, Table, HDR_ENCODING};
 
 use super::loadgen::{histogram, Window};
-use super::steps::{Pattern, Placed, Record, Records};
+use super::records::{fell_behind, meets_target, Pattern, Placed, Record, Records};
 use super::Running;
 
 /// A step whose generator was busier than this share of the time may have held the load back.
@@ -280,41 +280,6 @@ fn saturated_note(recs: &[&Record]) -> String {
         .unwrap_or_default()
 }
 
-/// Why an open-loop step did not keep up with its plan, if it did not (the server, or the
-/// generator: `client_bound` tells which): cut short by the generator; fewer than 97% of the
-/// requests planned in the measured period answered at all; or fewer than 97% of them answered
-/// *within* the period, the rest only while the generator drained its backlog after it (a
-/// server that serves 12,800/s of 30,000/s offered, its latency growing window after window).
-pub fn fell_behind(rec: &Record) -> Option<String> {
-    let r = &rec.result;
-    if let Some(s) = &r.saturated {
-        return Some(s.clone());
-    }
-    let open = !matches!(rec.pattern, Pattern::Peak | Pattern::Calibration);
-    if !open || r.planned == 0 {
-        return None;
-    }
-    let planned = r.planned as f64;
-    let answered = r.service.len() as f64;
-    if answered < 0.97 * planned {
-        return Some(format!(
-            "the server fell behind the plan: {answered:.0} of the {planned:.0} requests planned \
-             in the measured period were answered"
-        ));
-    }
-    // A few requests in flight at either end of the period move between periods; ten covers
-    // them at the rates and latencies of a server that keeps up.
-    if (r.completed as f64) < 0.97 * planned - 10.0 {
-        return Some(format!(
-            "the server fell behind the plan: {:.0}/s served in the measured period of {:.0}/s \
-             offered; the rest were answered late, after it",
-            r.achieved_per_s(),
-            rec.offered
-        ));
-    }
-    None
-}
-
 /// How a figure of a step is taken: one value per window, or one over the whole step.
 enum Take<'a> {
     Windows(&'a dyn Fn(&Window) -> Option<f64>),
@@ -345,26 +310,60 @@ fn rate(e: &mut Emit, records: &Records, d: &str) {
             e.out.skip(&sid::id(d, s), why.clone());
         }
     }
-    let usage = recs[0].usage_unavailable.is_none();
+    rate_latency(e, &recs, d, &ctx, (&lat, &lag), &f);
+    rate_cost(e, &recs, d, &f);
+    if let Some(m) = e.out.metric_mut(&sid::id(d, stat::RATE_P99)) {
+        m.histograms = [
+            (sid::histogram::LATENCY, &lat),
+            (sid::histogram::SERVICE, &svc),
+            (sid::histogram::SEND_LAG, &lag),
+            (sid::histogram::SERVER_SERVICE, &srv),
+        ]
+        .into_iter()
+        .filter_map(|(n, h)| serialize(n, h))
+        .collect();
+    }
+    footprint(e, recs[0], d, "", &f);
+}
+
+/// One metric per row, in order: one value per window over `recs`, or one over the step.
+fn emit_rows<'a>(
+    e: &mut Emit,
+    recs: &[&Record],
+    d: &str,
+    rows: impl IntoIterator<Item = (&'a str, Unit, Take<'a>, String)>,
+    f: &[String],
+) {
+    for (statistic, unit, take, note) in rows {
+        let id = sid::id(d, statistic);
+        match take {
+            Take::Windows(figure) => e.windows(&id, unit, &per_window(recs, figure), note, f),
+            Take::Step(v) => e.single(&id, unit, v, note, f),
+        }
+    }
+}
+
+/// The open-loop point's latency: p50 and p99 per window from the planned send, p99 from the
+/// actual send, p99.9 and the maximum over the step, and the generator's own send lag.
+fn rate_latency(
+    e: &mut Emit,
+    recs: &[&Record],
+    d: &str,
+    ctx: &str,
+    (lat, lag): (&Histogram<u64>, &Histogram<u64>),
+    f: &[String],
+) {
     let whole = |name: &str, q: f64| {
         format!(
             "{ctx}; one value per window (median of the windows' {name}); over the whole \
              step {name} = {:.1} us",
-            quantile_us(&lat, q).unwrap_or(f64::NAN)
+            quantile_us(lat, q).unwrap_or(f64::NAN)
         )
     };
     let p50 = |w: &Window| us_of(w.latency_p50_ns);
     let p99 = |w: &Window| us_of(w.latency_p99_ns);
     let svc_p99 = |w: &Window| us_of(w.service_p99_ns);
-    let achieved = |w: &Window| Some(w.completed as f64 / (w.length_ns as f64 / 1e9));
-    let cpu = |w: &Window| {
-        (w.completed > 0 && usage).then(|| w.usage.cpu_ns as f64 / w.completed as f64 / 1e3)
-    };
-    let switches = |w: &Window| {
-        (w.completed > 0 && usage).then(|| w.usage.switches() as f64 / w.completed as f64)
-    };
-    let errors: u64 = recs.iter().map(|r| r.errors()).sum();
-    let rows: [(&str, Unit, Take, String); 10] = [
+    let rows: [(&str, Unit, Take, String); 6] = [
         (
             stat::RATE_P50,
             Unit::Us,
@@ -388,7 +387,7 @@ fn rate(e: &mut Emit, records: &Records, d: &str) {
         (
             stat::RATE_P999,
             Unit::Us,
-            Take::Step(quantile_us(&lat, 0.999).unwrap_or(f64::NAN)),
+            Take::Step(quantile_us(lat, 0.999).unwrap_or(f64::NAN)),
             format!("{ctx}; p99.9 of the whole step ({} requests)", lat.len()),
         ),
         (
@@ -400,11 +399,28 @@ fn rate(e: &mut Emit, records: &Records, d: &str) {
         (
             stat::RATE_SEND_LAG_P99,
             Unit::Us,
-            Take::Step(quantile_us(&lag, 0.99).unwrap_or(f64::NAN)),
+            Take::Step(quantile_us(lag, 0.99).unwrap_or(f64::NAN)),
             "the generator's own lag (actual send minus the later of the planned time and the \
              connection freeing): its health, not the server's"
                 .into(),
         ),
+    ];
+    emit_rows(e, recs, d, rows, f);
+}
+
+/// The open-loop point's throughput, the server's CPU and switches per reply, and errors.
+fn rate_cost(e: &mut Emit, recs: &[&Record], d: &str, f: &[String]) {
+    let (conns, offered) = (recs[0].connections, recs[0].offered);
+    let usage = recs[0].usage_unavailable.is_none();
+    let achieved = |w: &Window| Some(w.completed as f64 / (w.length_ns as f64 / 1e9));
+    let cpu = |w: &Window| {
+        (w.completed > 0 && usage).then(|| w.usage.cpu_ns as f64 / w.completed as f64 / 1e3)
+    };
+    let switches = |w: &Window| {
+        (w.completed > 0 && usage).then(|| w.usage.switches() as f64 / w.completed as f64)
+    };
+    let errors: u64 = recs.iter().map(|r| r.errors()).sum();
+    let rows: [(&str, Unit, Take, String); 4] = [
         (
             stat::RATE_ACHIEVED,
             Unit::PerS,
@@ -444,25 +460,7 @@ fn rate(e: &mut Emit, records: &Records, d: &str) {
             ),
         ),
     ];
-    for (statistic, unit, take, note) in rows {
-        let id = sid::id(d, statistic);
-        match take {
-            Take::Windows(figure) => e.windows(&id, unit, &per_window(&recs, figure), note, &f),
-            Take::Step(v) => e.single(&id, unit, v, note, &f),
-        }
-    }
-    if let Some(m) = e.out.metric_mut(&sid::id(d, stat::RATE_P99)) {
-        m.histograms = [
-            (sid::histogram::LATENCY, &lat),
-            (sid::histogram::SERVICE, &svc),
-            (sid::histogram::SEND_LAG, &lag),
-            (sid::histogram::SERVER_SERVICE, &srv),
-        ]
-        .into_iter()
-        .filter_map(|(n, h)| serialize(n, h))
-        .collect();
-    }
-    footprint(e, recs[0], d, "", &f);
+    emit_rows(e, recs, d, rows, f);
 }
 
 fn meter_text(d: &str) -> &'static str {
@@ -541,20 +539,29 @@ fn spin(e: &mut Emit, records: &Records, d: &str) {
     );
 }
 
+/// The capacity search's figure and, when a capacity was found, the overload step's.
 fn sweep(e: &mut Emit, records: &Records, d: &str) {
+    if capacity(e, records, d) {
+        overload(e, records, d);
+    }
+}
+
+/// The capacity at the latency target from the search's probes and the open-loop point; or
+/// why there is none (only a bound). Whether a capacity was found.
+fn capacity(e: &mut Emit, records: &Records, d: &str) -> bool {
     let probes: Vec<&Record> = records
         .all
         .iter()
         .filter(|r| r.design == d && matches!(r.pattern, Pattern::Sweep(_)))
         .collect();
     if probes.is_empty() {
-        return;
+        return false;
     }
     // The search starts from the first trial's open-loop point: one of the rates tried.
     let point = records.of(d, Pattern::Rate).find(|r| r.trial == 0);
     let mut tried: Vec<&Record> = point.into_iter().chain(probes).collect();
     tried.sort_by(|a, b| a.offered.total_cmp(&b.offered));
-    let ok = |r: &Record| super::steps::meets_target(&r.result);
+    let ok = |r: &Record| meets_target(&r.result);
     let passed = tried.iter().copied().rfind(|r| ok(r));
     // A rate missed when none of its probes (a miss is probed twice) met the target.
     let missed = passed.map_or(tried.first().copied(), |best| {
@@ -583,7 +590,7 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
                 lowest.offered
             ),
         );
-        return;
+        return false;
     };
     // The figure is the passing step's; a missed step above it only bounds it, but a
     // generator that could not offer the load would make that bound doubtful.
@@ -619,6 +626,11 @@ fn sweep(e: &mut Emit, records: &Records, d: &str) {
         ),
         &f,
     );
+    true
+}
+
+/// The overload step: goodput, p99, the share refused BUSY and the fairness over connections.
+fn overload(e: &mut Emit, records: &Records, d: &str) {
     let recs: Vec<&Record> = records.of(d, Pattern::Overload).collect();
     if recs.is_empty() {
         return;

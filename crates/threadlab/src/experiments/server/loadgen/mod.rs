@@ -108,6 +108,17 @@ impl Failures {
             + self.server_error
     }
 
+    /// The failures counted since `before` was taken.
+    fn since(mut self, before: Failures) -> Failures {
+        self.connect -= before.connect;
+        self.addr_not_avail -= before.addr_not_avail;
+        self.reset -= before.reset;
+        self.timeout -= before.timeout;
+        self.verify -= before.verify;
+        self.server_error -= before.server_error;
+        self
+    }
+
     fn count(&mut self, f: &Failure) {
         match f {
             Failure::Connect(_) => self.connect += 1,

@@ -3,7 +3,7 @@
 
 use super::super::emit::limits::limit_of;
 use super::super::limits::{Answer, LimitsRecord};
-use super::super::steps::Records;
+use super::super::records::Records;
 use super::us;
 
 /// A well-behaved client served within this (median) counts as served at once.

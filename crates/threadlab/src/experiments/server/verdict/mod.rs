@@ -5,8 +5,8 @@ use crate::experiments::Outcome;
 use crate::results::Table;
 use crate::subjects::server::Model;
 
+use super::records::{fell_behind, Pattern, Records};
 use super::setup::{Cpus, Sizes};
-use super::steps::{Pattern, Records};
 use super::study::{ratio_id, row_id, FORK, THREAD};
 use super::Running;
 
@@ -167,6 +167,8 @@ pub(super) fn best<'a>(
         .min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
+/// The experiment's conclusion: the study's comparison, many connections, blocking work, slow
+/// clients, what to choose here, and the caveats.
 pub fn conclusion(
     out: &Outcome,
     running: &[Running],
@@ -175,6 +177,31 @@ pub fn conclusion(
     sizes: &Sizes,
 ) -> String {
     let mut s = String::new();
+    study(&mut s, out, sizes);
+    // Many connections, in the default placement when it was measured.
+    many_connections(&mut s, out, running, records);
+    blocking(&mut s, out, running, records, sizes);
+    s.push_str(&limits::sentence(records));
+    what_to_choose(&mut s, out, running, records, sizes);
+    let flagged = records
+        .all
+        .iter()
+        .any(|r| !super::emit::flags(r, records.ceiling).is_empty());
+    if flagged {
+        s.push_str(
+            " Figures flagged in the table (client_bound, listen_overflow, saturated, errors, \
+             little_law_mismatch) are shown, not hidden: read them with their flag.",
+        );
+    }
+    if !cpus.apart {
+        s.push_str(" Only one CPU is allowed: client and servers shared it.");
+    }
+    s
+}
+
+/// The study's comparison: fork against thread per client on short and long connections, and
+/// what a CPU's wake-up adds to a request-reply.
+fn study(s: &mut String, out: &Outcome, sizes: &Sizes) {
     let then = THEN_FORK_MS / THEN_THREAD_MS;
     // 1. The study's comparison.
     let (ts, fs) = (
@@ -235,7 +262,10 @@ pub fn conclusion(
             us(Some(cross)),
         ));
     }
-    // 2. Many connections, in the default placement when it was measured.
+}
+
+/// The open-loop point over many connections, and the memory each connection holds.
+fn many_connections(s: &mut String, out: &Outcome, running: &[Running], records: &Records) {
     if let Some(rate) = records.all.iter().find(|r| r.pattern == Pattern::Rate) {
         s.push_str(&placement::many_connections(out, running, rate));
         if let Some((low, v)) = best(out, running, "rss_per_connection", |_| true) {
@@ -246,7 +276,10 @@ pub fn conclusion(
             ));
         }
     }
-    // 3. Blocking work.
+}
+
+/// Which designs kept p99 near the work itself when each request blocks, and which did not.
+fn blocking(s: &mut String, out: &Outcome, running: &[Running], records: &Records, sizes: &Sizes) {
     let block = records.all.iter().find(|r| r.pattern == Pattern::Block);
     if let Some(b) = block {
         let limit_us = 10.0 * sizes.block_us as f64;
@@ -256,7 +289,7 @@ pub fn conclusion(
             let d = r.info.name;
             let sat = records
                 .of(d, Pattern::Block)
-                .any(|x| super::emit::fell_behind(x).is_some());
+                .any(|x| fell_behind(x).is_some());
             match out.median(&format!("server.{d}.block.p99")) {
                 Some(p) if !sat && p <= limit_us => coped.push(format!("{d} {}", us(Some(p)))),
                 Some(p) => ruined.push(format!("{d} {}", us(Some(p)))),
@@ -283,9 +316,17 @@ pub fn conclusion(
             }
         ));
     }
-    // 4. Slow clients.
-    s.push_str(&limits::sentence(records));
-    // 5. What to choose here.
+}
+
+/// What to choose on this machine: for few short connections, many long ones, and blocking
+/// work in the handler.
+fn what_to_choose(
+    s: &mut String,
+    out: &Outcome,
+    running: &[Running],
+    records: &Records,
+    sizes: &Sizes,
+) {
     let few = best(out, running, "short.1kib.mean", |_| true);
     let many = placement::best_placed(out, running, "cpu_per_request", |r| {
         matches!(r.info.model, Model::EventLoop | Model::Runtime)
@@ -294,7 +335,7 @@ pub fn conclusion(
     let copes = |r: &Running| {
         !records
             .of(r.info.name, Pattern::Block)
-            .any(|x| super::emit::fell_behind(x).is_some())
+            .any(|x| fell_behind(x).is_some())
             && out
                 .median(&format!("server.{}.block.p99", r.info.name))
                 .is_some_and(|p| p <= limit_us)
@@ -338,18 +379,4 @@ pub fn conclusion(
     }
     s.push_str(&advice.join("; "));
     s.push('.');
-    let flagged = records
-        .all
-        .iter()
-        .any(|r| !super::emit::flags(r, records.ceiling).is_empty());
-    if flagged {
-        s.push_str(
-            " Figures flagged in the table (client_bound, listen_overflow, saturated, errors, \
-             little_law_mismatch) are shown, not hidden: read them with their flag.",
-        );
-    }
-    if !cpus.apart {
-        s.push_str(" Only one CPU is allowed: client and servers shared it.");
-    }
-    s
 }

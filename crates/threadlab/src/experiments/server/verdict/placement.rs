@@ -5,8 +5,8 @@
 use crate::experiments::Outcome;
 use crate::results::Table;
 
+use super::super::records::Record;
 use super::super::setup::Cpus;
-use super::super::steps::Record;
 use super::super::Running;
 use super::{best, us, THREAD};
 
