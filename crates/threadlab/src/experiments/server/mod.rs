@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Outcome};
 use crate::measure::placement::PinGuard;
 use crate::seeds;
-use crate::subjects::server::{self, protocol, Counts, DesignInfo, Server, ServerConfig};
+use crate::subjects::server::{self, protocol, DesignInfo, Server, ServerConfig};
 
 mod capacity;
 pub mod client;
@@ -294,27 +294,6 @@ fn slow_clients(
     Ok(())
 }
 
-/// A server on another host, known by the design id in its first reply.
-struct Remote {
-    info: &'static DesignInfo,
-    addr: SocketAddr,
-}
-
-impl Server for Remote {
-    fn info(&self) -> &'static DesignInfo {
-        self.info
-    }
-    fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-    fn counts(&self) -> Counts {
-        Counts::default()
-    }
-    fn is_remote(&self) -> bool {
-        true
-    }
-}
-
 fn remote_server(target: SocketAddr, ctx: &Ctx) -> Result<Running> {
     ctx.step(&format!("asking {target} which design it runs"))?;
     let pattern = protocol::pattern(64);
@@ -332,7 +311,7 @@ fn remote_server(target: SocketAddr, ctx: &Ctx) -> Result<Running> {
     })?;
     Ok(Running {
         info,
-        server: Box::new(Remote { info, addr: target }),
+        server: server::child::remote(info, target),
         cfg: ServerConfig::loopback(),
     })
 }

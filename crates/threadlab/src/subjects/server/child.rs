@@ -14,10 +14,21 @@ use crate::measure::process::Supervised;
 use super::shared::{cpu_set, ServerConfig};
 use super::{Counts, DesignInfo, Server};
 
-struct ServeChild {
+/// A server this process does not run: a `threadlab serve` child (its process, ended when
+/// dropped), or a server on another host (`threadlab run server --target`).
+struct Elsewhere {
     info: &'static DesignInfo,
-    process: Supervised,
     addr: SocketAddr,
+    process: Option<Supervised>,
+}
+
+/// The server at `addr` on another host, known by the design it answers as.
+pub fn remote(info: &'static DesignInfo, addr: SocketAddr) -> Box<dyn Server> {
+    Box::new(Elsewhere {
+        info,
+        addr,
+        process: None,
+    })
 }
 
 /// Starts `threadlab serve --design <design>` on loopback, pinned to `cfg.cpus`.
@@ -64,10 +75,10 @@ pub fn spawn(
             ))
         })?;
     let addr = parse_listening(&line)?;
-    Ok(Box::new(ServeChild {
+    Ok(Box::new(Elsewhere {
         info: design,
-        process,
         addr,
+        process: Some(process),
     }))
 }
 
@@ -80,7 +91,7 @@ pub fn parse_listening(line: &str) -> Result<SocketAddr> {
         .ok_or_else(|| Error::Fail(format!("`threadlab serve` said: {}", line.trim())))
 }
 
-impl Server for ServeChild {
+impl Server for Elsewhere {
     fn info(&self) -> &'static DesignInfo {
         self.info
     }
@@ -91,7 +102,10 @@ impl Server for ServeChild {
         Counts::default()
     }
     fn program_pid(&self) -> Option<libc::pid_t> {
-        Some(self.process.child.id() as libc::pid_t)
+        self.process.as_ref().map(|p| p.child.id() as libc::pid_t)
+    }
+    fn is_remote(&self) -> bool {
+        self.process.is_none()
     }
 }
 
