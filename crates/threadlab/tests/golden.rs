@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 
 use threadlab::measure::units::Unit;
-use threadlab::report::{markdown, table};
+use threadlab::report::export::markdown;
+use threadlab::report::table;
 use threadlab::results::{
     Attempt, ExperimentResult, Metric, RunResults, SkippedMetric, Status, Table, Warning,
 };

@@ -4,14 +4,11 @@
 
 pub mod advice;
 pub mod compare;
-pub mod csv;
 pub mod doctor;
 pub mod env;
 pub mod export;
 pub mod html;
-pub mod markdown;
 pub mod output;
-pub mod prom;
 pub mod server_facts;
 pub mod summary;
 pub mod table;

@@ -2,12 +2,15 @@
 //! file, and `Format` names one from the registry below. JSON, CSV, Markdown, HTML and the
 //! Prometheus text format are all exporters; the commands only choose which and where.
 //!
-//! Adding a format is one file with its renderer and an `Exporter` (a `Plain` when the text
+//! Adding a format is one file here with its renderer and an `Exporter` (a `Plain` when the text
 //! needs nothing but the results) and one line in `Format`'s registry (a constant and an entry in `ALL`); the
 //! commands' options that name it are the only other place.
 
+pub mod csv;
 mod html;
 mod json;
+pub mod markdown;
+pub mod prom;
 
 use crate::error::Result;
 use crate::results::RunResults;
@@ -58,10 +61,10 @@ pub struct Format(&'static dyn Exporter);
 
 impl Format {
     pub const JSON: Format = Format(&json::Json);
-    pub const CSV: Format = Format(&super::csv::EXPORTER);
-    pub const MARKDOWN: Format = Format(&super::markdown::EXPORTER);
+    pub const CSV: Format = Format(&csv::EXPORTER);
+    pub const MARKDOWN: Format = Format(&markdown::EXPORTER);
     pub const HTML: Format = Format(&html::Html);
-    pub const PROMETHEUS: Format = Format(&super::prom::Prometheus);
+    pub const PROMETHEUS: Format = Format(&prom::Prometheus);
 
     /// Every format, in the order a run writes them (the results file first, the page last).
     pub const ALL: &'static [Format] = &[

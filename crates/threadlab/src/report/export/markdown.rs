@@ -121,7 +121,7 @@ pub fn render(r: &RunResults) -> String {
 }
 
 /// The `--markdown` output.
-pub const EXPORTER: crate::report::export::Plain = crate::report::export::Plain {
+pub const EXPORTER: super::Plain = super::Plain {
     flag: "--markdown",
     label: "markdown",
     render,

@@ -69,7 +69,7 @@ pub fn quote(field: &str) -> String {
 }
 
 /// The `--csv` output.
-pub const EXPORTER: crate::report::export::Plain = crate::report::export::Plain {
+pub const EXPORTER: super::Plain = super::Plain {
     flag: "--csv",
     label: "csv",
     render,

@@ -271,7 +271,7 @@ pub fn render(r: &RunResults, machine: &str) -> String {
 /// recorded.
 pub struct Prometheus;
 
-impl crate::report::export::Exporter for Prometheus {
+impl super::Exporter for Prometheus {
     fn flag(&self) -> &'static str {
         "--prom"
     }
@@ -280,11 +280,7 @@ impl crate::report::export::Exporter for Prometheus {
         "prometheus"
     }
 
-    fn render(
-        &self,
-        r: &RunResults,
-        cx: &crate::report::export::Context,
-    ) -> crate::error::Result<String> {
+    fn render(&self, r: &RunResults, cx: &super::Context) -> crate::error::Result<String> {
         Ok(render(r, &machine_label(r, cx.machine)))
     }
 }
