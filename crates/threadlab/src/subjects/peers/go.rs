@@ -11,7 +11,56 @@ use crate::error::{Error, Result};
 use crate::measure::process::Supervised;
 use crate::subjects::go_build::{build, Built};
 
+use super::{Peer, PeerInfo, Running};
+
 const GO_PROGRAM: &str = include_str!("bench.go");
+
+pub struct Go;
+
+const INFO: PeerInfo = PeerInfo {
+    name: "go",
+    title: "Go",
+    one: "a goroutine",
+    many: "goroutines",
+    slow_start: true,
+    spawn: "Go, GOMAXPROCS=1: `go` of a goroutine that calls wg.Done(), then wg.Wait(), one at a \
+            time; the Go program (built at run time, inheriting the CPU) times each batch and the \
+            lab's sampler asks for them, interleaved with the other rows; nothing subtracted",
+    spawn_unpinned: None,
+    yields: "Go, GOMAXPROCS=1: two goroutines alternate runtime.Gosched(); per switch = batch \
+             time / number of Gosched calls; the Go program (built at run time, on the same CPU) \
+             times each batch and the lab's sampler asks for them, interleaved with the other \
+             rows; nothing subtracted",
+    chan: Some(
+        "Go, GOMAXPROCS=1: two goroutines pass a value back and forth over two unbuffered \
+         channels; per message; the Go program (built at run time, on the same CPU) times each \
+         batch, interleaved with the other rows",
+    ),
+};
+
+impl Peer for Go {
+    fn info(&self) -> &'static PeerInfo {
+        &INFO
+    }
+
+    fn start(&self, cancel: &Cancel) -> Result<Box<dyn Running>> {
+        Ok(Box::new(GoPeer::start(cancel)?))
+    }
+}
+
+impl Running for GoPeer {
+    fn spawn_join(&mut self, n: u64) -> Result<Duration> {
+        self.batch(GoBench::Spawn, n)
+    }
+
+    fn yield_switch(&mut self, n: u64) -> Result<Duration> {
+        self.batch(GoBench::Yield, n)
+    }
+
+    fn chan(&mut self, n: u64) -> Result<Duration> {
+        self.batch(GoBench::Chan, n)
+    }
+}
 
 /// Which goroutine batch to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
