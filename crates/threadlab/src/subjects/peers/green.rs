@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{round_trips, Peer, PeerInfo, Running};
+use super::{echo_each, round_trips, Peer, PeerInfo, Running};
 use crate::cancel::Cancel;
 use crate::error::Result;
 
@@ -97,13 +97,7 @@ pub fn chan_batch(rt: &uthread::Runtime, n: u64) -> Duration {
     let took = rt.block_on(move || {
         let (ping_tx, ping_rx) = uthread::chan::bounded::<u64>(0);
         let (pong_tx, pong_rx) = uthread::chan::bounded::<u64>(0);
-        let echo = uthread::spawn(move || {
-            for v in ping_rx.iter() {
-                if pong_tx.send(v + 1).is_err() {
-                    break;
-                }
-            }
-        });
+        let echo = uthread::spawn(move || echo_each(ping_rx.iter(), |v| pong_tx.send(v).is_ok()));
         let t = Instant::now();
         for i in 0..rounds {
             let _ = ping_tx.send(i);

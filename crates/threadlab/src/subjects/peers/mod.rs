@@ -91,6 +91,16 @@ pub fn round_trips(n: u64) -> (u64, f64) {
     (r, n as f64 / (2 * r) as f64)
 }
 
+/// The far side of a channel ping-pong: sends back each value received plus one, until the
+/// values end or a send fails (the other side is gone).
+pub fn echo_each(received: impl Iterator<Item = u64>, mut send: impl FnMut(u64) -> bool) {
+    for v in received {
+        if !send(v + 1) {
+            break;
+        }
+    }
+}
+
 /// A peer started for one group of rows; its rows borrow it one batch at a time.
 pub struct Started {
     pub info: &'static PeerInfo,
