@@ -459,6 +459,15 @@ pub mod peer {
         format!("switch.{peer}.chan")
     }
 
+    /// The pool-balance kinds: a burst of units spawned by one root, and a fan-out/fan-in tree.
+    pub const BURST: &str = "burst";
+    pub const TREE: &str = "tree";
+
+    /// `create.<peer>.<kind>`: a pool-balance row on two CPUs, `kind` `BURST` or `TREE`.
+    pub fn balance(peer: &str, kind: &str) -> String {
+        format!("create.{peer}.{kind}")
+    }
+
     /// `switch.<reference>.vs_<peer>`: the peer's yield switch over the reference's.
     pub fn yield_ratio(reference: &str, peer: &str) -> String {
         super::ratio(&format!("switch.{reference}"), peer)

@@ -33,6 +33,7 @@ const INFO: PeerInfo = PeerInfo {
          batch time / messages; each receive parks the receiver and the send hands the value \
          over and makes it runnable; nothing subtracted",
     ),
+    balance: None,
 };
 
 impl Peer for Uthread {

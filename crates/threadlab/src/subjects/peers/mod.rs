@@ -45,6 +45,18 @@ pub struct PeerInfo {
     pub yields: &'static str,
     /// The note of its `switch.<name>.chan` row, where it has channels; None: no such row.
     pub chan: Option<&'static str>,
+    /// What its pool-balance rows on two CPUs (`create.<name>.burst`, `create.<name>.tree`)
+    /// run on; None: no such rows. The reference peer's own balance rows (a uthread Pool with
+    /// stealing on and off) are written out in `experiments/create/balance.rs`.
+    pub balance: Option<BalanceNotes>,
+}
+
+/// The runtime named in a peer's pool-balance rows' notes, each followed by what the row runs.
+pub struct BalanceNotes {
+    /// Before "; <the burst>": "tokio multi-thread runtime, 2 workers: tokio::spawn".
+    pub burst: &'static str,
+    /// Before ": <the tree>": "tokio multi-thread runtime, 2 workers".
+    pub tree: &'static str,
 }
 
 /// A peer runtime: what it is, and starting it.
@@ -55,6 +67,15 @@ pub trait Peer: Sync {
     /// `Err(Skip)` with the true reason when it cannot run here (no Go toolchain, say);
     /// `Err(Cancelled)` when a signal stopped the start.
     fn start(&self, cancel: &Cancel) -> Result<Box<dyn Running>>;
+
+    /// Starts the runtime for the pool-balance rows: two workers, one per CPU of `cpus` where
+    /// the runtime pins its workers. Called only for a peer whose `PeerInfo::balance` is set.
+    fn start_on_two(&self, cancel: &Cancel, cpus: (usize, usize)) -> Result<Box<dyn Running>> {
+        let _ = (cancel, cpus);
+        Err(Error::Skip(
+            "this peer runtime has no pool-balance rows".into(),
+        ))
+    }
 }
 
 /// A started peer runtime. Every batch is timed by the runtime itself and runs `n` operations;
@@ -72,6 +93,39 @@ pub trait Running {
         let _ = n;
         Err(Error::Fail("this peer runtime has no channel row".into()))
     }
+
+    /// `n` bursts of `size` units of work, each computing `work`, spawned one after another by
+    /// one root unit on one worker, then joined in order; timed inside the root, from the
+    /// first spawn to the last join. Called only on a runtime `Peer::start_on_two` started.
+    fn burst(&mut self, size: u64, n: u64) -> Result<Duration> {
+        let _ = (size, n);
+        Err(Error::Fail(
+            "this peer runtime has no pool-balance rows".into(),
+        ))
+    }
+
+    /// `n` fan-out/fan-in trees of depth `depth`: each inner unit spawns two and joins them,
+    /// each leaf computes `work`; timed inside the root. As `burst`.
+    fn tree(&mut self, depth: u32, n: u64) -> Result<Duration> {
+        let _ = (depth, n);
+        Err(Error::Fail(
+            "this peer runtime has no pool-balance rows".into(),
+        ))
+    }
+}
+
+/// Steps of the work every unit of a pool-balance burst or tree computes (bench.go's
+/// `WorkSteps`).
+pub const WORK_STEPS: u64 = 300;
+
+/// The work of a pool-balance unit: a dependent multiply-xorshift chain of `WORK_STEPS` steps
+/// (about half a microsecond), which the compiler cannot fold.
+#[inline(never)]
+pub fn work(seed: u64) -> u64 {
+    (0..WORK_STEPS).fold(seed | 1, |x, _| {
+        let x = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
+        x ^ (x >> 29)
+    })
 }
 
 /// The peer the others are read against: uthread.
@@ -112,16 +166,31 @@ pub struct Started {
 /// gets its reason; any other error ends the start.
 pub fn start_all(
     cancel: &Cancel,
+    announce: impl FnMut(&PeerInfo) -> Result<()>,
+    skipped: impl FnMut(&PeerInfo, String),
+) -> Result<Vec<Started>> {
+    start_each(
+        REGISTRY.iter().copied(),
+        |p| p.start(cancel),
+        announce,
+        skipped,
+    )
+}
+
+/// As `start_all`, for `peers`, each started by `start`.
+pub fn start_each(
+    peers: impl Iterator<Item = &'static dyn Peer>,
+    start: impl Fn(&'static dyn Peer) -> Result<Box<dyn Running>>,
     mut announce: impl FnMut(&PeerInfo) -> Result<()>,
     mut skipped: impl FnMut(&PeerInfo, String),
 ) -> Result<Vec<Started>> {
     let mut started = Vec::new();
-    for peer in REGISTRY {
+    for peer in peers {
         let info = peer.info();
         if info.slow_start {
             announce(info)?;
         }
-        match peer.start(cancel) {
+        match start(peer) {
             Ok(running) => started.push(Started {
                 info,
                 running: RefCell::new(running),
@@ -161,6 +230,18 @@ mod tests {
                     assert!(running.yield_switch(10).is_ok(), "{}: yield", info.name);
                     if info.chan.is_some() {
                         assert!(running.chan(10).is_ok(), "{}: chan", info.name);
+                    }
+                    let pair = crate::measure::placement::cpu_pair();
+                    let Some(pair) = pair.filter(|_| info.balance.is_some()) else {
+                        continue;
+                    };
+                    match peer.start_on_two(&cancel, pair) {
+                        Ok(mut two) => {
+                            assert!(two.burst(100, 1).is_ok(), "{}: burst", info.name);
+                            assert!(two.tree(3, 1).is_ok(), "{}: tree", info.name);
+                        }
+                        Err(Error::Skip(reason)) => assert!(!reason.is_empty(), "{}", info.name),
+                        Err(e) => panic!("{}: {e}", info.name),
                     }
                 }
                 Err(Error::Skip(reason)) => assert!(!reason.is_empty(), "{}", info.name),
