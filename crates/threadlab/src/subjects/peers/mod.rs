@@ -20,9 +20,13 @@ pub mod go;
 pub mod green;
 pub mod tokio_rt;
 
-/// Every peer runtime the experiments measure, in the order of their rows. The first is the
-/// reference the others are read against.
-pub const REGISTRY: &[&dyn Peer] = &[&green::Uthread, &tokio_rt::Tokio, &go::Go];
+/// Every peer runtime the experiments measure, in the order of their rows, one a line.
+pub const REGISTRY: &[&dyn Peer] = &[
+    // The reference the others are read against: uthread, this workspace's runtime.
+    &green::Uthread,
+    &tokio_rt::Tokio,
+    &go::Go,
+];
 
 /// What a peer runtime is called and what its rows say it measured.
 pub struct PeerInfo {
