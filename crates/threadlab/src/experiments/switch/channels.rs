@@ -1,7 +1,8 @@
-//! Channel ping-pong, per message: uthread's channels between two green threads of one carrier,
-//! across two carriers and with a plain OS thread, beside Tokio's mpsc, Go's unbuffered
-//! channels and crossbeam between OS threads, all in one interleaved group (the `switch`
-//! experiment's channel rows), with ratio rows taken round by round.
+//! Channel ping-pong, per message: every registered peer's channels on one CPU (uthread's
+//! between two green threads of one carrier, Tokio's mpsc, Go's unbuffered channels: their
+//! batches are in `subjects::peers`), uthread's across two carriers and with a plain OS thread,
+//! and crossbeam between OS threads, all in one interleaved group (the `switch` experiment's
+//! channel rows), with ratio rows taken round by round.
 //!
 //! Every row passes a value back and forth over two channels: one message is one value sent
 //! and received; a batch of `n` messages is `n / 2` round trips, timed by the side that starts
@@ -282,8 +283,8 @@ fn ratio_rows(group: &mut Interleaved<'_>, cross: bool) {
     }
 }
 
-/// The channel rows of the `switch` experiment, measured interleaved: same CPU (green threads
-/// of one carrier, Tokio, Go, crossbeam's OS threads) and across two CPUs (two carriers, a
+/// The channel rows of the `switch` experiment, measured interleaved: same CPU (the peers'
+/// channels, crossbeam's OS threads) and across two CPUs (two carriers, a
 /// green thread and an OS thread, crossbeam's OS threads). Called unpinned; pins what it
 /// measures itself.
 pub fn measure(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
@@ -309,19 +310,20 @@ pub fn measure(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     };
     let _pin = PinGuard::pin(home)?;
     let crossbeam_same = Crossbeam::start(home)?;
-    let started = peers::start_all(
-        ctx.cancel,
+    // Only the peers that have channels: the others would be started for nothing.
+    let started = peers::start_each(
+        peers::REGISTRY
+            .iter()
+            .copied()
+            .filter(|p| p.info().chan.is_some()),
+        |p| p.start(ctx.cancel),
         |p| {
             ctx.step(&format!(
                 "starting the {} peer for the channel rows",
                 p.title
             ))
         },
-        |p, reason| {
-            if p.chan.is_some() {
-                out.skip(&ids::peer::chan(p.name), reason)
-            }
-        },
+        |p, reason| out.skip(&ids::peer::chan(p.name), reason),
     )?;
     let mut group = Interleaved::new();
     same_cpu_rows(
