@@ -17,7 +17,7 @@ use crate::experiments::{Ctx, Interleaved, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::units::Unit;
 use crate::results::ids;
-use crate::subjects::peers::{self, echo_each, round_trips, Started};
+use crate::subjects::peers::{self, echo_each, round_trips, PeerInfo, Started};
 
 /// Two green threads on two carriers of `pool` (pinned one per CPU), rendezvous channels.
 pub fn green_cross_carrier(pool: &uthread::Pool, n: u64) -> Duration {
@@ -185,26 +185,22 @@ struct CrossCpu {
     placement: Placement,
 }
 
-/// Rows on the measuring thread's CPU: every started peer's channels, then crossbeam's
-/// between OS threads.
+/// Rows on the measuring thread's CPU: the channels of the peers that run in this process,
+/// crossbeam's between OS threads, then the channels of the peers in a process of their own.
+/// A peer's own process keeps running threads for a while after its batch (Go's idle Ps spin
+/// before they park), and crossbeam's futex hand-offs on the same CPU read differently right
+/// after it (bimodal, 3 and 8 us, against 8 us after Tokio's batch in the same runs), so
+/// such a peer's batch comes last in a round, before the next round's first row.
 fn same_cpu_rows<'a>(
     group: &mut Interleaved<'a>,
     same: Placement,
     started: &'a [Started],
     crossbeam: &'a Crossbeam,
 ) {
-    for peer in started {
-        let Some(note) = peer.info.chan else {
-            continue;
-        };
-        let running = &peer.running;
-        group.row(
-            &ids::peer::chan(peer.info.name),
-            Unit::Ns,
-            same,
-            note,
-            move |n| running.borrow_mut().chan(n),
-        );
+    let (in_process, own_process): (Vec<&Started>, Vec<&Started>) =
+        started.iter().partition(|p| !p.info.own_process);
+    for peer in in_process {
+        chan_row(group, same, peer);
     }
     group.row(
         "switch.crossbeam.chan",
@@ -213,6 +209,24 @@ fn same_cpu_rows<'a>(
         "two OS threads on one CPU pass a value back and forth over two crossbeam_channel \
          zero-capacity channels; per message (each a futex wake-up and a kernel switch)",
         |n| Ok(crossbeam.batch(n)),
+    );
+    for peer in own_process {
+        chan_row(group, same, peer);
+    }
+}
+
+/// A started peer's channel row, where it has channels.
+fn chan_row<'a>(group: &mut Interleaved<'a>, same: Placement, peer: &'a Started) {
+    let Some(note) = peer.info.chan else {
+        return;
+    };
+    let running = &peer.running;
+    group.row(
+        &ids::peer::chan(peer.info.name),
+        Unit::Ns,
+        same,
+        note,
+        move |n| running.borrow_mut().chan(n),
     );
 }
 
@@ -253,7 +267,11 @@ fn cross_cpu_rows<'a>(group: &mut Interleaved<'a>, c: &'a CrossCpu) {
 fn ratio_rows(group: &mut Interleaved<'_>, cross: bool) {
     let reference = peers::reference();
     let base = ids::peer::chan(reference.name);
-    for other in peers::others().filter(|p| p.chan.is_some()) {
+    // The order the results file has always had: the peers in a process of their own first.
+    let (own_process, in_process): (Vec<&PeerInfo>, Vec<&PeerInfo>) = peers::others()
+        .filter(|p| p.chan.is_some())
+        .partition(|p| p.own_process);
+    for other in own_process.into_iter().chain(in_process) {
         group.ratio(
             &ids::ratio(&base, other.name),
             &ids::peer::chan(other.name),

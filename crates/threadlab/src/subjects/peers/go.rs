@@ -23,6 +23,7 @@ const INFO: PeerInfo = PeerInfo {
     one: "a goroutine",
     many: "goroutines",
     slow_start: true,
+    own_process: true,
     spawn: "Go, GOMAXPROCS=1: `go` of a goroutine that calls wg.Done(), then wg.Wait(), one at a \
             time; the Go program (built at run time, inheriting the CPU) times each batch and the \
             lab's sampler asks for them, interleaved with the other rows; nothing subtracted",

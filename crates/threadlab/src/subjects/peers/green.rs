@@ -15,6 +15,7 @@ const INFO: PeerInfo = PeerInfo {
     one: "a green thread",
     many: "green threads",
     slow_start: false,
+    own_process: false,
     spawn: "uthread::spawn of a closure returning at once + join, one carrier (M:1), default \
             runtime: 256 KiB guarded stacks from the runtime's pool (reused after warm-up), the \
             thread's control block in a page on top of its stack, no heap allocation; timed \

@@ -40,6 +40,9 @@ pub struct PeerInfo {
     pub many: &'static str,
     /// Whether starting it takes long enough (a build) to be announced as a step of its own.
     pub slow_start: bool,
+    /// Whether it runs in a process of its own (Go's program), whose threads may still run
+    /// after its batch: its rows are placed where that disturbs the fewest others.
+    pub own_process: bool,
     /// The note of its `create.<name>` row: a unit of work started and waited for.
     pub spawn: &'static str,
     /// The note of its `create.<name>.unpinned` row, where the default placement can change
