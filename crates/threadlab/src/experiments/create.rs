@@ -11,10 +11,10 @@ use crate::measure::process::{fork_child, mono_ns, wait_pid, SharedMap};
 use crate::measure::spawn::spawn;
 use crate::measure::stats;
 use crate::measure::units::Unit;
+use crate::results::ids;
 use crate::results::Series;
 use crate::seeds;
-use crate::subjects::peers::go::{GoBench, GoPeer};
-use crate::subjects::peers::{green, tokio_rt};
+use crate::subjects::peers::{self, Started};
 use crate::sys;
 
 pub mod balance;
@@ -165,67 +165,101 @@ impl Experiment for Create {
         // Pool balance (bursts on two CPUs), in a process of its own: its pools, runtimes and
         // their threads' malloc arenas stay mapped, and every later fork here would copy them.
         balance::measure_in_child(ctx, out)?;
-        let pinned = out.median("create.thread").unwrap_or(f64::NAN);
-        // Advice rests on the default placement, what a program gets without pinning.
-        let (thread, placed) = match out.median("create.thread.unpinned") {
-            Some(u) => {
-                let r = out
-                    .median("create.thread.unpinned.vs_pinned")
-                    .unwrap_or(u / pinned);
-                let pin = if r > 1.1 {
-                    format!(
-                        "pinning the creator and its threads to one CPU would take it to \
-                         {pinned:.1} us ({r:.1}x less): the new thread starts on another CPU and \
-                         the join waits for wake-ups across CPUs"
-                    )
-                } else if r < 0.9 {
-                    format!(
-                        "pinning the creator and its threads to one CPU would make it dearer \
-                         ({pinned:.1} us)"
-                    )
-                } else {
-                    format!("pinned to one CPU it is about the same ({pinned:.1} us)")
-                };
-                (u, format!(" where the kernel places the new thread; {pin}"))
-            }
-            None => (pinned, " (creator and thread on one CPU)".to_string()),
-        };
-        let fork = out.median("create.process.fork").unwrap_or(f64::NAN);
-        let fork_ratio = out
-            .median("create.process.fork.vs_thread")
-            .unwrap_or(f64::NAN);
-        let mut green = String::new();
-        if let (Some(g), Some(r)) = (
-            out.median("create.green"),
-            out.median("create.green.vs_thread"),
-        ) {
-            green = format!(
-                " A green thread (uthread, pooled stack) costs {g:.0} ns, {r:.0}x less than a \
-                 kernel thread on one CPU"
-            );
-            let peers: Vec<String> = [
-                ("create.green.vs_tokio", "a Tokio task"),
-                ("create.green.vs_go", "a goroutine"),
-            ]
-            .iter()
-            .filter_map(|(id, what)| out.median(id).map(|r| format!("{r:.1}x less than {what}")))
-            .collect();
-            if !peers.is_empty() {
-                green.push_str(&format!(" and {}", peers.join(" and ")));
-            }
-            green.push_str(
-                " (ratios taken round by round): for many short tasks on few cores, user-level \
-                 threads or tasks win.",
-            );
-        }
-        out.conclusion = Some(format!(
-            "A kernel thread costs {thread:.1} us to create and join here{placed}, a \
-             fork+exit+wait {fork:.0} us on one CPU ({fork_ratio:.0}x a thread there; the study \
-             saw ~171x). A thread per task is affordable when the task runs for well over {:.0} \
-             us; below that, reuse threads from a pool.{green}",
-            thread * 10.0
-        ));
+        out.conclusion = Some(conclusion(out));
         Ok(())
+    }
+}
+
+/// What this run's creation figures say to choose.
+fn conclusion(out: &Outcome) -> String {
+    let pinned = out.median("create.thread").unwrap_or(f64::NAN);
+    // Advice rests on the default placement, what a program gets without pinning.
+    let (thread, placed) = match out.median("create.thread.unpinned") {
+        Some(u) => {
+            let r = out
+                .median("create.thread.unpinned.vs_pinned")
+                .unwrap_or(u / pinned);
+            let pin = if r > 1.1 {
+                format!(
+                    "pinning the creator and its threads to one CPU would take it to \
+                     {pinned:.1} us ({r:.1}x less): the new thread starts on another CPU and \
+                     the join waits for wake-ups across CPUs"
+                )
+            } else if r < 0.9 {
+                format!(
+                    "pinning the creator and its threads to one CPU would make it dearer \
+                     ({pinned:.1} us)"
+                )
+            } else {
+                format!("pinned to one CPU it is about the same ({pinned:.1} us)")
+            };
+            (u, format!(" where the kernel places the new thread; {pin}"))
+        }
+        None => (pinned, " (creator and thread on one CPU)".to_string()),
+    };
+    let fork = out.median("create.process.fork").unwrap_or(f64::NAN);
+    let fork_ratio = out
+        .median("create.process.fork.vs_thread")
+        .unwrap_or(f64::NAN);
+    format!(
+        "A kernel thread costs {thread:.1} us to create and join here{placed}, a \
+         fork+exit+wait {fork:.0} us on one CPU ({fork_ratio:.0}x a thread there; the study \
+         saw ~171x). A thread per task is affordable when the task runs for well over {:.0} \
+         us; below that, reuse threads from a pool.{}",
+        thread * 10.0,
+        peer_conclusion(out)
+    )
+}
+
+/// The conclusion's sentence on the reference peer (uthread) beside kernel threads and the
+/// other peers; empty when its rows were not measured.
+fn peer_conclusion(out: &Outcome) -> String {
+    let reference = ids::peer::spawn(peers::reference().name);
+    let (Some(g), Some(r)) = (
+        out.median(&reference),
+        out.median(&ids::ratio(&reference, "thread")),
+    ) else {
+        return String::new();
+    };
+    let mut green = format!(
+        " A green thread (uthread, pooled stack) costs {g:.0} ns, {r:.0}x less than a kernel \
+         thread on one CPU"
+    );
+    let others: Vec<String> = peers::others()
+        .filter_map(|p| {
+            out.median(&ids::ratio(&reference, p.name))
+                .map(|r| format!("{r:.1}x less than {}", p.one))
+        })
+        .collect();
+    if !others.is_empty() {
+        green.push_str(&format!(" and {}", others.join(" and ")));
+    }
+    green.push_str(
+        " (ratios taken round by round): for many short tasks on few cores, user-level threads \
+         or tasks win.",
+    );
+    green
+}
+
+/// Where the creation rows run and the process state their notes name.
+struct Setup {
+    /// The one CPU of the pinned rows.
+    cpu: usize,
+    placement: Placement,
+    /// Every CPU this process may use, where there are two or more.
+    unpinned: Option<Vec<usize>>,
+    /// The process's thread count and resident size, which a fork's cost grows with.
+    state: String,
+}
+
+impl Setup {
+    /// Runs `run` in the default placement: the creator allowed on every CPU this process
+    /// may use, new threads and children inheriting that, as in a program that sets no
+    /// affinity. The creator's own pin is lifted for the batch, outside the timed span.
+    fn default_placed(&self, run: impl FnOnce() -> Result<Duration>) -> Result<Duration> {
+        let one = [self.cpu];
+        let _free = PinGuard::pin_set(self.unpinned.as_deref().unwrap_or(&one))?;
+        run()
     }
 }
 
@@ -238,34 +272,23 @@ fn creation(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     // new threads, children and the Go peer inherit the mask, so a create+join includes the
     // switch to the new thread and back.
     let _pin = PinGuard::pin(cpu)?;
-    let placement = Placement::SameCpu(cpu);
-    let state = format!(
-        "process state: {} thread(s), {:.0} MiB resident",
-        sys::thread_count(),
-        sys::rss_bytes() as f64 / (1 << 20) as f64
-    );
-
-    ctx.step("starting the Go peer")?;
-    let mut go = match GoPeer::start(ctx.cancel) {
-        Ok(peer) => Some(peer),
-        Err(Error::Skip(reason)) => {
-            out.skip("create.go", reason);
-            None
-        }
-        Err(e) => return Err(e),
+    let setup = Setup {
+        cpu,
+        placement: Placement::SameCpu(cpu),
+        unpinned: (all.len() > 1).then_some(all),
+        state: format!(
+            "process state: {} thread(s), {:.0} MiB resident",
+            sys::thread_count(),
+            sys::rss_bytes() as f64 / (1 << 20) as f64
+        ),
     };
-    let green_rt = uthread::Runtime::new();
-    let tokio_rt = tokio_rt::runtime()?;
+    let started = peers::start_all(
+        ctx.cancel,
+        |p| ctx.step(&format!("starting the {} peer", p.title)),
+        |p, reason| out.skip(&ids::peer::spawn(p.name), reason),
+    )?;
     let map = SharedMap::new(4096)?;
     let program = trivial_program();
-    // The default placement: the creator allowed on every CPU this process may use, new
-    // threads and children inheriting that, as in a program that sets no affinity. The
-    // creator's own pin is lifted for each batch of these rows (outside the timed span).
-    let unpinned = (all.len() > 1).then_some(all.as_slice());
-    let default_placed = |run: &dyn Fn() -> Result<Duration>| -> Result<Duration> {
-        let _free = PinGuard::pin_set(unpinned.unwrap_or(&[cpu]))?;
-        run()
-    };
     // The creator is this thread, as in a program whose main thread creates threads, not a
     // fresh measuring thread woken for each batch (`Driver`): the kernel keeps a thread created
     // by a thread another one has just woken on its creator's CPU (16.7 us here against 33.3 us
@@ -274,14 +297,34 @@ fn creation(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     // Every row below is read against the others (thread vs process vs green thread vs
     // task vs goroutine), so they are sampled interleaved, round by round.
     let mut group = Interleaved::new();
+    thread_rows(&mut group, &setup);
+    process_rows(&mut group, &setup, &map);
+    match &program {
+        Some(prog) => spawn_rows(&mut group, &setup, prog),
+        None => out.skip(
+            "create.process.spawn",
+            "no /bin/true or /usr/bin/true to spawn on this machine",
+        ),
+    }
+    peer_rows(&mut group, &setup, &started);
+    ratio_rows(&mut group);
+    group.measure(ctx, out)?;
+    drop(started);
+
+    count_series(ctx, out)
+}
+
+/// Kernel threads: pthread create+join pinned and in the default placement, std's spawn, and
+/// a thread's end as the study measured it.
+fn thread_rows<'a>(group: &mut Interleaved<'a>, s: &'a Setup) {
     group
         .row(
             "create.thread",
             Unit::Us,
-            placement,
+            s.placement,
             "pthread_create + pthread_join of a thread that returns at once, default attributes \
-                 (glibc reuses cached stacks), creator and thread on one CPU; nothing subtracted; \
-                 counterpart: `taskset -c 0 scripts/agreement/create_join.c` (docs/agreement.md)",
+             (glibc reuses cached stacks), creator and thread on one CPU; nothing subtracted; \
+             counterpart: `taskset -c 0 scripts/agreement/create_join.c` (docs/agreement.md)",
             create_join_batch,
         )
         .row(
@@ -289,19 +332,19 @@ fn creation(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
             Unit::Us,
             Placement::Unpinned,
             "pthread_create + pthread_join of a thread that returns at once, default \
-                 attributes, neither creator nor thread pinned: the kernel places the new thread \
-                 (on a VM often on the other, idle vCPU, whose wake-up from its idle state the \
-                 join then waits for), as a program that sets no affinity gets it; nothing \
-                 subtracted; counterpart: scripts/agreement/create_join.c run bare, its loop in \
-                 main (docs/agreement.md)",
-            |n| default_placed(&|| create_join_batch(n)),
+             attributes, neither creator nor thread pinned: the kernel places the new thread \
+             (on a VM often on the other, idle vCPU, whose wake-up from its idle state the \
+             join then waits for), as a program that sets no affinity gets it; nothing \
+             subtracted; counterpart: scripts/agreement/create_join.c run bare, its loop in \
+             main (docs/agreement.md)",
+            move |n| s.default_placed(|| create_join_batch(n)),
         )
         .row(
             "create.thread.std",
             Unit::Us,
-            placement,
+            s.placement,
             "std::thread::spawn + join of an empty closure: the pthread pair plus Rust's own \
-                 set-up (an Arc'd packet, thread name and handle, stack-guard bookkeeping)",
+             set-up (an Arc'd packet, thread name and handle, stack-guard bookkeeping)",
             |n| {
                 let t = Instant::now();
                 for _ in 0..n {
@@ -315,19 +358,26 @@ fn creation(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         .row(
             "destroy.thread",
             Unit::Us,
-            placement,
+            s.placement,
             "from the thread's last clock read just before it returns (= pthread_exit) to the \
-                 return of pthread_join in the creator, as the study measured; one CPU, so this \
-                 includes the exiting thread's teardown and the switch back to the joiner",
+             return of pthread_join in the creator, as the study measured; one CPU, so this \
+             includes the exiting thread's teardown and the switch back to the joiner",
             destroy_thread_batch,
-        )
+        );
+}
+
+/// Processes by fork: fork+exit+wait pinned and in the default placement, and a process's
+/// end as the study measured it.
+fn process_rows<'a>(group: &mut Interleaved<'a>, s: &'a Setup, map: &'a SharedMap) {
+    let state = &s.state;
+    group
         .row(
             "create.process.fork",
             Unit::Us,
-            placement,
+            s.placement,
             format!(
                 "fork + child _exit(0) at once + waitpid; fork copies page tables, so the cost \
-                     grows with the parent's size ({state}); parent and child on one CPU"
+                 grows with the parent's size ({state}); parent and child on one CPU"
             ),
             fork_batch,
         )
@@ -337,130 +387,115 @@ fn creation(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
             Placement::Unpinned,
             format!(
                 "fork + child _exit(0) at once + waitpid, neither parent nor child pinned: \
-                     the kernel places the child ({state})"
+                 the kernel places the child ({state})"
             ),
-            |n| default_placed(&|| fork_batch(n)),
+            move |n| s.default_placed(|| fork_batch(n)),
         )
         .row(
             "destroy.process",
             Unit::Us,
-            placement,
+            s.placement,
             format!(
                 "from the child's clock read just before _exit to the return of waitpid in the \
-                     parent, as the study measured exit() to wait(); includes tearing down the \
-                     child's copy of the address space ({state})"
+                 parent, as the study measured exit() to wait(); includes tearing down the \
+                 child's copy of the address space ({state})"
             ),
-            |n| destroy_process_batch(&map, n),
+            |n| destroy_process_batch(map, n),
         );
-    match &program {
-        Some(prog) => {
+}
+
+/// Processes by posix_spawn of `prog`, pinned and in the default placement.
+fn spawn_rows<'a>(group: &mut Interleaved<'a>, s: &'a Setup, prog: &'a CString) {
+    let name = prog.to_string_lossy();
+    group
+        .row(
+            "create.process.spawn",
+            Unit::Us,
+            s.placement,
+            format!(
+                "posix_spawn of {name} (glibc uses clone(CLONE_VM|CLONE_VFORK), so no page \
+                 tables are copied) + waitpid; includes exec, the dynamic loader and the \
+                 program's own start-up and exit; `hyperfine -N {name}` times the same (its \
+                 mean, not the median)"
+            ),
+            |n| spawn_batch(prog, n),
+        )
+        .row(
+            "create.process.spawn.unpinned",
+            Unit::Us,
+            Placement::Unpinned,
+            format!(
+                "posix_spawn of {name} + waitpid, nothing pinned: the kernel places the child, \
+                 as `hyperfine -N {name}` runs it"
+            ),
+            move |n| s.default_placed(|| spawn_batch(prog, n)),
+        );
+}
+
+/// Every started peer's spawn+join, on the creator's CPU, and in the default placement where
+/// the peer has that row.
+fn peer_rows<'a>(group: &mut Interleaved<'a>, s: &'a Setup, started: &'a [Started]) {
+    for peer in started {
+        let id = ids::peer::spawn(peer.info.name);
+        let running = &peer.running;
+        group.row(&id, Unit::Ns, s.placement, peer.info.spawn, move |n| {
+            running.borrow_mut().spawn_join(n)
+        });
+        if let Some(note) = peer.info.spawn_unpinned {
             group.row(
-                "create.process.spawn",
-                Unit::Us,
-                placement,
-                format!(
-                    "posix_spawn of {} (glibc uses clone(CLONE_VM|CLONE_VFORK), so no page \
-                         tables are copied) + waitpid; includes exec, the dynamic loader and the \
-                         program's own start-up and exit; `hyperfine -N {}` times the same \
-                         (its mean, not the median)",
-                    prog.to_string_lossy(),
-                    prog.to_string_lossy()
-                ),
-                |n| spawn_batch(prog, n),
-            );
-            group.row(
-                "create.process.spawn.unpinned",
-                Unit::Us,
+                &ids::unpinned(&id),
+                Unit::Ns,
                 Placement::Unpinned,
-                format!(
-                    "posix_spawn of {} + waitpid, nothing pinned: the kernel places the \
-                         child, as `hyperfine -N {}` runs it",
-                    prog.to_string_lossy(),
-                    prog.to_string_lossy()
-                ),
-                |n| default_placed(&|| spawn_batch(prog, n)),
+                note,
+                move |n| s.default_placed(|| running.borrow_mut().spawn_join(n)),
             );
         }
-        None => out.skip(
-            "create.process.spawn",
-            "no /bin/true or /usr/bin/true to spawn on this machine",
-        ),
     }
-    group
-            .row(
-                "create.green",
-                Unit::Ns,
-                placement,
-                "uthread::spawn of a closure returning at once + join, one carrier (M:1), default \
-                 runtime: 256 KiB guarded stacks from the runtime's pool (reused after warm-up), the \
-                 thread's control block in a page on top of its stack, no heap allocation; timed \
-                 inside block_on, nothing subtracted",
-                |n| Ok(green::spawn_join_batch(&green_rt, n)),
-            )
-            .row(
-                "create.green.unpinned",
-                Unit::Ns,
-                Placement::Unpinned,
-                "uthread::spawn + join as create.green, with the carrier (the calling OS thread) \
-                 not pinned: all green threads still run on that one carrier, so only the \
-                 kernel moving the carrier between CPUs can change the figure",
-                |n| default_placed(&|| Ok(green::spawn_join_batch(&green_rt, n))),
-            )
-            .row(
-                "create.tokio",
-                Unit::Ns,
-                placement,
-                "tokio current_thread runtime: tokio::spawn of an empty async block, then .await on \
-                 its JoinHandle, one at a time; timed inside block_on, nothing subtracted",
-                |n| Ok(tokio_rt::spawn_join_batch(&tokio_rt, n)),
-            );
-    if let Some(go) = go.as_mut() {
-        group.row(
-            "create.go",
-            Unit::Ns,
-            placement,
-            "Go, GOMAXPROCS=1: `go` of a goroutine that calls wg.Done(), then wg.Wait(), one at \
-                 a time; the Go program (built at run time, inheriting the CPU) times each batch \
-                 and the lab's sampler asks for them, interleaved with the other rows; nothing \
-                 subtracted",
-            |n| go.batch(GoBench::Spawn, n),
-        );
-    }
+}
+
+/// Ratios taken round by round: what pinning saves, a process over a thread, and the
+/// reference peer over a kernel thread and over each other peer.
+fn ratio_rows(group: &mut Interleaved<'_>) {
     group
         .ratio(
             "create.thread.unpinned.vs_pinned",
             "create.thread.unpinned",
             "create.thread",
             "what a thread create+join costs where the kernel places the new thread, over \
-                 the same with creator and thread pinned to one CPU: what pinning saves",
+             the same with creator and thread pinned to one CPU: what pinning saves",
         )
         .ratio(
             "create.process.fork.vs_thread",
             "create.process.fork",
             "create.thread",
             "how many kernel threads cost what one fork+exit+wait costs (the study: 171x)",
-        )
-        .ratio(
-            "create.green.vs_thread",
-            "create.thread",
-            "create.green",
-            "how many times cheaper a green thread is than a kernel thread",
-        )
-        .ratio(
-            "create.green.vs_tokio",
-            "create.tokio",
-            "create.green",
-            "how many times cheaper a green thread is than a Tokio task",
-        )
-        .ratio(
-            "create.green.vs_go",
-            "create.go",
-            "create.green",
-            "how many times cheaper a green thread is than a goroutine",
         );
-    group.measure(ctx, out)?;
-    drop(go);
+    let reference = peers::reference();
+    let base = ids::peer::spawn(reference.name);
+    group.ratio(
+        &ids::ratio(&base, "thread"),
+        "create.thread",
+        &base,
+        format!(
+            "how many times cheaper {} is than a kernel thread",
+            reference.one
+        ),
+    );
+    for other in peers::others() {
+        group.ratio(
+            &ids::ratio(&base, other.name),
+            &ids::peer::spawn(other.name),
+            &base,
+            format!(
+                "how many times cheaper {} is than {}",
+                reference.one, other.one
+            ),
+        );
+    }
+}
 
+/// Fig. 1's series: the mean time of a create+join over loops of ever more threads.
+fn count_series(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     ctx.step("creation time vs number created")?;
     let counts: &[u64] = ctx.mode.pick(
         &[1, 10, 100],
@@ -500,6 +535,5 @@ fn creation(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         ),
         historical: None,
     });
-
     Ok(())
 }

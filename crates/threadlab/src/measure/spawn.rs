@@ -72,16 +72,7 @@ impl StartGate {
     /// Arrives and waits for all parties; false when the start was called off. Waits by
     /// yielding, so parties pinned to one CPU all get to arrive.
     pub fn wait(&self) -> bool {
-        self.arrived.fetch_add(1, Ordering::AcqRel);
-        loop {
-            if self.aborted.load(Ordering::Acquire) {
-                return false;
-            }
-            if self.arrived.load(Ordering::Acquire) >= self.parties {
-                return true;
-            }
-            std::thread::yield_now();
-        }
+        self.wait_unless(|| false)
     }
 
     /// As `wait`, but also gives up (`false`, and calls the start off for the others) as soon

@@ -470,6 +470,40 @@ pub mod doctor {
     }
 }
 
+/// The peer runtimes' rows (`subjects::peers`): `create.<peer>` (spawn and join),
+/// `switch.<peer>.yield`, `switch.<peer>.chan`, the pool-balance rows `create.<peer>.burst` and
+/// `create.<peer>.tree`, and the reference peer's ratios over each of the others.
+pub mod peer {
+    /// `create.<peer>`: a unit of work started and waited for.
+    pub fn spawn(peer: &str) -> String {
+        format!("create.{peer}")
+    }
+
+    /// `switch.<peer>.yield`: two units of work alternating.
+    pub fn yields(peer: &str) -> String {
+        format!("switch.{peer}.yield")
+    }
+
+    /// `switch.<peer>.chan`: a message over the peer's channels.
+    pub fn chan(peer: &str) -> String {
+        format!("switch.{peer}.chan")
+    }
+
+    /// The pool-balance kinds: a burst of units spawned by one root, and a fan-out/fan-in tree.
+    pub const BURST: &str = "burst";
+    pub const TREE: &str = "tree";
+
+    /// `create.<peer>.<kind>`: a pool-balance row on two CPUs, `kind` `BURST` or `TREE`.
+    pub fn balance(peer: &str, kind: &str) -> String {
+        format!("create.{peer}.{kind}")
+    }
+
+    /// `switch.<reference>.vs_<peer>`: the peer's yield switch over the reference's.
+    pub fn yield_ratio(reference: &str, peer: &str) -> String {
+        super::ratio(&format!("switch.{reference}"), peer)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::server::{self, stat, Connection, ServerId};

@@ -10,190 +10,92 @@
 //! a microsecond) and returns it. Time from before the first spawn to after the last join,
 //! taken inside the root. Carriers and workers are pinned one per CPU.
 
-use std::cell::RefCell;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Interleaved, Outcome};
-use crate::measure::placement::{cpu_pair, pin_current_thread, PinGuard};
+use crate::measure::placement::{cpu_pair, PinGuard};
 use crate::measure::units::Unit;
-use crate::subjects::peers::go::{GoBench, GoPeer};
-
-/// Steps of every thread's work (Go's `WorkSteps`).
-const WORK_STEPS: u64 = 300;
-
-#[inline(never)]
-fn work(seed: u64) -> u64 {
-    let mut x = seed | 1;
-    for _ in 0..WORK_STEPS {
-        x = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
-        x ^= x >> 29;
-    }
-    x
-}
+use crate::results::ids;
+use crate::subjects::peers::{self, work, Started, WORK_STEPS};
 
 /// A 2-carrier uthread pool pinned one carrier per CPU of the creating thread's mask, with
 /// small unguarded stacks (100,000 threads alive at once) all kept for reuse.
 fn green_pool(stealing: bool) -> Result<uthread::Pool> {
+    let stacks = uthread::Runtime::builder()
+        .stack_pool(1 << 18)
+        .guard_pages(false)
+        .stack_size(16 * 1024);
     uthread::Pool::builder()
-        .carriers(2)
-        .pin(true)
+        .runtime(stacks)
         .stealing(stealing)
-        .runtime(
-            uthread::Runtime::builder()
-                .stack_size(16 * 1024)
-                .guard_pages(false)
-                .stack_pool(1 << 18),
-        )
+        .pin(true)
+        .carriers(2)
         .build()
         .map_err(|e| Error::Skip(format!("cannot start a 2-carrier uthread pool: {e}")))
 }
 
-/// `n` bursts of `size` threads on `pool`, each rooted on carrier 0.
-fn green_bursts(pool: &uthread::Pool, size: u64, n: u64) -> Duration {
+/// Joins every thread in order; the wrapping sum of what they returned (0 for one that did
+/// not finish).
+fn join_sum(threads: impl IntoIterator<Item = uthread::JoinHandle<u64>>) -> u64 {
+    threads
+        .into_iter()
+        .filter_map(|h| h.join().finished())
+        .fold(0, u64::wrapping_add)
+}
+
+/// `n` times: a thread spawned on carrier 0 of `pool` runs `root` and returns the time it took.
+fn rooted(
+    pool: &uthread::Pool,
+    n: u64,
+    root: impl Fn() -> Duration + Send + Clone + 'static,
+) -> Duration {
     (0..n)
         .map(|_| {
-            pool.spawn_on(0, move || {
-                let t = Instant::now();
-                let hs: Vec<_> = (0..size).map(|i| uthread::spawn(move || work(i))).collect();
-                let sum = hs
-                    .into_iter()
-                    .filter_map(|h| h.join().finished())
-                    .fold(0u64, u64::wrapping_add);
-                std::hint::black_box(sum);
-                t.elapsed()
-            })
-            .join()
-            .finished()
-            .unwrap_or_default()
+            pool.spawn_on(0, root.clone())
+                .join()
+                .finished()
+                .unwrap_or_default()
         })
         .sum()
+}
+
+/// `n` bursts of `size` threads on `pool`, each rooted on carrier 0.
+fn green_bursts(pool: &uthread::Pool, size: u64, n: u64) -> Duration {
+    rooted(pool, n, move || {
+        let t = Instant::now();
+        // Every thread is spawned before the first join.
+        let threads: Vec<_> = (0..size).map(|i| uthread::spawn(move || work(i))).collect();
+        std::hint::black_box(join_sum(threads));
+        t.elapsed()
+    })
 }
 
 fn green_node(depth: u32, seed: u64) -> u64 {
     if depth == 0 {
         return work(seed);
     }
-    let a = uthread::spawn(move || green_node(depth - 1, seed * 2));
-    let b = uthread::spawn(move || green_node(depth - 1, seed * 2 + 1));
-    let a = a.join().finished().unwrap_or_default();
-    a.wrapping_add(b.join().finished().unwrap_or_default())
+    join_sum([seed * 2, seed * 2 + 1].map(|s| uthread::spawn(move || green_node(depth - 1, s))))
 }
 
 /// `n` trees of depth `depth` on `pool`, each rooted on carrier 0.
 fn green_trees(pool: &uthread::Pool, depth: u32, n: u64) -> Duration {
-    (0..n)
-        .map(|_| {
-            pool.spawn_on(0, move || {
-                let t = Instant::now();
-                std::hint::black_box(green_node(depth, 1));
-                t.elapsed()
-            })
-            .join()
-            .finished()
-            .unwrap_or_default()
-        })
-        .sum()
-}
-
-fn tokio_node(depth: u32, seed: u64) -> Pin<Box<dyn Future<Output = u64> + Send>> {
-    Box::pin(async move {
-        if depth == 0 {
-            return work(seed);
-        }
-        let a = tokio::spawn(tokio_node(depth - 1, seed * 2));
-        let b = tokio::spawn(tokio_node(depth - 1, seed * 2 + 1));
-        let a = a.await.unwrap_or_default();
-        a.wrapping_add(b.await.unwrap_or_default())
+    rooted(pool, n, move || {
+        let t = Instant::now();
+        std::hint::black_box(green_node(depth, 1));
+        t.elapsed()
     })
 }
 
-/// `n` trees of depth `depth` of tasks, each rooted in a task on one worker.
-fn tokio_trees(rt: &tokio::runtime::Runtime, depth: u32, n: u64) -> Duration {
-    (0..n)
-        .map(|_| {
-            rt.block_on(async move {
-                tokio::spawn(async move {
-                    let t = Instant::now();
-                    std::hint::black_box(tokio_node(depth, 1).await);
-                    t.elapsed()
-                })
-                .await
-                .unwrap_or_default()
-            })
-        })
-        .sum()
-}
-
-fn tokio_multi_thread(first: usize, second: usize) -> Result<tokio::runtime::Runtime> {
-    let next = AtomicUsize::new(0);
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .on_thread_start(move || {
-            let cpu = if next.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
-                first
-            } else {
-                second
-            };
-            let _ = pin_current_thread(cpu);
-        })
-        .build()
-        .map_err(|e| Error::Fail(format!("cannot build a tokio multi-thread runtime: {e}")))
-}
-
-/// `n` bursts of `size` tasks, each rooted in a task on one worker.
-fn tokio_bursts(rt: &tokio::runtime::Runtime, size: u64, n: u64) -> Duration {
-    (0..n)
-        .map(|_| {
-            rt.block_on(async move {
-                tokio::spawn(async move {
-                    let t = Instant::now();
-                    let hs: Vec<_> = (0..size)
-                        .map(|i| tokio::spawn(async move { work(i) }))
-                        .collect();
-                    let mut sum = 0u64;
-                    for h in hs {
-                        sum = sum.wrapping_add(h.await.unwrap_or_default());
-                    }
-                    std::hint::black_box(sum);
-                    t.elapsed()
-                })
-                .await
-                .unwrap_or_default()
-            })
-        })
-        .sum()
-}
-
-/// What the rows measure, shared by every row: the runtimes and the Go program.
+/// What the rows measure, shared by every row: the reference's two pools and the other peers
+/// that have balance rows.
 struct Subjects {
     stealing: uthread::Pool,
     no_stealing: uthread::Pool,
-    tokio: tokio::runtime::Runtime,
-    /// One Go program serves both the burst and the tree rows, which the sampler calls one at
-    /// a time.
-    go: RefCell<Option<GoPeer>>,
+    others: Vec<Started>,
     placement: String,
     size: u64,
     depth: u32,
-}
-
-impl Subjects {
-    /// `n` batches of `bench` with argument `arg` in the Go program.
-    fn go_batch(&self, bench: GoBench, arg: u64, n: u64) -> Result<Duration> {
-        let mut peer = self.go.borrow_mut();
-        let Some(peer) = peer.as_mut() else {
-            return Err(Error::Skip("the Go peer program is not running".into()));
-        };
-        let mut took = Duration::ZERO;
-        for _ in 0..n {
-            took += peer.batch(bench, arg)?;
-        }
-        Ok(took)
-    }
 }
 
 fn burst_rows<'a>(group: &mut Interleaved<'a>, s: &'a Subjects) {
@@ -227,26 +129,19 @@ fn burst_rows<'a>(group: &mut Interleaved<'a>, s: &'a Subjects) {
             ),
             1,
             |n| Ok(green_bursts(&s.no_stealing, s.size, n)),
-        )
-        .row_fixed(
-            "create.tokio.burst",
-            Unit::Ms,
-            p,
-            format!("tokio multi-thread runtime, 2 workers: tokio::spawn; {what}"),
-            1,
-            |n| Ok(tokio_bursts(&s.tokio, s.size, n)),
         );
-    if s.go.borrow().is_some() {
+    for peer in &s.others {
+        let Some(notes) = &peer.info.balance else {
+            continue;
+        };
+        let running = &peer.running;
         group.row_fixed(
-            "create.go.burst",
+            &ids::peer::balance(peer.info.name, ids::peer::BURST),
             Unit::Ms,
             p,
-            format!(
-                "Go, GOMAXPROCS=2 (the program allowed on both CPUs, not pinned per P): \
-                 goroutines and a WaitGroup; {what}"
-            ),
+            format!("{}; {what}", notes.burst),
             1,
-            |n| s.go_batch(GoBench::Burst, s.size, n),
+            move |n| running.borrow_mut().burst(s.size, n),
         );
     }
 }
@@ -276,51 +171,47 @@ fn tree_rows<'a>(group: &mut Interleaved<'a>, s: &'a Subjects) {
             format!("the same Pool with stealing(false): {tree}"),
             1,
             |n| Ok(green_trees(&s.no_stealing, s.depth, n)),
-        )
-        .row_fixed(
-            "create.tokio.tree",
-            Unit::Ms,
-            p,
-            format!("tokio multi-thread runtime, 2 workers: {tree}"),
-            1,
-            |n| Ok(tokio_trees(&s.tokio, s.depth, n)),
         );
-    if s.go.borrow().is_some() {
+    for peer in &s.others {
+        let Some(notes) = &peer.info.balance else {
+            continue;
+        };
+        let running = &peer.running;
         group.row_fixed(
-            "create.go.tree",
+            &ids::peer::balance(peer.info.name, ids::peer::TREE),
             Unit::Ms,
             p,
-            format!("Go, GOMAXPROCS=2, a WaitGroup per inner goroutine: {tree}"),
+            format!("{}: {tree}", notes.tree),
             1,
-            |n| s.go_batch(GoBench::Tree, u64::from(s.depth), n),
+            move |n| running.borrow_mut().tree(s.depth, n),
         );
     }
 }
 
 fn ratio_rows(group: &mut Interleaved<'_>) {
-    for (kind, what) in [("burst", "a burst"), ("tree", "a tree")] {
-        group
-            .ratio(
-                &format!("create.green.{kind}.vs_no_steal"),
-                &format!("create.green.{kind}.no_steal"),
-                &format!("create.green.{kind}"),
+    let reference = peers::reference().name;
+    for (kind, what) in [(ids::peer::BURST, "a burst"), (ids::peer::TREE, "a tree")] {
+        let base = ids::peer::balance(reference, kind);
+        group.ratio(
+            &ids::ratio(&base, "no_steal"),
+            &format!("{base}.no_steal"),
+            &base,
+            format!(
+                "how many times faster {what} rooted on one carrier completes when idle \
+                 carriers take unstarted threads"
+            ),
+        );
+        for other in peers::others().filter(|p| p.balance.is_some()) {
+            group.ratio(
+                &ids::ratio(&base, other.name),
+                &ids::peer::balance(other.name, kind),
+                &base,
                 format!(
-                    "how many times faster {what} rooted on one carrier completes when idle \
-                     carriers take unstarted threads"
+                    "{}'s time over uthread's (above 1: uthread faster)",
+                    other.title
                 ),
-            )
-            .ratio(
-                &format!("create.green.{kind}.vs_tokio"),
-                &format!("create.tokio.{kind}"),
-                &format!("create.green.{kind}"),
-                "Tokio's time over uthread's (above 1: uthread faster)",
-            )
-            .ratio(
-                &format!("create.green.{kind}.vs_go"),
-                &format!("create.go.{kind}"),
-                &format!("create.green.{kind}"),
-                "Go's time over uthread's (above 1: uthread faster)",
             );
+        }
     }
 }
 
@@ -378,38 +269,49 @@ pub fn measure_in_child(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
 }
 
 pub fn measure(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
-    let ids = [
-        "create.green.burst",
-        "create.green.burst.no_steal",
-        "create.tokio.burst",
-        "create.go.burst",
-        "create.green.tree",
-        "create.green.tree.no_steal",
-        "create.tokio.tree",
-        "create.go.tree",
-    ];
     let Some((a, b)) = cpu_pair() else {
-        for id in ids {
-            out.skip(id, "this process may use only one CPU");
+        for kind in [ids::peer::BURST, ids::peer::TREE] {
+            let reference = ids::peer::balance(peers::reference().name, kind);
+            out.skip(&reference, "this process may use only one CPU");
+            out.skip(
+                &format!("{reference}.no_steal"),
+                "this process may use only one CPU",
+            );
+            for other in peers::others().filter(|p| p.balance.is_some()) {
+                out.skip(
+                    &ids::peer::balance(other.name, kind),
+                    "this process may use only one CPU",
+                );
+            }
         }
         return Ok(());
     };
     let _both = PinGuard::pin_set(&[a, b])?;
-    ctx.step("starting the Go peer for the burst and tree rows")?;
-    let go = match GoPeer::start(ctx.cancel) {
-        Ok(peer) => Some(peer),
-        Err(Error::Skip(reason)) => {
-            out.skip("create.go.burst", reason.clone());
-            out.skip("create.go.tree", reason);
-            None
-        }
-        Err(e) => return Err(e),
-    };
+    let others = peers::start_each(
+        peers::REGISTRY
+            .iter()
+            .copied()
+            .skip(1)
+            .filter(|p| p.info().balance.is_some()),
+        |p| p.start_on_two(ctx.cancel, (a, b)),
+        |p| {
+            ctx.step(&format!(
+                "starting the {} peer for the burst and tree rows",
+                p.title
+            ))
+        },
+        |p, reason| {
+            out.skip(
+                &ids::peer::balance(p.name, ids::peer::BURST),
+                reason.clone(),
+            );
+            out.skip(&ids::peer::balance(p.name, ids::peer::TREE), reason);
+        },
+    )?;
     let s = Subjects {
         stealing: green_pool(true)?,
         no_stealing: green_pool(false)?,
-        tokio: tokio_multi_thread(a, b)?,
-        go: RefCell::new(go),
+        others,
         placement: format!("cpus({a},{b}), one worker pinned per CPU"),
         // 100,000 threads per burst and a depth-15 tree (65,535 threads) in the full suite;
         // a fifth of that in the quick one (each trial runs every row four times, so 100,000
@@ -426,10 +328,10 @@ pub fn measure(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     let Subjects {
         stealing,
         no_stealing,
-        go,
+        others,
         ..
     } = s;
-    drop(go);
+    drop(others);
     stealing.join();
     no_stealing.join();
     Ok(())

@@ -1,7 +1,8 @@
-//! Channel ping-pong, per message: uthread's channels between two green threads of one carrier,
-//! across two carriers and with a plain OS thread, beside Tokio's mpsc, Go's unbuffered
-//! channels and crossbeam between OS threads, all in one interleaved group (the `switch`
-//! experiment's channel rows), with ratio rows taken round by round.
+//! Channel ping-pong, per message: every registered peer's channels on one CPU (uthread's
+//! between two green threads of one carrier, Tokio's mpsc, Go's unbuffered channels: their
+//! batches are in `subjects::peers`), uthread's across two carriers and with a plain OS thread,
+//! and crossbeam between OS threads, all in one interleaved group (the `switch` experiment's
+//! channel rows), with ratio rows taken round by round.
 //!
 //! Every row passes a value back and forth over two channels: one message is one value sent
 //! and received; a batch of `n` messages is `n / 2` round trips, timed by the side that starts
@@ -15,40 +16,8 @@ use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Interleaved, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::units::Unit;
-use crate::subjects::peers::go::{GoBench, GoPeer};
-use crate::subjects::peers::tokio_rt;
-
-/// Round trips for `n` messages (at least one), and the factor that scales their time to `n`.
-fn round_trips(n: u64) -> (u64, f64) {
-    let r = n.div_ceil(2).max(1);
-    (r, n as f64 / (2 * r) as f64)
-}
-
-/// Two green threads of one carrier over rendezvous channels (capacity 0, Go's unbuffered).
-pub fn green_same_carrier(rt: &uthread::Runtime, n: u64) -> Duration {
-    let (rounds, scale) = round_trips(n);
-    let took = rt.block_on(move || {
-        let (ping_tx, ping_rx) = uthread::chan::bounded::<u64>(0);
-        let (pong_tx, pong_rx) = uthread::chan::bounded::<u64>(0);
-        let echo = uthread::spawn(move || {
-            for v in ping_rx.iter() {
-                if pong_tx.send(v + 1).is_err() {
-                    break;
-                }
-            }
-        });
-        let t = Instant::now();
-        for i in 0..rounds {
-            let _ = ping_tx.send(i);
-            let _ = pong_rx.recv();
-        }
-        let took = t.elapsed();
-        drop(ping_tx);
-        echo.join();
-        took
-    });
-    took.mul_f64(scale)
-}
+use crate::results::ids;
+use crate::subjects::peers::{self, echo_each, round_trips, PeerInfo, Started};
 
 /// Two green threads on two carriers of `pool` (pinned one per CPU), rendezvous channels.
 pub fn green_cross_carrier(pool: &uthread::Pool, n: u64) -> Duration {
@@ -56,11 +25,7 @@ pub fn green_cross_carrier(pool: &uthread::Pool, n: u64) -> Duration {
     let (ping_tx, ping_rx) = uthread::chan::bounded::<u64>(0);
     let (pong_tx, pong_rx) = uthread::chan::bounded::<u64>(0);
     let echo = pool.spawn_on(1, move || {
-        for v in ping_rx.iter() {
-            if pong_tx.send(v + 1).is_err() {
-                break;
-            }
-        }
+        echo_each(ping_rx.iter(), |v| pong_tx.send(v).is_ok())
     });
     let took = pool
         .spawn_on(0, move || {
@@ -136,11 +101,7 @@ impl GreenToOs {
         let (ping, ping_rx) = uthread::chan::bounded::<u64>(0);
         let (pong_tx, pong) = uthread::chan::bounded::<u64>(0);
         let echo = Echo::start(os_cpu, move || {
-            for v in ping_rx.iter() {
-                if pong_tx.send(v + 1).is_err() {
-                    break;
-                }
-            }
+            echo_each(ping_rx.iter(), |v| pong_tx.send(v).is_ok())
         })?;
         Ok(GreenToOs {
             rt,
@@ -188,11 +149,7 @@ impl Crossbeam {
         let (ping, ping_rx) = crossbeam_channel::bounded::<u64>(0);
         let (pong_tx, pong) = crossbeam_channel::bounded::<u64>(0);
         let echo = Echo::start(echo_cpu, move || {
-            for v in ping_rx.iter() {
-                if pong_tx.send(v + 1).is_err() {
-                    break;
-                }
-            }
+            echo_each(ping_rx.iter(), |v| pong_tx.send(v).is_ok())
         })?;
         Ok(Crossbeam {
             ping: Some(ping),
@@ -220,33 +177,6 @@ impl Drop for Crossbeam {
     }
 }
 
-/// Two tasks of a Tokio current-thread runtime over `tokio::sync::mpsc` channels of capacity 1
-/// (its smallest).
-pub fn tokio_mpsc(rt: &tokio::runtime::Runtime, n: u64) -> Duration {
-    let (rounds, scale) = round_trips(n);
-    let took = rt.block_on(async move {
-        let (ping_tx, mut ping_rx) = tokio::sync::mpsc::channel::<u64>(1);
-        let (pong_tx, mut pong_rx) = tokio::sync::mpsc::channel::<u64>(1);
-        let echo = tokio::spawn(async move {
-            while let Some(v) = ping_rx.recv().await {
-                if pong_tx.send(v + 1).await.is_err() {
-                    break;
-                }
-            }
-        });
-        let t = Instant::now();
-        for i in 0..rounds {
-            let _ = ping_tx.send(i).await;
-            let _ = pong_rx.recv().await;
-        }
-        let took = t.elapsed();
-        drop(ping_tx);
-        let _ = echo.await;
-        took
-    });
-    took.mul_f64(scale)
-}
-
 /// The subjects of the rows across two CPUs, made while the measuring thread may use both.
 struct CrossCpu {
     pool: uthread::Pool,
@@ -255,53 +185,49 @@ struct CrossCpu {
     placement: Placement,
 }
 
-/// Rows on the measuring thread's CPU: green threads of one carrier, Tokio, Go, crossbeam.
+/// Rows on the measuring thread's CPU: the channels of the peers that run in this process,
+/// crossbeam's between OS threads, then the channels of the peers in a process of their own.
+/// A peer's own process keeps running threads for a while after its batch (Go's idle Ps spin
+/// before they park), and crossbeam's futex hand-offs on the same CPU read differently right
+/// after it (bimodal, 3 and 8 us, against 8 us after Tokio's batch in the same runs), so
+/// such a peer's batch comes last in a round, before the next round's first row.
 fn same_cpu_rows<'a>(
     group: &mut Interleaved<'a>,
     same: Placement,
-    green_rt: &'a uthread::Runtime,
-    tokio: &'a tokio::runtime::Runtime,
+    started: &'a [Started],
     crossbeam: &'a Crossbeam,
-    go: Option<&'a mut GoPeer>,
 ) {
-    group
-        .row(
-            "switch.green.chan",
-            Unit::Ns,
-            same,
-            "two uthread green threads of one carrier pass a value back and forth over two \
-             rendezvous channels (uthread::chan::bounded(0)); per message (one send received) = \
-             batch time / messages; each receive parks the receiver and the send hands the value \
-             over and makes it runnable; nothing subtracted",
-            |n| Ok(green_same_carrier(green_rt, n)),
-        )
-        .row(
-            "switch.tokio.chan",
-            Unit::Ns,
-            same,
-            "two tasks of a tokio current_thread runtime pass a value back and forth over two \
-             tokio::sync::mpsc channels of capacity 1; per message; nothing subtracted",
-            |n| Ok(tokio_mpsc(tokio, n)),
-        )
-        .row(
-            "switch.crossbeam.chan",
-            Unit::Ns,
-            same,
-            "two OS threads on one CPU pass a value back and forth over two crossbeam_channel \
-             zero-capacity channels; per message (each a futex wake-up and a kernel switch)",
-            |n| Ok(crossbeam.batch(n)),
-        );
-    if let Some(go) = go {
-        group.row(
-            "switch.go.chan",
-            Unit::Ns,
-            same,
-            "Go, GOMAXPROCS=1: two goroutines pass a value back and forth over two unbuffered \
-             channels; per message; the Go program (built at run time, on the same CPU) times \
-             each batch, interleaved with the other rows",
-            |n| go.batch(GoBench::Chan, n),
-        );
+    let (in_process, own_process): (Vec<&Started>, Vec<&Started>) =
+        started.iter().partition(|p| !p.info.own_process);
+    for peer in in_process {
+        chan_row(group, same, peer);
     }
+    group.row(
+        "switch.crossbeam.chan",
+        Unit::Ns,
+        same,
+        "two OS threads on one CPU pass a value back and forth over two crossbeam_channel \
+         zero-capacity channels; per message (each a futex wake-up and a kernel switch)",
+        |n| Ok(crossbeam.batch(n)),
+    );
+    for peer in own_process {
+        chan_row(group, same, peer);
+    }
+}
+
+/// A started peer's channel row, where it has channels.
+fn chan_row<'a>(group: &mut Interleaved<'a>, same: Placement, peer: &'a Started) {
+    let Some(note) = peer.info.chan else {
+        return;
+    };
+    let running = &peer.running;
+    group.row(
+        &ids::peer::chan(peer.info.name),
+        Unit::Ns,
+        same,
+        note,
+        move |n| running.borrow_mut().chan(n),
+    );
 }
 
 /// Rows across two CPUs: two carriers of a pool, a green thread and an OS thread, crossbeam.
@@ -336,28 +262,35 @@ fn cross_cpu_rows<'a>(group: &mut Interleaved<'a>, c: &'a CrossCpu) {
         );
 }
 
-/// Ratio rows, per round.
+/// Ratio rows, per round: the reference peer's message over each other peer's and over
+/// crossbeam's between OS threads.
 fn ratio_rows(group: &mut Interleaved<'_>, cross: bool) {
-    group
-        .ratio(
-            "switch.green.chan.vs_go",
-            "switch.go.chan",
-            "switch.green.chan",
-            "how many times cheaper a message between green threads is than between goroutines",
-        )
-        .ratio(
-            "switch.green.chan.vs_tokio",
-            "switch.tokio.chan",
-            "switch.green.chan",
-            "how many times cheaper a message between green threads is than between Tokio tasks",
-        )
-        .ratio(
-            "switch.green.chan.vs_crossbeam",
-            "switch.crossbeam.chan",
-            "switch.green.chan",
-            "how many times cheaper a message between green threads is than between OS threads \
-             on one CPU",
+    let reference = peers::reference();
+    let base = ids::peer::chan(reference.name);
+    // The order the results file has always had: the peers in a process of their own first.
+    let (own_process, in_process): (Vec<&PeerInfo>, Vec<&PeerInfo>) = peers::others()
+        .filter(|p| p.chan.is_some())
+        .partition(|p| p.own_process);
+    for other in own_process.into_iter().chain(in_process) {
+        group.ratio(
+            &ids::ratio(&base, other.name),
+            &ids::peer::chan(other.name),
+            &base,
+            format!(
+                "how many times cheaper a message between {} is than between {}",
+                reference.many, other.many
+            ),
         );
+    }
+    group.ratio(
+        &ids::ratio(&base, "crossbeam"),
+        "switch.crossbeam.chan",
+        &base,
+        format!(
+            "how many times cheaper a message between {} is than between OS threads on one CPU",
+            reference.many
+        ),
+    );
     if cross {
         group.ratio(
             "switch.green.chan.cross_carrier.vs_crossbeam",
@@ -368,8 +301,8 @@ fn ratio_rows(group: &mut Interleaved<'_>, cross: bool) {
     }
 }
 
-/// The channel rows of the `switch` experiment, measured interleaved: same CPU (green threads
-/// of one carrier, Tokio, Go, crossbeam's OS threads) and across two CPUs (two carriers, a
+/// The channel rows of the `switch` experiment, measured interleaved: same CPU (the peers'
+/// channels, crossbeam's OS threads) and across two CPUs (two carriers, a
 /// green thread and an OS thread, crossbeam's OS threads). Called unpinned; pins what it
 /// measures itself.
 pub fn measure(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
@@ -394,26 +327,28 @@ pub fn measure(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         None => None,
     };
     let _pin = PinGuard::pin(home)?;
-    let green_rt = uthread::Runtime::new();
-    let tokio = tokio_rt::runtime()?;
     let crossbeam_same = Crossbeam::start(home)?;
-    ctx.step("starting the Go peer for the channel rows")?;
-    let mut go = match GoPeer::start(ctx.cancel) {
-        Ok(peer) => Some(peer),
-        Err(Error::Skip(reason)) => {
-            out.skip("switch.go.chan", reason);
-            None
-        }
-        Err(e) => return Err(e),
-    };
+    // Only the peers that have channels: the others would be started for nothing.
+    let started = peers::start_each(
+        peers::REGISTRY
+            .iter()
+            .copied()
+            .filter(|p| p.info().chan.is_some()),
+        |p| p.start(ctx.cancel),
+        |p| {
+            ctx.step(&format!(
+                "starting the {} peer for the channel rows",
+                p.title
+            ))
+        },
+        |p, reason| out.skip(&ids::peer::chan(p.name), reason),
+    )?;
     let mut group = Interleaved::new();
     same_cpu_rows(
         &mut group,
         Placement::SameCpu(home),
-        &green_rt,
-        &tokio,
+        &started,
         &crossbeam_same,
-        go.as_mut(),
     );
     match &cross {
         Some(c) => cross_cpu_rows(&mut group, c),
@@ -429,7 +364,7 @@ pub fn measure(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     }
     ratio_rows(&mut group, cross.is_some());
     group.measure(ctx, out)?;
-    drop(go);
+    drop(started);
     if let Some(c) = cross {
         let CrossCpu { pool, .. } = c;
         pool.join();

@@ -11,7 +11,76 @@ use crate::error::{Error, Result};
 use crate::measure::process::Supervised;
 use crate::subjects::go_build::{build, Built};
 
+use super::{BalanceNotes, Peer, PeerInfo, Running};
+
 const GO_PROGRAM: &str = include_str!("bench.go");
+
+pub struct Go;
+
+const INFO: PeerInfo = PeerInfo {
+    name: "go",
+    title: "Go",
+    one: "a goroutine",
+    many: "goroutines",
+    slow_start: true,
+    own_process: true,
+    spawn: "Go, GOMAXPROCS=1: `go` of a goroutine that calls wg.Done(), then wg.Wait(), one at a \
+            time; the Go program (built at run time, inheriting the CPU) times each batch and the \
+            lab's sampler asks for them, interleaved with the other rows; nothing subtracted",
+    spawn_unpinned: None,
+    yields: "Go, GOMAXPROCS=1: two goroutines alternate runtime.Gosched(); per switch = batch \
+             time / number of Gosched calls; the Go program (built at run time, on the same CPU) \
+             times each batch and the lab's sampler asks for them, interleaved with the other \
+             rows; nothing subtracted",
+    chan: Some(
+        "Go, GOMAXPROCS=1: two goroutines pass a value back and forth over two unbuffered \
+         channels; per message; the Go program (built at run time, on the same CPU) times each \
+         batch, interleaved with the other rows",
+    ),
+    balance: Some(BalanceNotes {
+        burst: "Go, GOMAXPROCS=2 (the program allowed on both CPUs, not pinned per P): \
+                goroutines and a WaitGroup",
+        tree: "Go, GOMAXPROCS=2, a WaitGroup per inner goroutine",
+    }),
+};
+
+impl Peer for Go {
+    fn info(&self) -> &'static PeerInfo {
+        &INFO
+    }
+
+    fn start(&self, cancel: &Cancel) -> Result<Box<dyn Running>> {
+        Ok(Box::new(GoPeer::start(cancel)?))
+    }
+
+    /// The same program: its burst and tree batches set GOMAXPROCS=2 themselves, on the CPUs
+    /// it inherits.
+    fn start_on_two(&self, cancel: &Cancel, _cpus: (usize, usize)) -> Result<Box<dyn Running>> {
+        self.start(cancel)
+    }
+}
+
+impl Running for GoPeer {
+    fn spawn_join(&mut self, n: u64) -> Result<Duration> {
+        self.batch(GoBench::Spawn, n)
+    }
+
+    fn yield_switch(&mut self, n: u64) -> Result<Duration> {
+        self.batch(GoBench::Yield, n)
+    }
+
+    fn chan(&mut self, n: u64) -> Result<Duration> {
+        self.batch(GoBench::Chan, n)
+    }
+
+    fn burst(&mut self, size: u64, n: u64) -> Result<Duration> {
+        self.batches(GoBench::Burst, size, n)
+    }
+
+    fn tree(&mut self, depth: u32, n: u64) -> Result<Duration> {
+        self.batches(GoBench::Tree, u64::from(depth), n)
+    }
+}
 
 /// Which goroutine batch to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +159,15 @@ impl GoPeer {
             Ok(_) => parse_ns(&line).map(Duration::from_nanos),
             Err(e) => Err(self.lost(format!("the Go peer program stopped answering: {e}"))),
         }
+    }
+
+    /// `n` batches of `bench`, each of argument `arg` (a burst's size, a tree's depth).
+    fn batches(&mut self, bench: GoBench, arg: u64, n: u64) -> Result<Duration> {
+        let mut took = Duration::ZERO;
+        for _ in 0..n {
+            took += self.batch(bench, arg)?;
+        }
+        Ok(took)
     }
 
     /// The error for a peer that went away: `Cancelled` when an interrupting signal ended it,
