@@ -2,7 +2,9 @@
 
 use super::*;
 use crate::report::html::parts::key;
+use crate::results::ids::peer;
 use crate::results::ids::{create, placed, shm, switch, sync, CROSS_CPU, SAME_CPU};
+use crate::subjects::peers::REGISTRY;
 
 /// Ids as the chart helpers take them.
 pub(super) fn id_refs(ids: &[String]) -> Vec<&str> {
@@ -44,17 +46,20 @@ pub(super) fn create(e: &ExperimentResult) -> Vec<Chart> {
         "then-now",
         "Creation and destruction, then and now",
     ));
-    let today = [
+    // Kernel threads, then every registered peer runtime, then processes.
+    let today: Vec<String> = [
         create::id(create::THREAD),
         create::id(create::THREAD_STD),
         create::destroy(create::THREAD),
-        create::id(create::GREEN),
-        create::id(create::TOKIO),
-        create::id(create::GO),
+    ]
+    .into_iter()
+    .chain(REGISTRY.iter().map(|p| peer::spawn(p.info().name)))
+    .chain([
         create::id(create::FORK),
         create::destroy(create::PROCESS),
         create::id(create::SPAWN),
-    ];
+    ])
+    .collect();
     v.extend(bars(
         e,
         "today",
@@ -158,12 +163,13 @@ pub(super) fn switch(e: &ExperimentResult) -> Vec<Chart> {
         e,
         "user-level",
         "Yielding between user-level threads and tasks, beside kernel threads",
-        &id_refs(&[
-            switch::id(switch::GREEN, switch::YIELD),
-            switch::id(switch::TOKIO, switch::YIELD),
-            switch::id(switch::GO, switch::YIELD),
-            switch::id(switch::THREAD, switch::YIELD),
-        ]),
+        &id_refs(
+            &REGISTRY
+                .iter()
+                .map(|p| peer::yields(p.info().name))
+                .chain([switch::id(switch::THREAD, switch::YIELD)])
+                .collect::<Vec<_>>(),
+        ),
     ));
     v.extend(series_charts(e, &|_| true));
     v
