@@ -118,9 +118,11 @@ pub fn yield_now() {
         let cur = (*l).current;
         // Remote work (inbox) and requests are seen when the countdown runs out; `queue`
         // cuts it short (see `POLL_EVERY`). A yield from the scheduler context (a callback,
-        // or a destructor the runtime runs for a finished thread) is a no-op on the slow path.
+        // or a destructor the runtime runs for a finished thread) is a no-op: the rotation
+        // gives the scheduler pseudo-thread back (`sched::NEVER_QUEUED`), and so does the
+        // slow path.
         (*l).poll_countdown -= 1;
-        if cur == (*l).sched || (*l).poll_countdown == 0 || std::thread::panicking() {
+        if (*l).poll_countdown == 0 || std::thread::panicking() {
             yield_slow(c);
         } else {
             // A running thread is already `Runnable` (see `RunState`).
