@@ -19,6 +19,30 @@ pub(crate) fn pair<T>(c: Chan<T>) -> (Sender<T>, Receiver<T>) {
     )
 }
 
+/// The queries both handles answer alike, about the channel they share.
+macro_rules! buffer_queries {
+    () => {
+        /// Values buffered now.
+        pub fn len(&self) -> usize {
+            self.chan.len()
+        }
+
+        /// `true` when nothing is buffered now.
+        pub fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+
+        /// The buffer's capacity (`Some(0)` for a rendezvous), `None` when unbounded.
+        pub fn capacity(&self) -> Option<usize> {
+            self.chan.capacity()
+        }
+
+        pub(crate) fn chan(&self) -> &Chan<T> {
+            &self.chan
+        }
+    };
+}
+
 /// The sending side; clone it for more senders. The channel disconnects for receivers when the
 /// last clone is dropped.
 pub struct Sender<T> {
@@ -70,24 +94,7 @@ impl<T> Sender<T> {
             })
     }
 
-    /// Values buffered now.
-    pub fn len(&self) -> usize {
-        self.chan.len()
-    }
-
-    /// `true` when nothing is buffered now.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The buffer's capacity (`Some(0)` for a rendezvous), `None` when unbounded.
-    pub fn capacity(&self) -> Option<usize> {
-        self.chan.capacity()
-    }
-
-    pub(crate) fn chan(&self) -> &Chan<T> {
-        &self.chan
-    }
+    buffer_queries!();
 }
 
 impl<T> Receiver<T> {
@@ -131,24 +138,7 @@ impl<T> Receiver<T> {
         TryIter { rx: self }
     }
 
-    /// Values buffered now.
-    pub fn len(&self) -> usize {
-        self.chan.len()
-    }
-
-    /// `true` when nothing is buffered now.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The buffer's capacity (`Some(0)` for a rendezvous), `None` when unbounded.
-    pub fn capacity(&self) -> Option<usize> {
-        self.chan.capacity()
-    }
-
-    pub(crate) fn chan(&self) -> &Chan<T> {
-        &self.chan
-    }
+    buffer_queries!();
 }
 
 impl<T> Clone for Sender<T> {
