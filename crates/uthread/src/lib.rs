@@ -120,7 +120,7 @@ pub mod __private {
             let p = unsafe { &*(arg as *const Pair) };
             loop {
                 // SAFETY: main_sp was saved by the switch that entered us.
-                unsafe { arch::switch(p.co_sp.as_ptr(), p.main_sp.get()) };
+                unsafe { arch::switch(p.co_sp.as_ptr(), p.main_sp.get(), 0) };
             }
         }
         let stack = match stack::Stack::new(64 * 1024, false) {
@@ -138,7 +138,7 @@ pub mod __private {
         let t = std::time::Instant::now();
         for _ in 0..p.iters {
             // SAFETY: co_sp is a suspended context on `stack`, which outlives the loop.
-            unsafe { arch::switch(p.main_sp.as_ptr(), p.co_sp.get()) };
+            unsafe { arch::switch(p.main_sp.as_ptr(), p.co_sp.get(), 0) };
         }
         t.elapsed().as_nanos() as f64 / (2 * iters) as f64
     }

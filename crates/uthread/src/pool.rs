@@ -272,6 +272,73 @@ pub struct PoolHandle {
     shared: Arc<Shared>,
 }
 
+/// The spawning calls and queries `Pool` and `PoolHandle` share, over their `shared` state.
+macro_rules! spawn_api {
+    () => {
+        /// Spawns `f`: queued on the calling carrier when called from one of the pool's green
+        /// threads, else in the pool's injector; an idle carrier may take it until it starts.
+        ///
+        /// # Panics
+        /// If the pool is shutting down or the stack cannot be mapped ([`spawn_with`] returns the
+        /// error instead).
+        ///
+        /// [`spawn_with`]: Pool::spawn_with
+        pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+        where
+            F: FnOnce() -> T + Send + 'static,
+            T: Send + 'static,
+        {
+            self.shared
+                .spawn(Builder::new(), None, f)
+                .unwrap_or_else(|e| panic!("{e}"))
+        }
+
+        /// Spawns `f` on carrier `index` (modulo the number of carriers), e.g. one accept loop per
+        /// carrier. Panics as [`spawn`](Pool::spawn) does.
+        pub fn spawn_on<F, T>(&self, index: usize, f: F) -> JoinHandle<T>
+        where
+            F: FnOnce() -> T + Send + 'static,
+            T: Send + 'static,
+        {
+            self.shared
+                .spawn(Builder::new(), Some(index), f)
+                .unwrap_or_else(|e| panic!("{e}"))
+        }
+
+        /// Spawns `f` with `builder`'s settings, on carrier `on` (for good) or as [`spawn`] does.
+        ///
+        /// [`spawn`]: Pool::spawn
+        pub fn spawn_with<F, T>(
+            &self,
+            builder: Builder,
+            on: Option<usize>,
+            f: F,
+        ) -> io::Result<JoinHandle<T>>
+        where
+            F: FnOnce() -> T + Send + 'static,
+            T: Send + 'static,
+        {
+            self.shared.spawn(builder, on, f)
+        }
+
+        /// The number of carriers.
+        pub fn carriers(&self) -> usize {
+            self.shared.slots.len()
+        }
+
+        /// The index of the carrier the caller runs on, if it runs on one of this pool's.
+        pub fn current_carrier(&self) -> Option<usize> {
+            self.shared.current_carrier()
+        }
+
+        /// Threads spawned through the pool that have started on each carrier and not finished
+        /// (threads still queued are in no carrier's count).
+        pub fn loads(&self) -> Vec<usize> {
+            self.shared.loads()
+        }
+    };
+}
+
 impl Pool {
     /// A pool with one carrier per allowed CPU, default runtime settings, not pinned.
     pub fn new() -> io::Result<Pool> {
@@ -290,67 +357,7 @@ impl Pool {
         }
     }
 
-    /// Spawns `f`: queued on the calling carrier when called from one of the pool's green
-    /// threads, else in the pool's injector; an idle carrier may take it until it starts.
-    ///
-    /// # Panics
-    /// If the pool is shutting down or the stack cannot be mapped ([`spawn_with`] returns the
-    /// error instead).
-    ///
-    /// [`spawn_with`]: Pool::spawn_with
-    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-    {
-        self.shared
-            .spawn(Builder::new(), None, f)
-            .unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// Spawns `f` on carrier `index` (modulo the number of carriers), e.g. one accept loop per
-    /// carrier. Panics as [`spawn`](Pool::spawn) does.
-    pub fn spawn_on<F, T>(&self, index: usize, f: F) -> JoinHandle<T>
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-    {
-        self.shared
-            .spawn(Builder::new(), Some(index), f)
-            .unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// Spawns `f` with `builder`'s settings, on carrier `on` (for good) or as [`spawn`] does.
-    ///
-    /// [`spawn`]: Pool::spawn
-    pub fn spawn_with<F, T>(
-        &self,
-        builder: Builder,
-        on: Option<usize>,
-        f: F,
-    ) -> io::Result<JoinHandle<T>>
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-    {
-        self.shared.spawn(builder, on, f)
-    }
-
-    /// The number of carriers.
-    pub fn carriers(&self) -> usize {
-        self.shared.slots.len()
-    }
-
-    /// The index of the carrier the caller runs on, if it runs on one of this pool's.
-    pub fn current_carrier(&self) -> Option<usize> {
-        self.shared.current_carrier()
-    }
-
-    /// Threads spawned through the pool that have started on each carrier and not finished
-    /// (threads still queued are in no carrier's count).
-    pub fn loads(&self) -> Vec<usize> {
-        self.shared.loads()
-    }
+    spawn_api!();
 
     /// Each carrier's counters.
     pub fn stats(&self) -> Vec<Stats> {
@@ -409,56 +416,7 @@ impl Drop for Pool {
 }
 
 impl PoolHandle {
-    /// As [`Pool::spawn`].
-    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-    {
-        self.shared
-            .spawn(Builder::new(), None, f)
-            .unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// As [`Pool::spawn_on`].
-    pub fn spawn_on<F, T>(&self, index: usize, f: F) -> JoinHandle<T>
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-    {
-        self.shared
-            .spawn(Builder::new(), Some(index), f)
-            .unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// As [`Pool::spawn_with`].
-    pub fn spawn_with<F, T>(
-        &self,
-        builder: Builder,
-        on: Option<usize>,
-        f: F,
-    ) -> io::Result<JoinHandle<T>>
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-    {
-        self.shared.spawn(builder, on, f)
-    }
-
-    /// As [`Pool::carriers`].
-    pub fn carriers(&self) -> usize {
-        self.shared.slots.len()
-    }
-
-    /// As [`Pool::current_carrier`].
-    pub fn current_carrier(&self) -> Option<usize> {
-        self.shared.current_carrier()
-    }
-
-    /// As [`Pool::loads`].
-    pub fn loads(&self) -> Vec<usize> {
-        self.shared.loads()
-    }
+    spawn_api!();
 }
 
 /// Counts a pool thread in on the carrier where it starts, and out when its body ends

@@ -162,6 +162,12 @@ impl Bits {
 /// `RunQueue::uniform` when the queued threads do not all share one time-sharing level.
 const MIXED: u32 = u32::MAX;
 
+/// The run-queue key of the scheduler pseudo-thread, which is never queued: above every
+/// level, so a yield from the scheduler context never takes the FIFO fast path, and
+/// `rotate` gives it back instead of queuing it. This spares every yield a look at whether
+/// it comes from the scheduler context.
+pub(crate) const NEVER_QUEUED: u32 = 0x300;
+
 /// A thread's run-queue key: its time-sharing level (1..=99), or a value above every level
 /// for the other classes, which never take the FIFO fast path.
 pub(crate) fn level_key(p: Priority) -> u32 {
@@ -352,6 +358,9 @@ impl RunQueue {
     unsafe fn rotate_slow(&mut self, cur: *mut Thread) -> *mut Thread {
         // SAFETY: forwarded contract.
         unsafe {
+            if (*cur).level_key == NEVER_QUEUED {
+                return cur;
+            }
             self.push(cur);
             self.pop()
         }

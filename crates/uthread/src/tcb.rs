@@ -295,7 +295,7 @@ pub(crate) struct Thread {
 
 impl Thread {
     /// The scheduler pseudo-thread of a carrier: it only ever holds a saved stack pointer. It
-    /// is never queued, so its run-queue key is never read.
+    /// is never queued; the runtime gives it a run-queue key that says so.
     pub(crate) fn scheduler(carrier: CarrierAddr) -> Thread {
         Thread::new(
             NewThread {

@@ -13,6 +13,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uthread::{Builder, Mode, Runtime};
 
+/// The shortest quantum the runtime accepts: the most ticks, hence preemptions, per second.
+const SHORT_QUANTUM: Duration = Duration::from_micros(100);
+
+/// A runtime whose preemptive threads are interrupted every `SHORT_QUANTUM`.
+fn short_quantum_runtime() -> Runtime {
+    Runtime::builder().quantum(SHORT_QUANTUM).build().unwrap()
+}
+
 /// Integer- and FP-heavy round: many live values in general and xmm registers at once.
 #[inline(never)]
 fn round(seed: u64) -> u64 {
@@ -191,10 +199,7 @@ fn preemption_stress_zero_corruption() {
     const IO_PAIRS: u64 = 2;
     // Channel pairs by capacity: a rendezvous, one slot, sixteen (its reader uses `Select`).
     const CHAN_CAPS: [usize; 3] = [0, 1, 16];
-    let rt = Runtime::builder()
-        .quantum(Duration::from_micros(100))
-        .build()
-        .unwrap();
+    let rt = short_quantum_runtime();
     let secs = stress_secs();
     let (results, io, chans) = rt.block_on(|| {
         let end = Instant::now() + Duration::from_secs_f64(secs);
@@ -540,10 +545,7 @@ fn errno_preserved_per_thread() {
 
 #[test]
 fn cooperative_threads_are_not_preempted() {
-    let rt = Runtime::builder()
-        .quantum(Duration::from_micros(100))
-        .build()
-        .unwrap();
+    let rt = short_quantum_runtime();
     rt.block_on(|| {
         // One preemptive thread keeps the timer running; the cooperative spinner must keep the
         // carrier for its whole loop regardless.
@@ -593,10 +595,7 @@ fn cooperative_threads_are_not_preempted() {
 
 #[test]
 fn critical_section_defers_preemption() {
-    let rt = Runtime::builder()
-        .quantum(Duration::from_micros(100))
-        .build()
-        .unwrap();
+    let rt = short_quantum_runtime();
     rt.block_on(|| {
         let in_cs = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let violated = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -640,10 +639,7 @@ fn critical_section_defers_preemption() {
 
 #[test]
 fn preemptive_mutex_counter() {
-    let rt = Runtime::builder()
-        .quantum(Duration::from_micros(100))
-        .build()
-        .unwrap();
+    let rt = short_quantum_runtime();
     let total = rt.block_on(|| {
         let m = Arc::new(uthread::Mutex::new(0u64));
         let hs: Vec<_> = (0..4)
@@ -723,7 +719,7 @@ fn preemptive_threads_come_and_go() {
     const WAVES: u64 = 40;
     const PER_WAVE: u64 = 25;
     let rt = Runtime::builder()
-        .quantum(Duration::from_micros(100))
+        .quantum(SHORT_QUANTUM)
         .stack_size(64 * 1024)
         .build()
         .unwrap();

@@ -160,21 +160,26 @@ global_asm!(
 );
 
 /// Switches from the running context to the one suspended at `load_sp`, saving the running
-/// context's stack pointer in `*save_sp`. Returns when some context switches back to `*save_sp`.
-/// The floating-point environment is left as it is (module docs).
+/// context's stack pointer in `*save_sp`. Returns when some context switches back to `*save_sp`,
+/// with the `carry` word that context passed: a value both sides hold anyway (the runtime's
+/// carrier state) arrives in a register, so the resumed code need not load it again through
+/// its new stack (a chain of loads that waits for the stack pointer). A fresh context's start
+/// stub ignores it. The floating-point environment is left as it is (module docs).
 ///
 /// # Safety
 /// `load_sp` must be a stack pointer produced by a previous `switch` (or by [`init_stack`]) whose
 /// context has not been resumed since, on a stack that is still mapped; `save_sp` must be valid
 /// for a write. Nothing may unwind across this call (the entry function catches all panics).
 #[inline(always)]
-pub unsafe fn switch(save_sp: *mut usize, load_sp: usize) {
+pub unsafe fn switch(save_sp: *mut usize, load_sp: usize, carry: usize) -> usize {
+    let carried;
     // SAFETY: forwarded contract. The block stores its 24-byte frame just below rsp (allowed:
     // without `nostack` the compiler keeps nothing there), stores the frame's address to
     // `*save_sp`, restores the target's frame and continues on the target stack at its resume
     // address. This context is resumed at label 7 with rsp exactly as it was on entry, rbx and
-    // rbp restored, and r12-r15 plus every caller-saved register holding garbage, all of which
-    // the operands declare as clobbered.
+    // rbp restored, rdx holding the resuming side's `carry` (the block never writes rdx), and
+    // r12-r15 plus every other caller-saved register holding garbage, all of which the operands
+    // declare as clobbered.
     unsafe {
         asm!(
             // Save, below rsp (no `nostack`: the red zone is ours): resume address and the two
@@ -195,6 +200,7 @@ pub unsafe fn switch(save_sp: *mut usize, load_sp: usize) {
             "7:",
             in("rdi") save_sp,
             in("rsi") load_sp,
+            inout("rdx") carry => carried,
             out("r12") _,
             out("r13") _,
             out("r14") _,
@@ -202,6 +208,7 @@ pub unsafe fn switch(save_sp: *mut usize, load_sp: usize) {
             clobber_abi("C"),
         )
     }
+    carried
 }
 
 /// Prepares a fresh stack so that the first `switch` to the returned frame calls `entry(arg)`

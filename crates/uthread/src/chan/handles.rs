@@ -19,6 +19,30 @@ pub(crate) fn pair<T>(c: Chan<T>) -> (Sender<T>, Receiver<T>) {
     )
 }
 
+/// The queries both handles answer alike, about the channel they share.
+macro_rules! buffer_queries {
+    () => {
+        /// Values buffered now.
+        pub fn len(&self) -> usize {
+            self.chan.len()
+        }
+
+        /// `true` when nothing is buffered now.
+        pub fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+
+        /// The buffer's capacity (`Some(0)` for a rendezvous), `None` when unbounded.
+        pub fn capacity(&self) -> Option<usize> {
+            self.chan.capacity()
+        }
+
+        pub(crate) fn chan(&self) -> &Chan<T> {
+            &self.chan
+        }
+    };
+}
+
 /// The sending side; clone it for more senders. The channel disconnects for receivers when the
 /// last clone is dropped.
 pub struct Sender<T> {
@@ -34,6 +58,9 @@ pub struct Receiver<T> {
 impl<T> Sender<T> {
     /// Sends `value`, waiting while the buffer is full (for a rendezvous: until a receiver
     /// takes it). Fails, giving the value back, when every receiver is gone.
+    // Inlined, as `recv` and the receiving iterators: the operation inside is, so that a
+    // caller's loop pays for the switch's register saves once (see `Chan::send`).
+    #[inline]
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
         self.chan
             .send(value, Wait::Until(None))
@@ -67,29 +94,13 @@ impl<T> Sender<T> {
             })
     }
 
-    /// Values buffered now.
-    pub fn len(&self) -> usize {
-        self.chan.len()
-    }
-
-    /// `true` when nothing is buffered now.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The buffer's capacity (`Some(0)` for a rendezvous), `None` when unbounded.
-    pub fn capacity(&self) -> Option<usize> {
-        self.chan.capacity()
-    }
-
-    pub(crate) fn chan(&self) -> &Chan<T> {
-        &self.chan
-    }
+    buffer_queries!();
 }
 
 impl<T> Receiver<T> {
     /// Receives a value, waiting while the channel is empty. Fails once every sender is gone
     /// and nothing is buffered.
+    #[inline]
     pub fn recv(&self) -> Result<T, RecvError> {
         self.chan.recv(Wait::Until(None)).map_err(|_| RecvError)
     }
@@ -127,24 +138,7 @@ impl<T> Receiver<T> {
         TryIter { rx: self }
     }
 
-    /// Values buffered now.
-    pub fn len(&self) -> usize {
-        self.chan.len()
-    }
-
-    /// `true` when nothing is buffered now.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The buffer's capacity (`Some(0)` for a rendezvous), `None` when unbounded.
-    pub fn capacity(&self) -> Option<usize> {
-        self.chan.capacity()
-    }
-
-    pub(crate) fn chan(&self) -> &Chan<T> {
-        &self.chan
-    }
+    buffer_queries!();
 }
 
 impl<T> Clone for Sender<T> {
@@ -196,6 +190,7 @@ pub struct Iter<'a, T> {
 
 impl<T> Iterator for Iter<'_, T> {
     type Item = T;
+    #[inline]
     fn next(&mut self) -> Option<T> {
         self.rx.recv().ok()
     }
@@ -220,6 +215,7 @@ pub struct IntoIter<T> {
 
 impl<T> Iterator for IntoIter<T> {
     type Item = T;
+    #[inline]
     fn next(&mut self) -> Option<T> {
         self.rx.recv().ok()
     }

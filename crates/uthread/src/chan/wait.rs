@@ -41,13 +41,21 @@ pub(crate) enum Who {
 
 impl Who {
     /// The calling party, or `None` inside a `synchronize`/`queue` callback, which runs on the
-    /// scheduler and must not block.
+    /// scheduler and must not block. Inlined: a green thread's park on a channel is a few
+    /// dozen instructions, and a call with its frame was a measurable share of them.
+    #[inline(always)]
     pub(crate) fn current() -> Option<Who> {
         match context() {
             Context::Green(t) => Some(Who::Green(t)),
-            Context::Outside => Some(Who::Os(std::thread::current())),
+            Context::Outside => Some(Who::os()),
             Context::Scheduler => None,
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn os() -> Who {
+        Who::Os(std::thread::current())
     }
 }
 
@@ -69,6 +77,12 @@ pub(crate) enum Wake {
 }
 
 impl Wake {
+    #[cold]
+    #[inline(never)]
+    fn unpark(t: std::thread::Thread) {
+        t.unpark();
+    }
+
     pub(crate) fn wake(self) {
         match self {
             Wake::Green(t) => wake(t),
@@ -77,12 +91,15 @@ impl Wake {
     }
 
     /// `wake` with the caller's preempt count raised already (a channel operation's own).
+    /// Inlined, the OS thread's case out of line: a hand-over between green threads of one
+    /// carrier is a load, a compare and a run-queue push, which a call would double.
+    #[inline(always)]
     pub(crate) fn wake_raised(self) {
         debug_assert!(preempt::count() > 0);
         match self {
             // SAFETY: count raised (caller); the claim gave us this wake-up.
             Wake::Green(t) => unsafe { wake_raised(t) },
-            Wake::Os(t) => t.unpark(),
+            Wake::Os(t) => Wake::unpark(t),
         }
     }
 }
@@ -135,6 +152,11 @@ impl Party {
     ///
     /// A green thread must call it with the preempt count raised since before its nodes became
     /// visible to other parties (`runtime::ops::park_claim`).
+    ///
+    /// Inlined into the channel operation, the OS thread's wait out of line: for a green thread
+    /// this is the block and its switch, and a frame of its own around them cost a call, six
+    /// register saves and their restores on every park.
+    #[inline(always)]
     pub(crate) fn park(&self, deadline: Option<Instant>) -> u32 {
         race::pause(RacePoint::ChanBeforePark);
         match &self.who {
@@ -148,6 +170,7 @@ impl Party {
         }
     }
 
+    #[inline(never)]
     fn park_os(&self, deadline: Option<Instant>) -> u32 {
         loop {
             let w = self.word.load(Ordering::Acquire);

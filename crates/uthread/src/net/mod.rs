@@ -33,6 +33,40 @@
 //! Name resolution (`ToSocketAddrs` with a host name) still blocks the carrier, as any other
 //! blocking call does; see the README's "I/O" section.
 
+/// `Read` and `Write` for a stream type and for a shared reference to it (std's streams have
+/// both), each call going to its `sock`. Defined before the modules that use it.
+macro_rules! stream_io {
+    ($t:ident) => {
+        stream_io!(@one $t);
+        stream_io!(@one &$t);
+    };
+    (@one $($t:tt)+) => {
+        impl std::io::Read for $($t)+ {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                self.sock.read(buf)
+            }
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [std::io::IoSliceMut<'_>],
+            ) -> std::io::Result<usize> {
+                self.sock.read_vectored(bufs)
+            }
+        }
+
+        impl std::io::Write for $($t)+ {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.sock.write(buf)
+            }
+            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                self.sock.write_vectored(bufs)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+    };
+}
+
 pub(crate) mod addr;
 pub(crate) mod socket;
 mod tcp;

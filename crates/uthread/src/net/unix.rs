@@ -6,7 +6,7 @@ use super::socket::{new_socket, Socket};
 use super::tcp::fd_conversions;
 use crate::poll::poller::{cvt, Dir};
 use std::fmt;
-use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::io;
 use std::mem::ManuallyDrop;
 use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
@@ -154,47 +154,7 @@ impl UnixStream {
     }
 }
 
-impl Read for UnixStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.sock.read(buf)
-    }
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.sock.read_vectored(bufs)
-    }
-}
-
-impl Read for &UnixStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.sock.read(buf)
-    }
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.sock.read_vectored(bufs)
-    }
-}
-
-impl Write for UnixStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.sock.write(buf)
-    }
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.sock.write_vectored(bufs)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Write for &UnixStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.sock.write(buf)
-    }
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.sock.write_vectored(bufs)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+stream_io!(UnixStream);
 
 /// A Unix-domain listening socket; `accept` blocks only the calling green thread.
 pub struct UnixListener {

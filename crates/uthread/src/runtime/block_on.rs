@@ -218,6 +218,8 @@ impl Runtime {
         let saved_count = preempt::count();
         preempt::set_count(1);
         let mut sched = Box::new(Thread::scheduler(c.addr()));
+        // Never queued: a yield from the scheduler context finds itself given back.
+        sched.level_key = crate::sched::NEVER_QUEUED;
         // SAFETY: no other OS thread is inside block_on for this carrier (Runtime is !Send and
         // !Sync, and nesting was refused above).
         unsafe {

@@ -498,6 +498,7 @@ pub(crate) enum Context {
     Outside,
 }
 
+#[inline(always)]
 pub(crate) fn context() -> Context {
     let c = carrier_ptr();
     if c.is_null() {

@@ -95,12 +95,18 @@ pub(super) unsafe fn switch_to(
         if in_handler || ((*cur).own_fp_env | (*next).own_fp_env) {
             hand_over_fp_env(l, cur, next, in_handler);
         }
-        arch::switch((*cur).sp.get(), *(*next).sp.get());
         // ---- resumed as `cur` ----
-        // The carrier and its state are found again through the thread-local (a started
-        // thread never changes carrier) rather than kept across the switch, where every value
-        // kept is a store and a load.
-        let l = (*carrier_ptr()).local();
+        // The carrier's state comes back from the context that switched here, in a register:
+        // every context resumed by this switch belongs to the same carrier (a started thread
+        // never changes carrier; a fresh one starts in `thread_entry`, which ignores it), so it
+        // holds the same pointer. Kept across the switch instead, it would cost a store and a
+        // load; found through the thread-local, a chain of loads from the new stack.
+        let l = arch::switch((*cur).sp.get(), *(*next).sp.get(), l as usize) as *mut Local;
+        debug_assert_eq!(
+            l,
+            (*carrier_ptr()).local(),
+            "resumed by another carrier's context"
+        );
         after_resume(l, in_handler);
         // Both are usually what the context that switched here left (the count raised once by
         // the runtime call, errno untouched): stores only when they differ, because a yield's

@@ -53,25 +53,44 @@ pub(crate) unsafe fn block_current() {
 /// # Safety
 /// Called from a green thread with the count raised; `word` lives until this returns, and every
 /// party that can claim it finds the thread (it is registered on the channels).
+///
+/// Inlined, with the deadline's timer out of line: a park without a deadline is the block
+/// alone, on the path of every channel hand-over between green threads.
+#[inline(always)]
 pub(crate) unsafe fn park_claim(word: &AtomicU32, deadline: Option<Instant>) {
+    match deadline {
+        // SAFETY: forwarded contract. Exactly one wake-up comes per claim, so one block takes
+        // it.
+        None => unsafe { block_current() },
+        // SAFETY: forwarded contract.
+        Some(d) => unsafe { park_claim_until(word, d) },
+    }
+    debug_assert!(word.load(Ordering::Acquire) & claim::DONE != 0);
+}
+
+/// `park_claim` with a deadline: the timer that claims the word as timed out is set first
+/// (unless someone claimed it already) and taken out after the wake-up.
+///
+/// # Safety
+/// As `park_claim`.
+#[inline(never)]
+unsafe fn park_claim_until(word: &AtomicU32, deadline: Instant) {
     let c = carrier_ptr();
     // SAFETY: green thread => CARRIER is set; count raised (caller).
     unsafe {
         let l = (*c).local();
         let cur = (*l).current;
-        let key = match deadline {
-            Some(d) if word.load(Ordering::Acquire) == claim::WAITING => Some((*l).timers.insert(
-                d,
+        let key = (word.load(Ordering::Acquire) == claim::WAITING).then(|| {
+            (*l).timers.insert(
+                deadline,
                 Waiter::Claim {
                     thread: cur,
                     word: word as *const AtomicU32,
                 },
-            )),
-            _ => None,
-        };
+            )
+        });
         // Exactly one wake-up comes per claim, so one block takes it.
         block_current();
-        debug_assert!(word.load(Ordering::Acquire) & claim::DONE != 0);
         if let Some(k) = key {
             (*(*c).local()).timers.remove(k);
         }
@@ -99,9 +118,11 @@ pub fn yield_now() {
         let cur = (*l).current;
         // Remote work (inbox) and requests are seen when the countdown runs out; `queue`
         // cuts it short (see `POLL_EVERY`). A yield from the scheduler context (a callback,
-        // or a destructor the runtime runs for a finished thread) is a no-op on the slow path.
+        // or a destructor the runtime runs for a finished thread) is a no-op: the rotation
+        // gives the scheduler pseudo-thread back (`sched::NEVER_QUEUED`), and so does the
+        // slow path.
         (*l).poll_countdown -= 1;
-        if cur == (*l).sched || (*l).poll_countdown == 0 || std::thread::panicking() {
+        if (*l).poll_countdown == 0 || std::thread::panicking() {
             yield_slow(c);
         } else {
             // A running thread is already `Runnable` (see `RunState`).

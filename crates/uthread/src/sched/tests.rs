@@ -159,3 +159,36 @@ fn the_lottery_survives_the_widest_priority_spread() {
     let wins = draw(7, [1, 50, 99], 10_000);
     assert_eq!(wins[2], 10_000, "{wins:?}");
 }
+
+#[test]
+fn the_never_queued_key_is_given_back_by_every_rotation() {
+    // The scheduler pseudo-thread's key: a yield from the scheduler context must neither take
+    // the FIFO fast path nor land in the queue, whether the queue is empty, uniform or mixed.
+    assert!(NEVER_QUEUED > level_key(Priority::Idle) && NEVER_QUEUED != MIXED);
+    let mut sched = Box::new(Thread::for_test(
+        Priority::default(),
+        NEVER_QUEUED,
+        life::READY,
+    ));
+    let s = ptr(&mut sched);
+    let mut ts: Vec<_> = [
+        Priority::default(),
+        Priority::default(),
+        Priority::RealTime(3),
+    ]
+    .into_iter()
+    .map(thread)
+    .collect();
+    let [a, b, r] = [ptr(&mut ts[0]), ptr(&mut ts[1]), ptr(&mut ts[2])];
+    let mut q = RunQueue::new(1);
+    // SAFETY: every thread is live (boxed above) and in at most one queue.
+    unsafe {
+        assert_eq!(q.rotate(s), s, "empty queue");
+        q.push(a);
+        q.push(b);
+        assert_eq!(q.rotate(s), s, "uniform queue");
+        q.push(r);
+        assert_eq!(q.rotate(s), s, "mixed queue");
+        assert_eq!([q.pop(), q.pop(), q.pop(), q.pop()], [r, a, b, null_mut()]);
+    }
+}
