@@ -6,7 +6,8 @@
 //! experiment's burst rows on two CPUs (`experiments/create/balance.rs`) measure groups of
 //! their own, with the same sampler, from these runtimes.
 //!
-//! Adding a peer: one file here with a type that implements `Peer`, and one line in
+//! Adding a peer: one file here with a type that implements `Peer`, and one line
+//! (`module::Type`) in the `peers!` list below, which declares the module and registers it in
 //! `REGISTRY`. `create` and `switch` measure every peer listed (its ids are
 //! `results::ids::peer`'s), each read against the reference peer, uthread, round by round.
 
@@ -16,17 +17,21 @@ use std::time::Duration;
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 
-pub mod go;
-pub mod green;
-pub mod tokio_rt;
+/// Declares each peer's module and lists its `Peer` in `REGISTRY`: a peer is one line.
+macro_rules! peers {
+    ($($module:ident :: $peer:ident),* $(,)?) => {
+        $(pub mod $module;)*
+        /// Every peer runtime the experiments measure, in the order of their rows.
+        pub const REGISTRY: &[&dyn Peer] = &[$(&$module::$peer),*];
+    };
+}
 
-/// Every peer runtime the experiments measure, in the order of their rows, one a line.
-pub const REGISTRY: &[&dyn Peer] = &[
-    // The reference the others are read against: uthread, this workspace's runtime.
-    &green::Uthread,
-    &tokio_rt::Tokio,
-    &go::Go,
-];
+peers!(
+    // The reference the others are read against, first: uthread, this workspace's runtime.
+    green::Uthread,
+    tokio_rt::Tokio,
+    go::Go,
+);
 
 /// What a peer runtime is called and what its rows say it measured.
 pub struct PeerInfo {
