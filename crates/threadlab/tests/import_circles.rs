@@ -5,7 +5,8 @@
 
 use std::path::Path;
 
-#[path = "support/module_paths.rs"]
+// The source reader lives beside uthread's layering test, which uses it too.
+#[path = "../../uthread/tests/support/module_paths.rs"]
 mod module_paths;
 
 use module_paths::{check_the_checker, file_circles, folder_circles, read_crate};

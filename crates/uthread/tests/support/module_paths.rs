@@ -1,8 +1,11 @@
 //! The module paths a crate's source files name, read without a compiler, and the folders that
-//! import each other. The reader follows uthread's layering test (tests/layering.rs there):
+//! import each other. Shared by uthread's layering test (tests/layering.rs) and threadlab's
+//! import-circle test (crates/threadlab/tests/import_circles.rs), each using part of it:
 //! `references` collects every module-qualified path a file names (`crate::x::y`, `super::x`,
 //! `self::x`, and a child declared with `mod x;` then used as `x::`), resolved to absolute
 //! segments; `folder_circles` finds folders that import each other.
+
+#![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
