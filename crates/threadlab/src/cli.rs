@@ -552,9 +552,14 @@ fn run(args: RunArgs) -> Result<i32> {
     progress.clear();
 
     print_results(&results, args.detail, &[], &saving.files())?;
-    saving.save(&results)?;
-    say_err!("done in {:.1} s", started.elapsed().as_secs_f64());
+    finish(&results, &saving, started, &cancel)
+}
 
+/// The end of a measuring command: the files saved, the time taken, and the exit status: 128 +
+/// the signal that stopped the run, 1 when an experiment failed, else 0.
+fn finish(results: &RunResults, saving: &Saving, started: Instant, cancel: &Cancel) -> Result<i32> {
+    saving.save(results)?;
+    say_err!("done in {:.1} s", started.elapsed().as_secs_f64());
     if let Some(sig) = cancel.signal() {
         return Ok(128 + sig);
     }

@@ -4,12 +4,11 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::{make_progress, terminal_width, OutputArgs, Saving};
+use super::{finish, make_progress, terminal_width, OutputArgs, Saving};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::experiments::{self, Experiment, Mode};
 use crate::report;
-use crate::results::Status;
 use crate::runner;
 
 #[derive(clap::Args, Debug)]
@@ -118,14 +117,5 @@ pub(super) fn run(args: DoctorArgs) -> Result<i32> {
             terminal_width().unwrap_or(160) as usize
         )
     );
-    saving.save(&results)?;
-    say_err!("done in {:.1} s", started.elapsed().as_secs_f64());
-    if let Some(sig) = cancel.signal() {
-        return Ok(128 + sig);
-    }
-    let failed = results
-        .experiments
-        .iter()
-        .any(|e| e.status == Status::Failed);
-    Ok(if failed { 1 } else { 0 })
+    finish(&results, &saving, started, &cancel)
 }
