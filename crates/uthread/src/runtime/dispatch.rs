@@ -279,6 +279,11 @@ unsafe extern "C" fn thread_entry(arg: usize) -> ! {
 
 /// Leaves the carrier for good. The next context publishes the outcome (`finish_zombie`); a
 /// joiner on this carrier is made runnable now so that it can be that next context.
+///
+/// Inlined into `thread_entry`, which the start stub enters by a jump: a thread then leaves
+/// no call without its return on the return-address stack when it switches away for good,
+/// and the returns of the context resumed after it are predicted right.
+#[inline(always)]
 unsafe fn exit_current(c: &Carrier, t: *mut Thread) -> ! {
     preempt::set_count(1);
     // SAFETY: `t` is the running thread of carrier `c` (we are on its stack).
