@@ -323,8 +323,12 @@ unsafe extern "C" fn thread_entry(arg: usize) -> ! {
 ///
 /// Inlined into `thread_entry`, which the start stub enters by a jump: a thread then leaves
 /// no call without its return on the return-address stack when it switches away for good,
-/// and the returns of the context resumed after it are predicted right.
-#[inline(always)]
+/// and the returns of the context resumed after it are predicted right. Not in unoptimised
+/// builds: there the inlined locals keep their own slots and grow the first frame of every
+/// thread by some 700 bytes (which `tests/lifecycle.rs`'s 5 KiB closure on a 64 KiB stack,
+/// copied several times over by unoptimised code, does not have to spare).
+#[cfg_attr(not(debug_assertions), inline(always))]
+#[cfg_attr(debug_assertions, inline(never))]
 unsafe fn exit_current(c: &Carrier, t: *mut Thread) -> ! {
     preempt::set_count(1);
     // SAFETY: `t` is the running thread of carrier `c` (we are on its stack).
