@@ -197,6 +197,12 @@ pub(crate) struct RunQueue {
 }
 
 impl RunQueue {
+    /// No thread is queued.
+    #[inline(always)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     pub(crate) fn new(seed: u64) -> Self {
         RunQueue {
             uniform: MIXED,
