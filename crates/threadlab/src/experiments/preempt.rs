@@ -13,7 +13,7 @@ use crate::measure::pair::CacheLine;
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::{mono_ns, thread_cpu_ns};
 use crate::measure::sampler::Sampler;
-use crate::measure::spawn::spawn_scoped;
+use crate::measure::spawn::spawn;
 use crate::measure::units::{Direction, Unit};
 use crate::results::Metric;
 use crate::seeds;
@@ -309,64 +309,86 @@ fn check_cost(
 }
 
 /// Records `preempt.poll_flag.latency`: half the round trip of a flag ping-pong with a partner
-/// spinning on another CPU, per batch.
+/// spinning on another CPU. A fresh flag and partner every trial, and the two CPUs' distance
+/// read before each: which physical cores the host gives the pair decides this figure (23 ns
+/// and 200 ns in runs of one build), so the spread must span partners and placements.
 fn flag_latency(ctx: &Ctx, out: &mut Outcome, cpus: (usize, usize)) -> Result<()> {
-    const STOP: u32 = u32::MAX;
-    // On a line of its own, not in this frame (see CacheLine).
-    let turn = Box::new(CacheLine(AtomicU32::new(0)));
-    let turn = &turn.0;
     let _pin = PinGuard::pin(cpus.0)?;
-    std::thread::scope(|s| {
-        let partner = spawn_scoped(s, "the partner thread", || -> Result<()> {
-            pin_current_thread(cpus.1)?;
+    let mut group = Interleaved::new();
+    group.row_fresh(
+        "preempt.poll_flag.latency",
+        Unit::Ns,
+        Placement::CrossCpu(cpus.0, cpus.1),
+        "time from a store to a flag on one CPU until code polling it on another CPU sees it: \
+         half the round trip of a flag ping-pong (both spin; cache-line transfer each way); a \
+         fresh flag and partner thread each trial; nothing subtracted",
+        move || FlagPair::start(cpus.1).map(|mut pair| move |n| pair.batch(n)),
+    );
+    group.measure(ctx, out)?;
+    Ok(())
+}
+
+/// The flag a ping-pong passes, on a line of its own, and the partner spinning on it.
+struct FlagPair {
+    turn: std::sync::Arc<CacheLine<AtomicU32>>,
+    partner: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+impl FlagPair {
+    const STOP: u32 = u32::MAX;
+
+    fn start(cpu: usize) -> Result<FlagPair> {
+        let turn = std::sync::Arc::new(CacheLine(AtomicU32::new(0)));
+        let t = turn.clone();
+        let partner = spawn("the polling partner", move || -> Result<()> {
+            pin_current_thread(cpu)?;
             loop {
-                let t = turn.load(Ordering::Acquire);
-                if t == STOP {
+                let v = t.0.load(Ordering::Acquire);
+                if v == Self::STOP {
                     return Ok(());
                 }
-                if t % 2 == 1 {
-                    turn.store(t + 1, Ordering::Release);
+                if v % 2 == 1 {
+                    t.0.store(v + 1, Ordering::Release);
                 }
                 std::hint::spin_loop();
             }
         })?;
-        let r = out
-            .sampled(
-                ctx,
-                "preempt.poll_flag.latency",
-                Unit::Ns,
-                Placement::CrossCpu(cpus.0, cpus.1),
-                "time from a store to a flag on one CPU until code polling it on another CPU sees \
-             it: half the round trip of a flag ping-pong (both spin; cache-line transfer each \
-             way); nothing subtracted",
-                |n| {
-                    let t0 = Instant::now();
-                    for _ in 0..n {
-                        let t = turn.load(Ordering::Relaxed);
-                        let next = if t >= STOP - 2 { 1 } else { t + 1 };
-                        turn.store(next, Ordering::Release);
-                        let deadline = Instant::now() + Duration::from_secs(5);
-                        let mut spins = 0u32;
-                        while turn.load(Ordering::Acquire) != next + 1 {
-                            std::hint::spin_loop();
-                            spins = spins.wrapping_add(1);
-                            if spins % 65_536 == 0 && Instant::now() > deadline {
-                                return Err(Error::Fail(
-                                    "the polling partner stopped answering".into(),
-                                ));
-                            }
-                        }
-                    }
-                    Ok(t0.elapsed() / 2)
-                },
-            )
-            .map(|_| ());
-        turn.store(STOP, Ordering::Release);
-        partner
-            .join()
-            .map_err(|_| Error::Fail("the polling partner panicked".into()))??;
-        r
-    })
+        Ok(FlagPair {
+            turn,
+            partner: Some(partner),
+        })
+    }
+
+    /// `n` round trips; half their time.
+    fn batch(&mut self, n: u64) -> Result<Duration> {
+        let turn = &self.turn.0;
+        let t0 = Instant::now();
+        for _ in 0..n {
+            let t = turn.load(Ordering::Relaxed);
+            let next = if t >= Self::STOP - 2 { 1 } else { t + 1 };
+            turn.store(next, Ordering::Release);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let mut spins = 0u32;
+            while turn.load(Ordering::Acquire) != next + 1 {
+                std::hint::spin_loop();
+                spins = spins.wrapping_add(1);
+                if spins % 65_536 == 0 && Instant::now() > deadline {
+                    return Err(Error::Fail("the polling partner stopped answering".into()));
+                }
+            }
+        }
+        Ok(t0.elapsed() / 2)
+    }
+}
+
+impl Drop for FlagPair {
+    /// Stops and joins the partner: a trial's threads end with it.
+    fn drop(&mut self) {
+        self.turn.0.store(Self::STOP, Ordering::Release);
+        if let Some(p) = self.partner.take() {
+            let _ = p.join();
+        }
+    }
 }
 
 /// Time per signal-driven preemptive switch in uthread: two Preemptive threads on one carrier,
