@@ -10,7 +10,7 @@ use threadlab::experiments::server::client::{self, Exchange, Sources};
 use threadlab::measure::units::Unit;
 use threadlab::report::html;
 use threadlab::results::{ExperimentResult, Metric};
-use threadlab::subjects::server::protocol::pattern;
+use threadlab::subjects::server::protocol::{pattern, ErrorCode};
 use threadlab::subjects::server::{ServerConfig, DESIGNS};
 
 #[test]
@@ -70,6 +70,71 @@ fn every_design_echoes_short_and_long_connections() {
             "{} still listens after it was dropped",
             d.name
         );
+    }
+}
+
+/// A non-loopback IPv4 address of this machine, if it has one.
+fn non_loopback_ipv4() -> Option<std::net::Ipv4Addr> {
+    let mut found = None;
+    // SAFETY: getifaddrs fills a list the caller frees with freeifaddrs; each entry's ifa_addr
+    // is null or points to a sockaddr of the family it names, valid until the list is freed.
+    unsafe {
+        let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+        if libc::getifaddrs(&mut list) != 0 {
+            return None;
+        }
+        let mut p = list;
+        while !p.is_null() && found.is_none() {
+            let a = (*p).ifa_addr;
+            if !a.is_null() && (*a).sa_family as libc::c_int == libc::AF_INET {
+                let sin = &*(a as *const libc::sockaddr_in);
+                let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                if !ip.is_loopback() && !ip.is_unspecified() {
+                    found = Some(ip);
+                }
+            }
+            p = (*p).ifa_next;
+        }
+        libc::freeifaddrs(list);
+    }
+    found
+}
+
+/// STATS tells a peer how the server is built and loaded, so every design answers it only on
+/// loopback (unless allowed) and refuses it to any other peer, which it goes on serving.
+#[test]
+fn every_design_refuses_stats_to_a_remote_peer_and_still_echoes_it() {
+    let Some(ip) = non_loopback_ipv4() else {
+        eprintln!("skipped: this machine has no non-loopback IPv4 address to connect from");
+        return;
+    };
+    let pat = pattern(1024);
+    for d in DESIGNS {
+        let mut cfg = ServerConfig::loopback();
+        cfg.listen = "0.0.0.0:0".parse().unwrap();
+        cfg.prefork_processes = 2;
+        let server = match (d.start)(&cfg, &Cancel::never()) {
+            Ok(s) => s,
+            Err(Error::Skip(reason)) => {
+                eprintln!("{} skipped: {reason}", d.name);
+                continue;
+            }
+            Err(e) => panic!("{}: {e}", d.name),
+        };
+        let addr = std::net::SocketAddr::from((ip, server.local_addr().port()));
+        client::wait_listening(addr, &Cancel::never()).unwrap();
+        let mut sources = Sources::for_target(addr);
+        let mut c = client::connect(addr, &mut sources).unwrap();
+        match client::stats(&mut c, 3) {
+            Err(client::Failure::Refused(ErrorCode::Forbidden)) => {}
+            other => panic!("{}: STATS from {ip} answered {other:?}", d.name),
+        }
+        let mut c = client::connect(addr, &mut sources).unwrap();
+        let mut ex = Exchange::new(&pat, 100);
+        let h = ex
+            .roundtrip(&mut c, 1, 4, false, (0, 0))
+            .unwrap_or_else(|f| panic!("{}: echo from {ip} after the refusal: {f}", d.name));
+        assert_eq!(h.design, d.id, "{}", d.name);
     }
 }
 

@@ -243,7 +243,10 @@ fn serve(mut s: uthread::net::TcpStream, shared: Arc<Shared>, conns: Arc<Conns>)
                         left -= slice;
                     }
                 }
-                let loopback = s.peer_addr().is_ok_and(|a| net::is_loopback(a.ip()));
+                // Asked only of a stats request, the one kind that needs it (as the blocking
+                // and event-loop designs do): an echo costs no getpeername.
+                let loopback = r.kind == RequestKind::Stats
+                    && s.peer_addr().is_ok_and(|a| net::is_loopback(a.ip()));
                 prepare(&r, reader.started_ns(), &mut buf, &shared, worker, loopback)
             }
         };

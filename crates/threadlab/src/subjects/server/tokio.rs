@@ -172,7 +172,10 @@ async fn serve(mut s: tokio::net::TcpStream, shared: Arc<Shared>) {
                         tokio::time::sleep(Duration::from_micros(r.work_block_us as u64)).await;
                     }
                 }
-                let loopback = s.peer_addr().is_ok_and(|a| net::is_loopback(a.ip()));
+                // Asked only of a stats request, the one kind that needs it (as the blocking
+                // and event-loop designs do): an echo costs no getpeername.
+                let loopback = r.kind == RequestKind::Stats
+                    && s.peer_addr().is_ok_and(|a| net::is_loopback(a.ip()));
                 prepare(&r, reader.started_ns(), &mut buf, &shared, worker, loopback)
             }
         };
