@@ -389,6 +389,25 @@ pub struct HistoricalSeries {
 }
 
 impl Metric {
+    /// Whether its trials fell on both sides of zero: a difference or a loss this measurement
+    /// cannot tell from none, whose sign moves from run to run.
+    pub fn straddles_zero(&self) -> bool {
+        self.values.len() >= 2 && self.min < 0.0 && self.max > 0.0
+    }
+
+    /// The throughput a preemptive thread loses, as a sentence's object: "0.41% of its
+    /// throughput", or, when the trials straddle zero, that none was measurable and their range.
+    pub fn loss_words(&self) -> String {
+        if self.straddles_zero() {
+            format!(
+                "no measurable share of its throughput (trials from {:.2}% to +{:.2}%)",
+                self.min, self.max
+            )
+        } else {
+            format!("{:.2}% of its throughput", self.median)
+        }
+    }
+
     /// A metric over samples already in `unit`. Statistics come from `values`; None if there
     /// are none or one is not finite.
     pub fn from_values(
@@ -628,6 +647,22 @@ mod tests {
         assert!((m.cv - crate::measure::stats::cv(&m.values)).abs() < 1e-12);
         assert_eq!(m.direction, Direction::LowerIsBetter);
         assert!(Metric::from_values("a", Unit::Us, &[], 1, "x", "n").is_none());
+    }
+
+    #[test]
+    fn a_loss_whose_trials_straddle_zero_reads_as_none_measurable() {
+        let m = |v: &[f64]| Metric::from_values("l", Unit::Percent, v, 1, "x", "n").unwrap();
+        let both = m(&[-0.9, -0.1, 0.2, 0.5]);
+        assert!(both.straddles_zero());
+        assert_eq!(
+            both.loss_words(),
+            "no measurable share of its throughput (trials from -0.90% to +0.50%)"
+        );
+        let positive = m(&[0.3, 0.4, 0.5]);
+        assert!(!positive.straddles_zero());
+        assert_eq!(positive.loss_words(), "0.40% of its throughput");
+        // One trial says nothing about its spread.
+        assert!(!m(&[-0.2]).straddles_zero());
     }
 
     #[test]

@@ -431,11 +431,11 @@ fn cooperative_or_preemptive(r: &RunResults) -> Answer {
         }
     }
     if let Some(p) = p {
-        if let Some(loss) = median(p, &loss) {
+        if let Some(loss) = p.metric(&loss) {
             let _ = write!(
                 text,
-                " Preemption at a 10 ms quantum costs a CPU-bound thread {loss:.2}% of its \
-                 throughput."
+                " Preemption at a 10 ms quantum costs a CPU-bound thread {}.",
+                loss.loss_words()
             );
         }
     }
