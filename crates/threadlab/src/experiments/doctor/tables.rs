@@ -184,12 +184,13 @@ impl Report {
                     let figures: Vec<String> = effects
                         .iter()
                         .map(|e| {
+                            // A gain as a divisor ("122x less" reads, "×8.18e-3" does not).
                             format!(
-                                "{} {} → {} (×{})",
+                                "{} {} → {} ({}x less)",
                                 e.figure,
                                 crate::report::fmt_with_unit(e.off, e.unit),
                                 crate::report::fmt_with_unit(e.on, e.unit),
-                                fmt_value(e.ratio)
+                                fmt_value(1.0 / e.ratio.max(1e-12))
                             )
                         })
                         .collect();
