@@ -116,11 +116,43 @@ pub(super) unsafe fn switch_to(
     next: *mut Thread,
     in_handler: bool,
 ) {
+    // SAFETY: forwarded contract.
+    unsafe { switch::<true>(c, l, cur, next, in_handler) }
+}
+
+/// `switch_to` for a caller that sets the preempt count back itself right after (the yield,
+/// which knows the count it had before it raised it): the resumed side leaves the count as
+/// the context that switched here had it, which is raised, so nothing preempts in between.
+///
+/// # Safety
+/// As `switch_to`; the caller stores its own count after the return.
+#[inline(always)]
+pub(super) unsafe fn switch_leaving_count(
+    c: &Carrier,
+    l: *mut Local,
+    cur: *mut Thread,
+    next: *mut Thread,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { switch::<false>(c, l, cur, next, false) }
+}
+
+/// # Safety
+/// As `switch_to`; with `RESTORE_COUNT` false, as `switch_leaving_count`.
+#[inline(always)]
+unsafe fn switch<const RESTORE_COUNT: bool>(
+    c: &Carrier,
+    l: *mut Local,
+    cur: *mut Thread,
+    next: *mut Thread,
+    in_handler: bool,
+) {
     // SAFETY: forwarded contract; `l` stays valid (the carrier outlives every switch).
     unsafe {
         // What this context must find again when it is resumed: its errno and preempt count,
         // packed in one word, so that keeping them across the switch costs one store.
-        let saved = (*(*l).errno as u32 as u64) << 32 | preempt::count() as u64;
+        let count = if RESTORE_COUNT { preempt::count() } else { 0 };
+        let saved = (*(*l).errno as u32 as u64) << 32 | count as u64;
         // `start_tick` is only read by the tick handler, to spare a thread switched in by the
         // handler at this very tick (a second, forced signal); one switched in anywhere else
         // has an older value and is preempted at the next tick, as it would be with a fresh
@@ -152,15 +184,25 @@ pub(super) unsafe fn switch_to(
         // Both are usually what the context that switched here left (the count raised once by
         // the runtime call, errno untouched): stores only when they differ, because a yield's
         // time on this machine follows its stores, not its instructions (see the README).
+        // Out of line when they differ, so that the usual case falls through.
         let (errno, count) = ((saved >> 32) as i32, saved as u32);
-        if preempt::count() != count {
-            preempt::set_count(count);
+        if RESTORE_COUNT && preempt::count() != count {
+            preempt::set_count_cold(count);
         }
         let e = (*l).errno;
         if *e != errno {
-            *e = errno;
+            restore_errno(e, errno);
         }
     }
+}
+
+/// # Safety
+/// `e` is the carrier thread's errno.
+#[cold]
+#[inline(never)]
+unsafe fn restore_errno(e: *mut libc::c_int, v: i32) {
+    // SAFETY: forwarded contract.
+    unsafe { *e = v }
 }
 
 /// Gives `next` its floating-point environment before the switch to it: its own if it
@@ -178,10 +220,12 @@ pub(super) unsafe fn switch_to(
 ///   cooperative switch point, where nothing else would restore it. (A `next` resumed inside
 ///   its own handler gets its interrupted environment back from `sigreturn` regardless.)
 ///
-/// Not inlined: only threads that declared an environment, and preemptions, pay for it.
+/// Not inlined, and cold so that the switches that skip it fall through: only threads that
+/// declared an environment, and preemptions, pay for it.
 ///
 /// # Safety
 /// Carrier thread, count raised; `cur` is the running context and `next` a live one.
+#[cold]
 #[inline(never)]
 unsafe fn hand_over_fp_env(l: *mut Local, cur: *mut Thread, next: *mut Thread, in_handler: bool) {
     // SAFETY: forwarded contract: both threads are live and only this OS thread touches their
@@ -215,6 +259,7 @@ unsafe fn after_resume(l: *mut Local, in_handler: bool) {
 
 /// # Safety
 /// Carrier thread, count raised.
+#[cold]
 #[inline(never)]
 unsafe fn resume_work(l: *mut Local, in_handler: bool) {
     // SAFETY: forwarded contract.

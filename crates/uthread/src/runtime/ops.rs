@@ -3,7 +3,7 @@
 //! `current_name` and `current_id`.
 
 use super::carrier::{carrier_ptr, context, Carrier, Context, Request, POLL_EVERY};
-use super::dispatch::{next_for_block, resume_without_switch, switch_to};
+use super::dispatch::{next_for_block, resume_without_switch, switch_leaving_count, switch_to};
 use super::reactor::{poll, wake};
 use super::stats::{bump, Stats};
 use super::timers::{claim, Waiter};
@@ -24,9 +24,10 @@ use std::time::{Duration, Instant};
 /// Called from a green thread (not the scheduler) with the count raised, after the thread was
 /// registered somewhere a waker will find it.
 ///
-/// `#[inline]`: join's wait loop needs it inlined (left to the heuristics it was not, and a
-/// spawn + run + join took 18 instructions more, callgrind).
-#[inline]
+/// Always inlined: join's wait loop and a channel's park need it inlined, and left to the
+/// heuristics it was not (a spawn + run + join took 18 instructions more, a channel message 9
+/// once the switch's rare paths became calls to cold functions; callgrind).
+#[inline(always)]
 pub(crate) unsafe fn block_current() {
     let c = carrier_ptr();
     // SAFETY: green thread => CARRIER is set; count is raised (caller).
@@ -110,7 +111,9 @@ pub fn yield_now() {
         yield_outside_runtime();
         return;
     }
-    preempt::disable();
+    // The count this thread runs with, set back with one store at the end whatever happened
+    // in between (a switch leaves it as the context that resumed us had it).
+    let count = preempt::raise();
     // SAFETY: CARRIER is set, so this is the carrier thread; the count is raised.
     unsafe {
         let c = &*c;
@@ -128,13 +131,25 @@ pub fn yield_now() {
             // A running thread is already `Runnable` (see `RunState`).
             let next = (*l).runq.rotate(cur);
             if next == cur {
-                resume_without_switch(c, cur);
+                // Out of line, so that the switch falls through.
+                stay(c, cur);
             } else {
-                switch_to(c, l, cur, next, false);
+                switch_leaving_count(c, l, cur, next);
             }
         }
     }
-    preempt::enable_no_yield();
+    preempt::restore(count);
+}
+
+/// A yield that found nothing else runnable.
+///
+/// # Safety
+/// As `resume_without_switch`.
+#[cold]
+#[inline(never)]
+unsafe fn stay(c: &Carrier, cur: *mut Thread) {
+    // SAFETY: forwarded contract.
+    unsafe { resume_without_switch(c, cur) }
 }
 
 #[cold]
