@@ -117,42 +117,47 @@ pub(super) unsafe fn switch_to(
     in_handler: bool,
 ) {
     // SAFETY: forwarded contract.
-    unsafe { switch::<true>(c, l, cur, next, in_handler) }
+    unsafe { switch(c, l, cur, next, in_handler, None) }
 }
 
-/// `switch_to` for a caller that sets the preempt count back itself right after (the yield,
-/// which knows the count it had before it raised it): the resumed side leaves the count as
-/// the context that switched here had it, which is raised, so nothing preempts in between.
+/// `switch_to` for a caller that knows the preempt count it must find again (the yield, which
+/// read it before raising it): `count` is stored back unconditionally on resumption, kept
+/// across the switch in one word with errno.
 ///
 /// # Safety
-/// As `switch_to`; the caller stores its own count after the return.
+/// As `switch_to`; `count` is the caller's count before the runtime call raised it.
 #[inline(always)]
-pub(super) unsafe fn switch_leaving_count(
+pub(super) unsafe fn switch_setting_count(
     c: &Carrier,
     l: *mut Local,
     cur: *mut Thread,
     next: *mut Thread,
+    count: u32,
 ) {
     // SAFETY: forwarded contract.
-    unsafe { switch::<false>(c, l, cur, next, false) }
+    unsafe { switch(c, l, cur, next, false, Some(count)) }
 }
 
 /// # Safety
-/// As `switch_to`; with `RESTORE_COUNT` false, as `switch_leaving_count`.
+/// As `switch_to`; with `count_after`, as `switch_setting_count`.
 #[inline(always)]
-unsafe fn switch<const RESTORE_COUNT: bool>(
+unsafe fn switch(
     c: &Carrier,
     l: *mut Local,
     cur: *mut Thread,
     next: *mut Thread,
     in_handler: bool,
+    count_after: Option<u32>,
 ) {
     // SAFETY: forwarded contract; `l` stays valid (the carrier outlives every switch).
     unsafe {
         // What this context must find again when it is resumed: its errno and preempt count,
-        // packed in one word, so that keeping them across the switch costs one store.
-        let count = if RESTORE_COUNT { preempt::count() } else { 0 };
-        let saved = (*(*l).errno as u32 as u64) << 32 | count as u64;
+        // packed in one word, so that keeping them across the switch costs one register (or
+        // one store). The empty block keeps the compiler from splitting the word again, which
+        // in a caller's loop cost a second spill.
+        let count = count_after.unwrap_or_else(preempt::count);
+        let mut saved = (*(*l).errno as u32 as u64) << 32 | count as u64;
+        core::arch::asm!("/* {0} */", inout(reg) saved, options(pure, nomem, nostack, preserves_flags));
         // `start_tick` is only read by the tick handler, to spare a thread switched in by the
         // handler at this very tick (a second, forced signal); one switched in anywhere else
         // has an older value and is preempted at the next tick, as it would be with a fresh
@@ -186,7 +191,9 @@ unsafe fn switch<const RESTORE_COUNT: bool>(
         // time on this machine follows its stores, not its instructions (see the README).
         // Out of line when they differ, so that the usual case falls through.
         let (errno, count) = ((saved >> 32) as i32, saved as u32);
-        if RESTORE_COUNT && preempt::count() != count {
+        if count_after.is_some() {
+            preempt::restore(count);
+        } else if preempt::count() != count {
             preempt::set_count_cold(count);
         }
         let e = (*l).errno;

@@ -3,7 +3,7 @@
 //! `current_name` and `current_id`.
 
 use super::carrier::{carrier_ptr, context, Carrier, Context, Request, POLL_EVERY};
-use super::dispatch::{next_for_block, resume_without_switch, switch_leaving_count, switch_to};
+use super::dispatch::{next_for_block, resume_without_switch, switch_setting_count, switch_to};
 use super::reactor::{poll, wake};
 use super::stats::{bump, Stats};
 use super::timers::{claim, Waiter};
@@ -112,7 +112,7 @@ pub fn yield_now() {
         return;
     }
     // The count this thread runs with, set back with one store at the end whatever happened
-    // in between (a switch leaves it as the context that resumed us had it).
+    // in between (by the switch itself when there is one).
     let count = preempt::raise();
     // SAFETY: CARRIER is set, so this is the carrier thread; the count is raised.
     unsafe {
@@ -130,12 +130,12 @@ pub fn yield_now() {
         } else {
             // A running thread is already `Runnable` (see `RunState`).
             let next = (*l).runq.rotate(cur);
-            if next == cur {
-                // Out of line, so that the switch falls through.
-                stay(c, cur);
-            } else {
-                switch_leaving_count(c, l, cur, next);
+            if next != cur {
+                switch_setting_count(c, l, cur, next, count);
+                return;
             }
+            // Out of line, so that the switch falls through.
+            stay(c, cur);
         }
     }
     preempt::restore(count);
