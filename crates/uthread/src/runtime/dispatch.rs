@@ -157,7 +157,13 @@ unsafe fn switch(
         // in a caller's loop cost a second spill.
         let count = count_after.unwrap_or_else(preempt::count);
         let mut saved = (*(*l).errno as u32 as u64) << 32 | count as u64;
-        core::arch::asm!("/* {0} */", inout(reg) saved, options(pure, nomem, nostack, preserves_flags));
+        // (SAFETY: the block is empty: it reads and writes nothing but the register it is
+        // given, which it leaves as it was.)
+        core::arch::asm!(
+            "/* {0} */",
+            inout(reg) saved,
+            options(pure, nomem, nostack, preserves_flags)
+        );
         // `start_tick` is only read by the tick handler, to spare a thread switched in by the
         // handler at this very tick (a second, forced signal); one switched in anywhere else
         // has an older value and is preempted at the next tick, as it would be with a fresh
