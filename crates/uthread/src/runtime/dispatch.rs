@@ -117,7 +117,7 @@ pub(super) unsafe fn switch_to(
     in_handler: bool,
 ) {
     // SAFETY: forwarded contract.
-    unsafe { switch(c, l, cur, next, in_handler, None) }
+    unsafe { switch(c, l, cur, next, in_handler, None, true) }
 }
 
 /// `switch_to` for a caller that knows the preempt count it must find again (the yield, which
@@ -135,11 +135,33 @@ pub(super) unsafe fn switch_setting_count(
     count: u32,
 ) {
     // SAFETY: forwarded contract.
-    unsafe { switch(c, l, cur, next, false, Some(count)) }
+    unsafe { switch(c, l, cur, next, false, Some(count), true) }
+}
+
+/// `switch_setting_count` for a yield that took the run queue's uniform rotation
+/// (`RunQueue::is_uniform_at`), which implies that neither thread declared a floating-point
+/// environment: the switch does not look.
+///
+/// # Safety
+/// As `switch_setting_count`; neither `cur` nor `next` has `own_fp_env`.
+#[inline(always)]
+pub(super) unsafe fn switch_uniform(
+    c: &Carrier,
+    l: *mut Local,
+    cur: *mut Thread,
+    next: *mut Thread,
+    count: u32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        debug_assert!(!(*cur).own_fp_env && !(*next).own_fp_env);
+        switch(c, l, cur, next, false, Some(count), false)
+    }
 }
 
 /// # Safety
-/// As `switch_to`; with `count_after`, as `switch_setting_count`.
+/// As `switch_to`; with `count_after`, as `switch_setting_count`; without `fp_env_possible`,
+/// as `switch_uniform`.
 #[inline(always)]
 unsafe fn switch(
     c: &Carrier,
@@ -148,6 +170,7 @@ unsafe fn switch(
     next: *mut Thread,
     in_handler: bool,
     count_after: Option<u32>,
+    fp_env_possible: bool,
 ) {
     // SAFETY: forwarded contract; `l` stays valid (the carrier outlives every switch).
     unsafe {
@@ -176,7 +199,7 @@ unsafe fn switch(
         bump(&c.stats.context_switches);
         // Between two threads that keep the carrier's floating-point environment there is
         // nothing to do: it is already theirs. `in_handler` is a constant at every call site.
-        if in_handler || ((*cur).own_fp_env | (*next).own_fp_env) {
+        if in_handler || fp_env_possible && ((*cur).own_fp_env | (*next).own_fp_env) {
             hand_over_fp_env(l, cur, next, in_handler);
         }
         // ---- resumed as `cur` ----
@@ -582,7 +605,7 @@ where
             NewThread {
                 carrier: carrier.addr(),
                 priority,
-                level_key: sched::level_key(priority),
+                level_key: sched::level_key(priority, opts.own_fp_env),
                 mode: opts.mode,
                 own_fp_env: opts.own_fp_env,
                 id,

@@ -3,7 +3,9 @@
 //! `current_name` and `current_id`.
 
 use super::carrier::{carrier_ptr, context, Carrier, Context, Request, POLL_EVERY};
-use super::dispatch::{next_for_block, resume_without_switch, switch_setting_count, switch_to};
+use super::dispatch::{
+    next_for_block, resume_without_switch, switch_setting_count, switch_to, switch_uniform,
+};
 use super::reactor::{poll, wake};
 use super::stats::{bump, Stats};
 use super::timers::{claim, Waiter};
@@ -128,8 +130,16 @@ pub fn yield_now() {
         if (*l).poll_countdown == 0 || std::thread::panicking() {
             yield_slow(c);
         } else {
-            // A running thread is already `Runnable` (see `RunState`).
-            let next = (*l).runq.rotate(cur);
+            // A running thread is already `Runnable` (see `RunState`). The usual case, a
+            // queue of threads of the yielding one's level, rotates and switches without a
+            // look at floating-point environments (`RunQueue::is_uniform_at`); every other
+            // case goes out of line, so that this one falls through.
+            if (*l).runq.is_uniform_at((*cur).level_key) {
+                let next = (*l).runq.rotate_uniform(cur);
+                switch_uniform(c, l, cur, next, count);
+                return;
+            }
+            let next = (*l).runq.rotate_slow(cur);
             if next != cur {
                 switch_setting_count(c, l, cur, next, count);
                 return;
