@@ -168,10 +168,18 @@ const MIXED: u32 = u32::MAX;
 /// it comes from the scheduler context.
 pub(crate) const NEVER_QUEUED: u32 = 0x300;
 
+/// Added to the key of a time-sharing thread that keeps a floating-point environment of its
+/// own (`Builder::own_fp_env`): it then never makes the queue uniform, so a yield that takes
+/// the FIFO fast path knows, without looking at either thread, that neither declared one and
+/// that the switch has no environment to hand over.
+const OWN_FP_ENV: u32 = 0x400;
+
 /// A thread's run-queue key: its time-sharing level (1..=99), or a value above every level
-/// for the other classes, which never take the FIFO fast path.
-pub(crate) fn level_key(p: Priority) -> u32 {
+/// for the other classes and for threads with their own floating-point environment, which
+/// never take the FIFO fast path.
+pub(crate) fn level_key(p: Priority, own_fp_env: bool) -> u32 {
     match p {
+        Priority::TimeSharing(p) if own_fp_env => OWN_FP_ENV | p as u32,
         Priority::TimeSharing(p) => p as u32,
         Priority::RealTime(p) => 0x100 + p as u32,
         Priority::Idle => 0x200,
@@ -346,25 +354,44 @@ impl RunQueue {
     pub(crate) unsafe fn rotate(&mut self, cur: *mut Thread) -> *mut Thread {
         // SAFETY: forwarded contract.
         unsafe {
-            let key = (*cur).level_key;
-            if self.uniform == key {
-                // Same level only (and at least one queued): FIFO order is the whole policy.
-                return self.ts[key as usize & (TS_LEVELS - 1)].rotate(cur);
-            }
-            if self.len == 0 {
-                return cur;
+            if self.is_uniform_at((*cur).level_key) {
+                return self.rotate_uniform(cur);
             }
             self.rotate_slow(cur)
         }
     }
 
+    /// Whether every queued thread has run-queue key `key`, a time-sharing level without an
+    /// own floating-point environment, and at least one is queued: then a yield from a thread
+    /// with that key is [`rotate_uniform`](Self::rotate_uniform), and the thread it returns
+    /// differs from the yielding one and, like it, declared no floating-point environment.
+    #[inline(always)]
+    pub(crate) fn is_uniform_at(&self, key: u32) -> bool {
+        self.uniform == key
+    }
+
+    /// `rotate` when [`is_uniform_at`](Self::is_uniform_at)`(cur's key)`: same level only,
+    /// so FIFO order is the whole policy.
+    ///
+    /// # Safety
+    /// As [`rotate`](Self::rotate), and `is_uniform_at((*cur).level_key)`.
+    #[inline(always)]
+    pub(crate) unsafe fn rotate_uniform(&mut self, cur: *mut Thread) -> *mut Thread {
+        // SAFETY: forwarded contract.
+        unsafe { self.ts[(*cur).level_key as usize & (TS_LEVELS - 1)].rotate(cur) }
+    }
+
+    /// Cold, so that the caller's fast path runs straight on into its switch: on the yield
+    /// path a taken branch costs more than the instructions it skips (see the README).
+    ///
     /// # Safety
     /// As [`rotate`](Self::rotate).
+    #[cold]
     #[inline(never)]
-    unsafe fn rotate_slow(&mut self, cur: *mut Thread) -> *mut Thread {
+    pub(crate) unsafe fn rotate_slow(&mut self, cur: *mut Thread) -> *mut Thread {
         // SAFETY: forwarded contract.
         unsafe {
-            if (*cur).level_key == NEVER_QUEUED {
+            if self.len == 0 || (*cur).level_key == NEVER_QUEUED {
                 return cur;
             }
             self.push(cur);

@@ -77,6 +77,25 @@ pub(crate) fn disable() {
     compiler_fence(Ordering::SeqCst);
 }
 
+/// Raises the count like [`disable`] and returns the value it had, for [`restore`]: a caller
+/// that switches contexts in between (the yield) then sets its own count back with one store,
+/// instead of the switch restoring it and a decrement following.
+#[inline(always)]
+pub(crate) fn raise() -> u32 {
+    let v = count();
+    WORDS.with(|w| w.count.store(v + 1, Ordering::Relaxed));
+    compiler_fence(Ordering::SeqCst);
+    v
+}
+
+/// Sets the count back to what [`raise`] returned, without taking a pending preemption (as
+/// [`enable_no_yield`]).
+#[inline(always)]
+pub(crate) fn restore(v: u32) {
+    compiler_fence(Ordering::SeqCst);
+    WORDS.with(|w| w.count.store(v, Ordering::Relaxed));
+}
+
 /// Decrements without taking a pending preemption. Returns the new count.
 #[inline(always)]
 pub(crate) fn enable_no_yield() -> u32 {
@@ -97,15 +116,28 @@ pub(crate) fn enable() {
     }
 }
 
-/// Clears the flag; a load when it is clear already (the usual case), not a store: this runs on
-/// every switch, whose time follows its stores.
+/// Clears the flag; a load when it is clear already (the usual case), not a store. The store
+/// is out of line so that the common case falls through: on every switch, a taken branch
+/// costs more than the instructions it skips (see the README).
 #[inline(always)]
 pub(crate) fn clear_pending() {
-    WORDS.with(|w| {
-        if w.pending.load(Ordering::Relaxed) {
-            w.pending.store(false, Ordering::Relaxed);
-        }
-    });
+    if WORDS.with(|w| w.pending.load(Ordering::Relaxed)) {
+        clear_set_pending();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn clear_set_pending() {
+    WORDS.with(|w| w.pending.store(false, Ordering::Relaxed));
+}
+
+/// `set_count` out of line, for a switch that finds the count changed (rare: the count is
+/// usually the one the runtime call raised on either side).
+#[cold]
+#[inline(never)]
+pub(crate) fn set_count_cold(v: u32) {
+    set_count(v);
 }
 
 /// Where a pending preemption is taken: the runtime's yield, which sits above this module.

@@ -116,11 +116,77 @@ pub(super) unsafe fn switch_to(
     next: *mut Thread,
     in_handler: bool,
 ) {
+    // SAFETY: forwarded contract.
+    unsafe { switch(c, l, cur, next, in_handler, None, true) }
+}
+
+/// `switch_to` for a caller that knows the preempt count it must find again (the yield, which
+/// read it before raising it): `count` is stored back unconditionally on resumption, kept
+/// across the switch in one word with errno.
+///
+/// # Safety
+/// As `switch_to`; `count` is the caller's count before the runtime call raised it.
+#[inline(always)]
+pub(super) unsafe fn switch_setting_count(
+    c: &Carrier,
+    l: *mut Local,
+    cur: *mut Thread,
+    next: *mut Thread,
+    count: u32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { switch(c, l, cur, next, false, Some(count), true) }
+}
+
+/// `switch_setting_count` for a yield that took the run queue's uniform rotation
+/// (`RunQueue::is_uniform_at`), which implies that neither thread declared a floating-point
+/// environment: the switch does not look.
+///
+/// # Safety
+/// As `switch_setting_count`; neither `cur` nor `next` has `own_fp_env`.
+#[inline(always)]
+pub(super) unsafe fn switch_uniform(
+    c: &Carrier,
+    l: *mut Local,
+    cur: *mut Thread,
+    next: *mut Thread,
+    count: u32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        debug_assert!(!(*cur).own_fp_env && !(*next).own_fp_env);
+        switch(c, l, cur, next, false, Some(count), false)
+    }
+}
+
+/// # Safety
+/// As `switch_to`; with `count_after`, as `switch_setting_count`; without `fp_env_possible`,
+/// as `switch_uniform`.
+#[inline(always)]
+unsafe fn switch(
+    c: &Carrier,
+    l: *mut Local,
+    cur: *mut Thread,
+    next: *mut Thread,
+    in_handler: bool,
+    count_after: Option<u32>,
+    fp_env_possible: bool,
+) {
     // SAFETY: forwarded contract; `l` stays valid (the carrier outlives every switch).
     unsafe {
         // What this context must find again when it is resumed: its errno and preempt count,
-        // packed in one word, so that keeping them across the switch costs one store.
-        let saved = (*(*l).errno as u32 as u64) << 32 | preempt::count() as u64;
+        // packed in one word, so that keeping them across the switch costs one register (or
+        // one store). The empty block keeps the compiler from splitting the word again, which
+        // in a caller's loop cost a second spill.
+        let count = count_after.unwrap_or_else(preempt::count);
+        let mut saved = (*(*l).errno as u32 as u64) << 32 | count as u64;
+        // (SAFETY: the block is empty: it reads and writes nothing but the register it is
+        // given, which it leaves as it was.)
+        core::arch::asm!(
+            "/* {0} */",
+            inout(reg) saved,
+            options(pure, nomem, nostack, preserves_flags)
+        );
         // `start_tick` is only read by the tick handler, to spare a thread switched in by the
         // handler at this very tick (a second, forced signal); one switched in anywhere else
         // has an older value and is preempted at the next tick, as it would be with a fresh
@@ -133,7 +199,7 @@ pub(super) unsafe fn switch_to(
         bump(&c.stats.context_switches);
         // Between two threads that keep the carrier's floating-point environment there is
         // nothing to do: it is already theirs. `in_handler` is a constant at every call site.
-        if in_handler || ((*cur).own_fp_env | (*next).own_fp_env) {
+        if in_handler || fp_env_possible && ((*cur).own_fp_env | (*next).own_fp_env) {
             hand_over_fp_env(l, cur, next, in_handler);
         }
         // ---- resumed as `cur` ----
@@ -152,15 +218,27 @@ pub(super) unsafe fn switch_to(
         // Both are usually what the context that switched here left (the count raised once by
         // the runtime call, errno untouched): stores only when they differ, because a yield's
         // time on this machine follows its stores, not its instructions (see the README).
+        // Out of line when they differ, so that the usual case falls through.
         let (errno, count) = ((saved >> 32) as i32, saved as u32);
-        if preempt::count() != count {
-            preempt::set_count(count);
+        if count_after.is_some() {
+            preempt::restore(count);
+        } else if preempt::count() != count {
+            preempt::set_count_cold(count);
         }
         let e = (*l).errno;
         if *e != errno {
-            *e = errno;
+            restore_errno(e, errno);
         }
     }
+}
+
+/// # Safety
+/// `e` is the carrier thread's errno.
+#[cold]
+#[inline(never)]
+unsafe fn restore_errno(e: *mut libc::c_int, v: i32) {
+    // SAFETY: forwarded contract.
+    unsafe { *e = v }
 }
 
 /// Gives `next` its floating-point environment before the switch to it: its own if it
@@ -178,10 +256,12 @@ pub(super) unsafe fn switch_to(
 ///   cooperative switch point, where nothing else would restore it. (A `next` resumed inside
 ///   its own handler gets its interrupted environment back from `sigreturn` regardless.)
 ///
-/// Not inlined: only threads that declared an environment, and preemptions, pay for it.
+/// Not inlined, and cold so that the switches that skip it fall through: only threads that
+/// declared an environment, and preemptions, pay for it.
 ///
 /// # Safety
 /// Carrier thread, count raised; `cur` is the running context and `next` a live one.
+#[cold]
 #[inline(never)]
 unsafe fn hand_over_fp_env(l: *mut Local, cur: *mut Thread, next: *mut Thread, in_handler: bool) {
     // SAFETY: forwarded contract: both threads are live and only this OS thread touches their
@@ -215,6 +295,7 @@ unsafe fn after_resume(l: *mut Local, in_handler: bool) {
 
 /// # Safety
 /// Carrier thread, count raised.
+#[cold]
 #[inline(never)]
 unsafe fn resume_work(l: *mut Local, in_handler: bool) {
     // SAFETY: forwarded contract.
@@ -524,7 +605,7 @@ where
             NewThread {
                 carrier: carrier.addr(),
                 priority,
-                level_key: sched::level_key(priority),
+                level_key: sched::level_key(priority, opts.own_fp_env),
                 mode: opts.mode,
                 own_fp_env: opts.own_fp_env,
                 id,

@@ -3,7 +3,9 @@
 //! `current_name` and `current_id`.
 
 use super::carrier::{carrier_ptr, context, Carrier, Context, Request, POLL_EVERY};
-use super::dispatch::{next_for_block, resume_without_switch, switch_to};
+use super::dispatch::{
+    next_for_block, resume_without_switch, switch_setting_count, switch_to, switch_uniform,
+};
 use super::reactor::{poll, wake};
 use super::stats::{bump, Stats};
 use super::timers::{claim, Waiter};
@@ -24,9 +26,10 @@ use std::time::{Duration, Instant};
 /// Called from a green thread (not the scheduler) with the count raised, after the thread was
 /// registered somewhere a waker will find it.
 ///
-/// `#[inline]`: join's wait loop needs it inlined (left to the heuristics it was not, and a
-/// spawn + run + join took 18 instructions more, callgrind).
-#[inline]
+/// Always inlined: join's wait loop and a channel's park need it inlined, and left to the
+/// heuristics it was not (a spawn + run + join took 18 instructions more, a channel message 9
+/// once the switch's rare paths became calls to cold functions; callgrind).
+#[inline(always)]
 pub(crate) unsafe fn block_current() {
     let c = carrier_ptr();
     // SAFETY: green thread => CARRIER is set; count is raised (caller).
@@ -110,7 +113,9 @@ pub fn yield_now() {
         yield_outside_runtime();
         return;
     }
-    preempt::disable();
+    // The count this thread runs with, set back with one store at the end whatever happened
+    // in between (by the switch itself when there is one).
+    let count = preempt::raise();
     // SAFETY: CARRIER is set, so this is the carrier thread; the count is raised.
     unsafe {
         let c = &*c;
@@ -125,16 +130,36 @@ pub fn yield_now() {
         if (*l).poll_countdown == 0 || std::thread::panicking() {
             yield_slow(c);
         } else {
-            // A running thread is already `Runnable` (see `RunState`).
-            let next = (*l).runq.rotate(cur);
-            if next == cur {
-                resume_without_switch(c, cur);
-            } else {
-                switch_to(c, l, cur, next, false);
+            // A running thread is already `Runnable` (see `RunState`). The usual case, a
+            // queue of threads of the yielding one's level, rotates and switches without a
+            // look at floating-point environments (`RunQueue::is_uniform_at`); every other
+            // case goes out of line, so that this one falls through.
+            if (*l).runq.is_uniform_at((*cur).level_key) {
+                let next = (*l).runq.rotate_uniform(cur);
+                switch_uniform(c, l, cur, next, count);
+                return;
             }
+            let next = (*l).runq.rotate_slow(cur);
+            if next != cur {
+                switch_setting_count(c, l, cur, next, count);
+                return;
+            }
+            // Out of line, so that the switch falls through.
+            stay(c, cur);
         }
     }
-    preempt::enable_no_yield();
+    preempt::restore(count);
+}
+
+/// A yield that found nothing else runnable.
+///
+/// # Safety
+/// As `resume_without_switch`.
+#[cold]
+#[inline(never)]
+unsafe fn stay(c: &Carrier, cur: *mut Thread) {
+    // SAFETY: forwarded contract.
+    unsafe { resume_without_switch(c, cur) }
 }
 
 #[cold]

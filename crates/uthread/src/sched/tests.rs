@@ -5,7 +5,7 @@ use super::*;
 use crate::tcb::life;
 
 fn thread(p: Priority) -> Box<Thread> {
-    Box::new(Thread::for_test(p, level_key(p), life::READY))
+    Box::new(Thread::for_test(p, level_key(p, false), life::READY))
 }
 
 fn ptr(t: &mut Thread) -> *mut Thread {
@@ -36,11 +36,11 @@ fn bits_track_levels_across_both_words() {
 fn level_keys_order_the_classes() {
     // Time-sharing keys are the level itself (the only ones the FIFO fast path accepts, all
     // below 0x100); real-time and idle keys lie above every level.
-    assert_eq!(level_key(Priority::TimeSharing(1)), 1);
-    assert_eq!(level_key(Priority::TimeSharing(99)), 99);
-    assert!(level_key(Priority::RealTime(0)) >= 0x100);
-    assert!(level_key(Priority::Idle) > level_key(Priority::RealTime(127)));
-    assert_ne!(level_key(Priority::Idle), MIXED);
+    assert_eq!(level_key(Priority::TimeSharing(1), false), 1);
+    assert_eq!(level_key(Priority::TimeSharing(99), false), 99);
+    assert!(level_key(Priority::RealTime(0), false) >= 0x100);
+    assert!(level_key(Priority::Idle, false) > level_key(Priority::RealTime(127), false));
+    assert_ne!(level_key(Priority::Idle, false), MIXED);
 }
 
 #[test]
@@ -110,6 +110,47 @@ fn a_yield_among_equals_is_a_fifo_rotation() {
     }
 }
 
+/// Threads that keep their own floating-point environment never make the queue uniform (the
+/// yield's fast path skips the environment hand-over on that promise), yet rotate among
+/// themselves and with others of their level in FIFO order as before.
+#[test]
+fn own_fp_env_threads_never_take_the_uniform_rotation() {
+    let p = Priority::TimeSharing(12);
+    let mut ts: Vec<_> = (0..3)
+        .map(|k| Box::new(Thread::for_test(p, level_key(p, k != 1), life::READY)))
+        .collect();
+    let ps: Vec<*mut Thread> = ts.iter_mut().map(|t| ptr(t)).collect();
+    assert_ne!(level_key(p, true), level_key(p, false));
+    let mut q = RunQueue::new(1);
+    // SAFETY: live threads; the running one (`cur`) is never in the queue.
+    unsafe {
+        q.push(ps[2]);
+        assert!(
+            !q.is_uniform_at(level_key(p, true)),
+            "alone, still not uniform"
+        );
+        q.push(ps[1]);
+        assert!(
+            !q.is_uniform_at(level_key(p, false)),
+            "mixed with a plain thread"
+        );
+        let mut cur = ps[0];
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            cur = q.rotate(cur);
+            seen.push(cur);
+        }
+        assert_eq!(seen, vec![ps[2], ps[1], ps[0], ps[2], ps[1], ps[0]]);
+    }
+    // Plain threads of one level alone do make it uniform.
+    let mut plain = RunQueue::new(1);
+    // SAFETY: as above.
+    unsafe {
+        plain.push(ps[1]);
+        assert!(plain.is_uniform_at(level_key(p, false)));
+    }
+}
+
 /// How often each of three time-sharing levels wins `draws` lotteries (threads stay queued;
 /// only the draw is made).
 fn draw(seed: u64, levels: [u8; 3], draws: usize) -> [usize; 3] {
@@ -164,7 +205,7 @@ fn the_lottery_survives_the_widest_priority_spread() {
 fn the_never_queued_key_is_given_back_by_every_rotation() {
     // The scheduler pseudo-thread's key: a yield from the scheduler context must neither take
     // the FIFO fast path nor land in the queue, whether the queue is empty, uniform or mixed.
-    assert!(NEVER_QUEUED > level_key(Priority::Idle) && NEVER_QUEUED != MIXED);
+    assert!(NEVER_QUEUED > level_key(Priority::Idle, false) && NEVER_QUEUED != MIXED);
     let mut sched = Box::new(Thread::for_test(
         Priority::default(),
         NEVER_QUEUED,
