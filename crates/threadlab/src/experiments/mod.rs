@@ -461,16 +461,12 @@ impl<'a> Interleaved<'a> {
     /// that cannot run here is recorded as skipped with its reason, and so are the rows derived
     /// from it.
     pub fn measure(self, ctx: &Ctx, out: &mut Outcome) -> Result<Measured> {
-        let mut names: Vec<&str> = self
+        let names: Vec<&str> = self
             .rows
             .iter()
             .filter(|r| !r.0.hidden)
             .map(|r| r.0.id.as_str())
             .collect();
-        if names.is_empty() {
-            // A group of inputs only: name what is derived from them.
-            names = self.derived.iter().map(|d| d.id.as_str()).collect();
-        }
         ctx.step(&format!("{} (interleaved)", names.join(", ")))?;
         let placements: Vec<String> = self
             .rows
