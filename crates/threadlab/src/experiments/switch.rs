@@ -731,18 +731,23 @@ fn pipe_notes(out: &mut Outcome, pipe: &PipeIds, cpus: (usize, usize), overhead:
     if let Some(m) = out.metric_mut("switch.process.pipe.unpinned") {
         m.note = format!(
             "the lmbench lat_ctx method with both processes allowed on CPUs {} and {} \
-             and placed by the scheduler, which is what `taskset -c {},{} perf bench \
-             sched pipe` measures (its usecs/op = 2 x (this + {overhead:.0} ns)); \
+             and placed by the scheduler, as `taskset -c {},{} perf bench sched pipe` runs \
+             them (its usecs/op = 2 x (this + {overhead:.0} ns)); \
              switch.process.pipe.cross_cpu pins one process per CPU, so every hand-off \
              is a cross-CPU wake-up, while here the scheduler may put both on one CPU \
              (a same-CPU switch) or move them between hand-offs; per switch = round trip \
-             / 2 minus one in-process pipe write+read, subtracted round by round. Measured \
-             beside perf in the same hour (docs/agreement.md) this read 0.78x of perf's \
-             figure (29.6-31.3 against 38.6-39.2 usecs/op) while the pinned row agreed \
-             within 1%: the two programs' processes are placed alike but not identically \
-             (perf's parent and child start from a fork just before the loop, the lab's \
-             pair is re-forked every batch), and cross-CPU wake-ups dominate both; the \
-             cause of the gap is not established{}",
+             / 2 minus one in-process pipe write+read, subtracted round by round. Each \
+             batch times a fresh pair's first few ms, and the pair nearly always lands on \
+             two CPUs (this row reads like the cross_cpu one). perf times one pair for \
+             seconds, and its figure is a mixture whose shares change from run to run: \
+             stints with both on one CPU (4 usecs/op); on two CPUs, the first 30-100 ms of \
+             the exchange and of each restart after a disturbance (30 usecs/op on the guest \
+             the lab is developed on), as in this row's batches; and the settled exchange, \
+             slower on a KVM guest (44 usecs/op there; the guest's interrupts, halts and \
+             clock speed are the same in both, so the time goes to the host). So \
+             the two agree only when perf's mixture averages out near this row: in \
+             alternated pairs this read 0.77-1.13x of perf's figure, and up to 4x when \
+             perf's pair spent most of its run on one CPU (docs/agreement.md){}",
             cpus.0,
             cpus.1,
             cpus.0,
