@@ -281,7 +281,7 @@ impl Sweeper<'_> {
     }
 
     /// The sweep, then the rule; close calls below the answer get more runs (with the fastest
-    /// N, interleaved) before the rule settles them by their medians.
+    /// N, interleaved), and one they leave undecided stays off the plateau.
     pub(super) fn to_answer(
         &self,
         limits: &[Option<usize>],
@@ -294,7 +294,7 @@ impl Sweeper<'_> {
         };
         let none = || Error::Fail(format!("no {} throttle points", self.what));
         for _ in 0..EXTRA_ROUNDS {
-            let best = best_concurrency(&points(&rows), false).ok_or_else(none)?;
+            let best = best_concurrency(&points(&rows)).ok_or_else(none)?;
             let close = best.close_calls();
             if close.is_empty() {
                 break;
@@ -306,7 +306,7 @@ impl Sweeper<'_> {
                 .collect();
             self.sweep(&again, EXTRA_REPS, &mut rows)?;
         }
-        let best = best_concurrency(&points(&rows), true).ok_or_else(none)?;
+        let best = best_concurrency(&points(&rows)).ok_or_else(none)?;
         Ok((rows, best))
     }
 }
