@@ -23,17 +23,19 @@ const INFO: PeerInfo = PeerInfo {
     floor: true,
     slow_start: false,
     own_process: false,
-    spawn: "the floor, not a runtime: corosensei Coroutine::with_stack on the one 1 MiB \
-            DefaultStack (mmap'd once per started runtime, one guard page, nothing else) taken \
-            back with into_stack after each coroutine returns, then resume until it returns a \
-            value; no scheduler, no run queue, no join handle, no stack pool beyond that one \
-            stack; per op = batch time / n; timed in the calling thread, nothing subtracted",
+    spawn: "a bare corosensei coroutine created and run, no scheduler, no run queue, no join \
+            handle, not a runtime but the floor a runtime's spawn can approach: \
+            Coroutine::with_stack on the one 1 MiB DefaultStack (mapped once per started \
+            runtime; its one guard page is all the guard handling), resumed until it returns a value, its stack \
+            taken back with into_stack for the next; per op = batch time / n; timed in the \
+            calling thread, nothing subtracted",
     spawn_unpinned: None,
-    yields: "the floor, not a runtime: a bare stackful-coroutine switch, no scheduler, no run \
-             queue, no preemption (corosensei 0.3, one Coroutine on a 1 MiB DefaultStack made \
-             once per started runtime); the caller resumes a coroutine that suspends in a loop; \
-             a resume and a suspend are two switches, counted as switch.green.yield counts its \
-             yields, so per switch = batch time / (2 x resumes); nothing subtracted",
+    yields: "a bare corosensei stackful-coroutine switch, no scheduler, no run queue, no \
+             preemption, not a runtime but the floor a runtime's switch can approach: the \
+             caller resumes one coroutine (corosensei 0.3, a 1 MiB DefaultStack made once per \
+             started runtime) that suspends in a loop; a resume and a suspend are two switches, \
+             counted as switch.green.yield counts its yields, so per switch = batch time / \
+             (2 x resumes); nothing subtracted",
     chan: None,
     balance: None,
 };
