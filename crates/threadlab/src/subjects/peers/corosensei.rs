@@ -113,3 +113,25 @@ impl Running for Bare {
         Ok(t.elapsed().mul_f64(n as f64 / (2 * resumes) as f64))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_reuse_the_stacks_made_at_start() {
+        let mut bare = Bare::new().expect("two 1 MiB stacks can be mapped");
+        for _ in 0..3 {
+            bare.spawn_join(5).expect("the spawn stack came back");
+            assert!(bare.spare.is_some(), "the spawn stack is given back");
+            bare.yield_switch(7).expect("a yield batch");
+            // Still the one coroutine made at start, suspended in its loop.
+            assert!(bare.yielder.started() && !bare.yielder.done());
+        }
+        bare.spare = None;
+        assert!(
+            matches!(bare.spawn_join(1), Err(Error::Fail(_))),
+            "a missing stack is an error, not a panic"
+        );
+    }
+}
