@@ -158,3 +158,44 @@ fn the_report_charts_every_peer_beside_kernel_threads() {
         );
     }
 }
+
+#[test]
+fn the_report_says_a_floor_peer_is_no_runtime_to_choose() {
+    let floors: Vec<&PeerInfo> = REGISTRY
+        .iter()
+        .map(|p| p.info())
+        .filter(|p| p.floor)
+        .collect();
+    assert!(!floors.is_empty(), "corosensei is registered as the floor");
+    for p in floors {
+        for (e, id) in [
+            (
+                experiment(
+                    "create",
+                    &["create.thread".into(), ids::peer::spawn(p.name)],
+                ),
+                ids::peer::spawn(p.name),
+            ),
+            (
+                experiment(
+                    "switch",
+                    &["switch.thread.yield".into(), ids::peer::yields(p.name)],
+                ),
+                ids::peer::yields(p.name),
+            ),
+        ] {
+            let label = ids::within(&e.name, &id);
+            let chart = sections::charts(&e)
+                .into_iter()
+                .find(|c| c.numbers.iter().skip(1).any(|row| row[0] == label))
+                .unwrap_or_else(|| panic!("{id} is charted"));
+            assert!(
+                chart
+                    .caption
+                    .contains(&format!("{} is not a runtime to choose", p.name)),
+                "{id}: {}",
+                chart.caption
+            );
+        }
+    }
+}

@@ -14,7 +14,7 @@ use crate::measure::units::Unit;
 use crate::results::ids;
 use crate::results::Series;
 use crate::seeds;
-use crate::subjects::peers::{self, Started};
+use crate::subjects::peers::{self, PeerInfo, Started};
 use crate::sys;
 
 pub mod balance;
@@ -225,7 +225,10 @@ fn peer_conclusion(out: &Outcome) -> String {
         " A green thread (uthread, pooled stack) costs {g:.0} ns, {r:.0}x less than a kernel \
          thread on one CPU"
     );
-    let others: Vec<String> = peers::others()
+    let (floors, runtimes): (Vec<&PeerInfo>, Vec<&PeerInfo>) =
+        peers::others().partition(|p| p.floor);
+    let others: Vec<String> = runtimes
+        .iter()
         .filter_map(|p| {
             out.median(&ids::ratio(&reference, p.name))
                 .map(|r| format!("{r:.1}x less than {}", p.one))
@@ -233,6 +236,17 @@ fn peer_conclusion(out: &Outcome) -> String {
         .collect();
     if !others.is_empty() {
         green.push_str(&format!(" and {}", others.join(" and ")));
+    }
+    // The floor is no runtime to choose: uthread is read against it, not said to beat it.
+    for p in floors {
+        if let Some(r) = out.median(&ids::ratio(&reference, p.name)) {
+            green.push_str(&format!(
+                ", {:.1}x what {} costs to create and run on a reused stack (the floor, with no \
+                 scheduler)",
+                1.0 / r,
+                p.one
+            ));
+        }
     }
     green.push_str(
         " (ratios taken round by round): for many short tasks on few cores, user-level threads \
@@ -482,14 +496,24 @@ fn ratio_rows(group: &mut Interleaved<'_>) {
         ),
     );
     for other in peers::others() {
+        let note = if other.floor {
+            format!(
+                "{}'s create + run over {}'s spawn + join: the floor, not a \
+                 runtime (no scheduler, no run queue, no join handle), so below 1; 1 / this is \
+                 how many of the floor's create + run one spawn + join costs",
+                other.one, reference.one
+            )
+        } else {
+            format!(
+                "how many times cheaper {} is than {}",
+                reference.one, other.one
+            )
+        };
         group.ratio(
             &ids::ratio(&base, other.name),
             &ids::peer::spawn(other.name),
             &base,
-            format!(
-                "how many times cheaper {} is than {}",
-                reference.one, other.one
-            ),
+            note,
         );
     }
 }
@@ -536,4 +560,39 @@ fn count_series(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         historical: None,
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Metric;
+
+    fn outcome(figures: &[(&str, f64)]) -> Outcome {
+        let mut out = Outcome::default();
+        for (id, v) in figures {
+            out.add(Metric::single(id, Unit::Ns, *v, "same_cpu(0)", "n"));
+        }
+        out
+    }
+
+    #[test]
+    fn the_conclusion_reads_uthread_against_the_floor_not_as_beating_it() {
+        let floor = peers::others()
+            .find(|p| p.floor)
+            .expect("a floor peer is registered");
+        let out = outcome(&[
+            ("create.green", 28.0),
+            ("create.green.vs_thread", 600.0),
+            (&ids::ratio("create.green", floor.name), 0.4),
+        ]);
+        let text = peer_conclusion(&out);
+        assert!(
+            text.contains(&format!("2.5x what {} costs", floor.one)),
+            "{text}"
+        );
+        assert!(
+            !text.contains(&format!("less than {}", floor.one)),
+            "{text}"
+        );
+    }
 }

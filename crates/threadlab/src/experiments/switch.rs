@@ -662,14 +662,24 @@ fn peer_rows<'a>(group: &mut Interleaved<'a>, placement: Placement, started: &'a
             "a process switch over a thread switch (the study: 21.62 / 17.93 = 1.21)",
         );
     for other in peers::others() {
+        let note = if other.floor {
+            format!(
+                "{}'s switch over a green switch: the floor, not a runtime (no \
+                 scheduler, no run queue), so below 1; 1 / this is how many bare switches one \
+                 green switch costs",
+                other.one
+            )
+        } else {
+            format!(
+                "how many times cheaper a green switch is than {} switch",
+                other.one
+            )
+        };
         group.ratio(
             &ids::peer::yield_ratio(reference, other.name),
             &ids::peer::yields(other.name),
             &base,
-            format!(
-                "how many times cheaper a green switch is than {} switch",
-                other.one
-            ),
+            note,
         );
     }
 }
@@ -773,6 +783,27 @@ fn pipe_notes(out: &mut Outcome, pipe: &PipeIds, cpus: (usize, usize), overhead:
     }
 }
 
+/// How far the reference peer's switch stands above each floor peer's bare switch (its
+/// scheduler's share); empty where no floor was measured.
+fn floor_sentence(out: &Outcome) -> String {
+    let reference = peers::reference().name;
+    peers::others()
+        .filter(|p| p.floor)
+        .filter_map(|p| {
+            let (f, r) = (
+                out.median(&ids::peer::yields(p.name))?,
+                out.median(&ids::peer::yield_ratio(reference, p.name))?,
+            );
+            Some(format!(
+                " It costs {:.1}x {}'s switch ({f:.2} ns, ratio taken round by round), the \
+                 floor with no scheduler that a runtime's switch can approach.",
+                1.0 / r,
+                p.one
+            ))
+        })
+        .collect()
+}
+
 /// What this run's switch figures say to choose; None without the kernel rows.
 fn conclusion(out: &Outcome) -> Option<String> {
     let (Some(t), Some(p)) = (
@@ -788,7 +819,8 @@ fn conclusion(out: &Outcome) -> Option<String> {
     ) {
         (Some(g), Some(r)) => format!(
             " A user-level switch (uthread) costs {g:.1} ns, {r:.0}x less than a kernel one: \
-             where tasks hand off constantly, switch in user space."
+             where tasks hand off constantly, switch in user space.{}",
+            floor_sentence(out)
         ),
         _ => String::new(),
     };
@@ -799,4 +831,33 @@ fn conclusion(out: &Outcome) -> Option<String> {
         out.median("switch.process.vs_thread").unwrap_or(p / t),
         placement_advice(out),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Metric;
+
+    #[test]
+    fn the_floor_sentence_gives_how_many_bare_switches_a_green_one_costs() {
+        let floor = peers::others()
+            .find(|p| p.floor)
+            .expect("a floor peer is registered");
+        let mut out = Outcome::default();
+        for (id, v) in [
+            (ids::peer::yields(floor.name), 1.0),
+            (
+                ids::peer::yield_ratio(peers::reference().name, floor.name),
+                0.4,
+            ),
+        ] {
+            out.add(Metric::single(&id, Unit::Ns, v, "same_cpu(0)", "n"));
+        }
+        let text = floor_sentence(&out);
+        assert!(
+            text.contains(&format!("2.5x {}'s switch (1.00 ns", floor.one)),
+            "{text}"
+        );
+        assert_eq!(floor_sentence(&Outcome::default()), "");
+    }
 }

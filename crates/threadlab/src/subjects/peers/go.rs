@@ -22,6 +22,7 @@ const INFO: PeerInfo = PeerInfo {
     title: "Go",
     one: "a goroutine",
     many: "goroutines",
+    floor: false,
     slow_start: true,
     own_process: true,
     spawn: "Go, GOMAXPROCS=1: `go` of a goroutine that calls wg.Done(), then wg.Wait(), one at a \

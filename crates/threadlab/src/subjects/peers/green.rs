@@ -14,6 +14,7 @@ const INFO: PeerInfo = PeerInfo {
     title: "uthread",
     one: "a green thread",
     many: "green threads",
+    floor: false,
     slow_start: false,
     own_process: false,
     spawn: "uthread::spawn of a closure returning at once + join, one carrier (M:1), default \

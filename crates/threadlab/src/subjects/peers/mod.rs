@@ -1,6 +1,7 @@
 //! Peer runtimes measured beside the kernel's threads in the same run, interleaved with them:
 //! uthread (this workspace's green threads), Tokio's current-thread scheduler and Go's
-//! goroutines. `create` and `switch` put their rows in one interleaved group with the kernel
+//! goroutines, and corosensei's bare coroutine as the floor they are read against (no runtime:
+//! no scheduler, so `PeerInfo::floor`). `create` and `switch` put their rows in one interleaved group with the kernel
 //! rows, so all are sampled the same way (warm-up, calibrated batches, >= 7 rounds).
 //! The switch experiment's channel rows (`experiments/switch/channels.rs`) and the create
 //! experiment's burst rows on two CPUs (`experiments/create/balance.rs`) measure groups of
@@ -31,6 +32,8 @@ peers!(
     green::Uthread,
     tokio_rt::Tokio,
     go::Go,
+    // Last: no runtime but the floor the others' switches are read against.
+    corosensei::Corosensei,
 );
 
 /// What a peer runtime is called and what its rows say it measured.
@@ -43,6 +46,10 @@ pub struct PeerInfo {
     /// "goroutines").
     pub one: &'static str,
     pub many: &'static str,
+    /// Whether it is no runtime but the floor a runtime can approach: a bare stackful switch
+    /// with no scheduler, run queue or preemption. Its ratio rows read below 1 (the reference
+    /// costs more), and no conclusion or advice offers it as a runtime to choose.
+    pub floor: bool,
     /// Whether starting it takes long enough (a build) to be announced as a step of its own.
     pub slow_start: bool,
     /// Whether it runs in a process of its own (Go's program), whose threads may still run

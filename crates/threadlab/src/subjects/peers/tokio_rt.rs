@@ -18,6 +18,7 @@ const INFO: PeerInfo = PeerInfo {
     title: "Tokio",
     one: "a Tokio task",
     many: "Tokio tasks",
+    floor: false,
     slow_start: false,
     own_process: false,
     spawn: "tokio current_thread runtime: tokio::spawn of an empty async block, then .await on \

@@ -60,12 +60,15 @@ pub(super) fn create(e: &ExperimentResult) -> Vec<Chart> {
         create::id(create::SPAWN),
     ])
     .collect();
-    v.extend(bars(
-        e,
-        "today",
-        "What starting a unit of work costs today",
-        &id_refs(&today),
-    ));
+    v.extend(
+        bars(
+            e,
+            "today",
+            "What starting a unit of work costs today",
+            &id_refs(&today),
+        )
+        .map(with_floor_caption),
+    );
     v.extend(series_charts(e, &|s| s.id != vs_count));
     v
 }
@@ -159,20 +162,37 @@ pub(super) fn switch(e: &ExperimentResult) -> Vec<Chart> {
         },
         None,
     ));
-    v.extend(bars(
-        e,
-        "user-level",
-        "Yielding between user-level threads and tasks, beside kernel threads",
-        &id_refs(
-            &REGISTRY
-                .iter()
-                .map(|p| peer::yields(p.info().name))
-                .chain([switch::id(switch::THREAD, switch::YIELD)])
-                .collect::<Vec<_>>(),
-        ),
-    ));
+    v.extend(
+        bars(
+            e,
+            "user-level",
+            "Yielding between user-level threads and tasks, beside kernel threads and the \
+             bare-switch floor",
+            &id_refs(
+                &REGISTRY
+                    .iter()
+                    .map(|p| peer::yields(p.info().name))
+                    .chain([switch::id(switch::THREAD, switch::YIELD)])
+                    .collect::<Vec<_>>(),
+            ),
+        )
+        .map(with_floor_caption),
+    );
     v.extend(series_charts(e, &|_| true));
     v
+}
+
+/// A peer chart's caption, told which of its bars are no runtime to choose but the floor a
+/// runtime can approach (a bare switch, no scheduler).
+fn with_floor_caption(mut chart: Chart) -> Chart {
+    for p in REGISTRY.iter().map(|p| p.info()).filter(|p| p.floor) {
+        chart.caption.push_str(&format!(
+            " {} is not a runtime to choose: a bare stackful-coroutine switch with no scheduler, \
+             run queue or preemption, drawn as the floor a runtime's figures can approach.",
+            p.name
+        ));
+    }
+    chart
 }
 
 pub(super) fn shm(e: &ExperimentResult) -> Vec<Chart> {
