@@ -218,13 +218,25 @@ impl fmt::Display for EnvWarning {
                 end_ns,
             } => {
                 let drift = (end_ns - start_ns) / start_ns * 100.0;
+                let t = |ns: f64| {
+                    use crate::measure::units::Unit;
+                    let (v, u) = if ns >= 1e6 {
+                        (ns / 1e6, Unit::Ms)
+                    } else if ns >= 1e3 {
+                        (ns / 1e3, Unit::Us)
+                    } else {
+                        (ns, Unit::Ns)
+                    };
+                    crate::report::fmt_with_unit(v, u)
+                };
                 write!(
                     f,
-                    "the machine's speed drifted during the run ({} took {start_ns:.1} ns at \
-                     start, {end_ns:.1} ns at end, {drift:+.0}%): figures from different moments \
-                     are not comparable; on a VM this is usually the host's load; run again and \
-                     compare only runs without this warning",
-                    reference.describe()
+                    "the machine's speed drifted during the run ({} took {} at start, {} at end, \
+                     {drift:+.0}%): figures from different moments are not comparable; run again \
+                     and compare only runs without this warning",
+                    reference.describe(),
+                    t(*start_ns),
+                    t(*end_ns)
                 )
             }
             EnvWarning::DebugBuild => f.write_str(

@@ -143,22 +143,33 @@ fn switch(e: &ExperimentResult) -> Verdict {
     let thread_yield = switch::id(switch::THREAD, switch::YIELD);
     let green_yield = switch::id(switch::GREEN, switch::YIELD);
     let kernel = first_of(e, &[unpinned(&futex), futex, thread_yield.clone()])?;
-    let mut text = format!(
-        "Two kernel threads handing off cost {} per switch",
-        shown(e, &kernel)?
-    );
-    if let (Some(g), Some(x)) = (
+    // The ratio divides the one-CPU yield: it sits beside that figure, not beside the default
+    // placement's hand-off, which a race decides (a pair that spins on two CPUs or sleeps).
+    let mut text = match (
+        shown(e, &thread_yield),
         shown(e, &green_yield),
         median(
             e,
             &ids::ratio(&switch::subject(switch::GREEN), switch::THREAD),
         ),
     ) {
-        text.push_str(&format!(
-            "; a user-level switch {g}, {}x less: where tasks hand off constantly, switch in \
-             user space",
+        (Some(k), Some(g), Some(x)) => format!(
+            "On one CPU two kernel threads hand off in {k}, a user-level switch in {g} ({}x \
+             less): switch in user space where tasks hand off constantly",
             fmt_fixed(x, 0)
-        ));
+        ),
+        _ => format!(
+            "Two kernel threads handing off cost {} per switch",
+            shown(e, &kernel)?
+        ),
+    };
+    if kernel != thread_yield {
+        if let Some(m) = e.metric(&kernel) {
+            text.push_str(&format!(
+                ". Unpinned, a futex hand-off took {}",
+                default_handoff_words(m)
+            ));
+        }
     }
     text.push('.');
     Some((
@@ -170,6 +181,28 @@ fn switch(e: &ExperimentResult) -> Verdict {
         ],
         text,
     ))
+}
+
+/// The default placement's hand-off in words: both regimes when its trials split, and when a
+/// race decides it, that the figure of this run says which regime its threads fell into.
+fn default_handoff_words(m: &crate::results::Metric) -> String {
+    let v = |x: f64| match m.unit {
+        crate::measure::units::Unit::Ns => readable_ns(x),
+        u => crate::report::fmt_with_unit(x, u),
+    };
+    match &m.modes {
+        Some(modes) if modes.len() == 2 => format!(
+            "{} ({:.0}% of trials) or {}: a race decides whether a pair spins or sleeps",
+            v(modes[0].median),
+            modes[0].share * 100.0,
+            v(modes[1].median)
+        ),
+        _ if m.flags.iter().any(|f| f == crate::results::RACE_FLAG) => format!(
+            "{} here; a race decides whether a pair spins or sleeps, so runs differ",
+            v(m.median)
+        ),
+        _ => v(m.median),
+    }
 }
 
 fn shm(e: &ExperimentResult) -> Verdict {
@@ -399,4 +432,78 @@ fn ordering(e: &ExperimentResult) -> Verdict {
     rates.sort_by(|a, b| b.median.total_cmp(&a.median));
     let headline = rates.iter().take(3).map(|m| m.id.clone()).collect();
     Some((headline, from_conclusion(e)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::stats::ModeCluster;
+    use crate::measure::units::Unit;
+    use crate::results::{Metric, Status, RACE_FLAG};
+
+    fn switch_run(handoff: Metric) -> ExperimentResult {
+        let m = |id: &str, unit: Unit, v: f64| {
+            Metric::from_values(id, unit, &[v, v], 1, "same_cpu(0)", "n").unwrap()
+        };
+        let mut e = ExperimentResult::new(switch::EXPERIMENT, Status::Ok);
+        e.metrics = vec![
+            m("switch.thread.yield", Unit::Ns, 1100.0),
+            m("switch.green.yield", Unit::Ns, 2.75),
+            m("switch.green.vs_thread", Unit::Ratio, 400.0),
+            handoff,
+        ];
+        e
+    }
+
+    fn handoff(values: &[f64]) -> Metric {
+        let mut h = Metric::from_values(
+            "switch.thread.futex.unpinned",
+            Unit::Ns,
+            values,
+            1,
+            "unpinned",
+            "n",
+        )
+        .unwrap();
+        h.flags.push(RACE_FLAG.to_string());
+        h
+    }
+
+    #[test]
+    fn the_switch_ratio_sits_beside_the_figure_it_divides() {
+        let (ids, text) = of(&switch_run(handoff(&[21_000.0, 22_000.0])));
+        let text = text.unwrap();
+        // The default placement's hand-off leads the headline; the ratio is the one-CPU yield's.
+        assert_eq!(ids[0], "switch.thread.futex.unpinned");
+        assert!(
+            text.starts_with("On one CPU two kernel threads hand off in 1.10 us, a user-level switch in 2.75 ns (400x less)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("took 21.50 us here; a race decides whether a pair spins or sleeps"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_bimodal_default_handoff_gives_both_regimes() {
+        let mut h = handoff(&[88.0, 90.0, 10_700.0]);
+        h.modes = Some(vec![
+            ModeCluster {
+                median: 89.0,
+                share: 0.7,
+                n: 7,
+            },
+            ModeCluster {
+                median: 10_700.0,
+                share: 0.3,
+                n: 3,
+            },
+        ]);
+        let text = of(&switch_run(h)).1.unwrap();
+        assert!(
+            text.contains("took 89.00 ns (70% of trials) or 10.70 us: a race decides"),
+            "{text}"
+        );
+    }
 }
