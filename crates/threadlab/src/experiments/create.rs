@@ -4,6 +4,7 @@ use std::ffi::CString;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Interleaved, Outcome};
 use crate::measure::placement::{home_cpu, PinGuard, Placement};
@@ -320,7 +321,7 @@ fn creation(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
             "no /bin/true or /usr/bin/true to spawn on this machine",
         ),
     }
-    peer_rows(&mut group, &setup, &started);
+    peer_rows(&mut group, &setup, &started, ctx.cancel);
     ratio_rows(&mut group);
     group.measure(ctx, out)?;
     drop(started);
@@ -447,11 +448,37 @@ fn spawn_rows<'a>(group: &mut Interleaved<'a>, s: &'a Setup, prog: &'a CString) 
 }
 
 /// Every started peer's spawn+join, on the creator's CPU, and in the default placement where
-/// the peer has that row.
-fn peer_rows<'a>(group: &mut Interleaved<'a>, s: &'a Setup, started: &'a [Started]) {
+/// the peer has that row. A peer that runs in this process gets a fresh runtime for every
+/// trial: a runtime's stacks, pools and their addresses last its life, and uthread's spawn +
+/// join read 25.2-30.0 ns from one run to the next with each run's trials within a few per cent
+/// while one runtime served them all.
+fn peer_rows<'a>(
+    group: &mut Interleaved<'a>,
+    s: &'a Setup,
+    started: &'a [Started],
+    cancel: &'a Cancel,
+) {
     for peer in started {
         let id = ids::peer::spawn(peer.info.name);
         let running = &peer.running;
+        if peer.restartable() {
+            let fresh = move || peer.peer.start(cancel);
+            const FRESH: &str = "; the runtime is started afresh for every trial";
+            let note = format!("{}{FRESH}", peer.info.spawn);
+            group.row_fresh(&id, Unit::Ns, s.placement, note, move || {
+                fresh().map(|mut r| move |n| r.spawn_join(n))
+            });
+            if let Some(note) = peer.info.spawn_unpinned {
+                group.row_fresh(
+                    &ids::unpinned(&id),
+                    Unit::Ns,
+                    Placement::Unpinned,
+                    format!("{note}{FRESH}"),
+                    move || fresh().map(|mut r| move |n| s.default_placed(|| r.spawn_join(n))),
+                );
+            }
+            continue;
+        }
         group.row(&id, Unit::Ns, s.placement, peer.info.spawn, move |n| {
             running.borrow_mut().spawn_join(n)
         });

@@ -177,7 +177,17 @@ pub fn echo_each(received: impl Iterator<Item = u64>, mut send: impl FnMut(u64) 
 /// A peer started for one group of rows; its rows borrow it one batch at a time.
 pub struct Started {
     pub info: &'static PeerInfo,
+    /// The peer itself, for rows that start it afresh for every trial.
+    pub peer: &'static dyn Peer,
     pub running: RefCell<Box<dyn Running>>,
+}
+
+impl Started {
+    /// Whether a row may start this peer afresh for every trial: it runs in this process and
+    /// starts in well under a millisecond (uthread's and Tokio's runtimes, not Go's program).
+    pub fn restartable(&self) -> bool {
+        !self.info.own_process && !self.info.slow_start
+    }
 }
 
 /// Starts every registered peer for one group of rows, in registry order. `announce` is told
@@ -212,6 +222,7 @@ pub fn start_each(
         match start(peer) {
             Ok(running) => started.push(Started {
                 info,
+                peer,
                 running: RefCell::new(running),
             }),
             Err(Error::Skip(reason)) => skipped(info, reason),
