@@ -351,6 +351,32 @@ impl<'a> Interleaved<'a> {
         )
     }
 
+    /// The row `id` timing `op` on a started peer: on a runtime started afresh for every trial
+    /// where the peer allows it (a runtime's stacks, pools and their addresses last its life
+    /// and can set a figure for all of it), else on the one started for the group. `note` gets
+    /// a clause saying which.
+    pub fn peer_row(
+        &mut self,
+        peer: &'a crate::subjects::peers::Started,
+        cancel: &'a crate::cancel::Cancel,
+        (id, placement, note): (&str, crate::measure::placement::Placement, &str),
+        op: fn(&mut dyn crate::subjects::peers::Running, u64) -> Result<Duration>,
+    ) -> &mut Self {
+        if peer.restartable() {
+            let note = format!("{note}; the runtime is started afresh for every trial");
+            self.row_fresh(id, Unit::Ns, placement, note, move || {
+                peer.peer
+                    .start(cancel)
+                    .map(|mut r| move |n| op(r.as_mut(), n))
+            })
+        } else {
+            let running = &peer.running;
+            self.row(id, Unit::Ns, placement, note, move |n| {
+                op(running.borrow_mut().as_mut(), n)
+            })
+        }
+    }
+
     /// A row measured only as the input of derived rows (an overhead, a raw figure), named by
     /// `key`; it is not recorded.
     pub fn input(

@@ -518,7 +518,7 @@ fn handoff_group(
         unpinned_rows(&mut group, unpinned, &counts_unpinned);
     }
     if !cross {
-        peer_rows(&mut group, placement, &started);
+        peer_rows(&mut group, placement, &started, ctx.cancel);
     }
     let measured = group.measure(ctx, out)?;
     drop(started);
@@ -635,16 +635,17 @@ fn unpinned_rows<'a>(group: &mut Interleaved<'a>, all: &'a [usize], counts: &'a 
 /// Every started peer's yield switch on the measuring CPU, and the ratios taken round by
 /// round: the reference peer over a kernel thread and over each other peer, a process over a
 /// thread.
-fn peer_rows<'a>(group: &mut Interleaved<'a>, placement: Placement, started: &'a [Started]) {
+fn peer_rows<'a>(
+    group: &mut Interleaved<'a>,
+    placement: Placement,
+    started: &'a [Started],
+    cancel: &'a crate::cancel::Cancel,
+) {
     for peer in started {
-        let running = &peer.running;
-        group.row(
-            &ids::peer::yields(peer.info.name),
-            Unit::Ns,
-            placement,
-            peer.info.yields,
-            move |n| running.borrow_mut().yield_switch(n),
-        );
+        let id = ids::peer::yields(peer.info.name);
+        group.peer_row(peer, cancel, (&id, placement, peer.info.yields), |r, n| {
+            r.yield_switch(n)
+        });
     }
     let reference = peers::reference().name;
     let base = ids::peer::yields(reference);

@@ -196,11 +196,12 @@ fn same_cpu_rows<'a>(
     same: Placement,
     started: &'a [Started],
     crossbeam: &'a Crossbeam,
+    cancel: &'a crate::cancel::Cancel,
 ) {
     let (in_process, own_process): (Vec<&Started>, Vec<&Started>) =
         started.iter().partition(|p| !p.info.own_process);
     for peer in in_process {
-        chan_row(group, same, peer);
+        chan_row(group, same, peer, cancel);
     }
     group.row(
         "switch.crossbeam.chan",
@@ -211,23 +212,22 @@ fn same_cpu_rows<'a>(
         |n| Ok(crossbeam.batch(n)),
     );
     for peer in own_process {
-        chan_row(group, same, peer);
+        chan_row(group, same, peer, cancel);
     }
 }
 
 /// A started peer's channel row, where it has channels.
-fn chan_row<'a>(group: &mut Interleaved<'a>, same: Placement, peer: &'a Started) {
+fn chan_row<'a>(
+    group: &mut Interleaved<'a>,
+    same: Placement,
+    peer: &'a Started,
+    cancel: &'a crate::cancel::Cancel,
+) {
     let Some(note) = peer.info.chan else {
         return;
     };
-    let running = &peer.running;
-    group.row(
-        &ids::peer::chan(peer.info.name),
-        Unit::Ns,
-        same,
-        note,
-        move |n| running.borrow_mut().chan(n),
-    );
+    let id = ids::peer::chan(peer.info.name);
+    group.peer_row(peer, cancel, (&id, same, note), |r, n| r.chan(n));
 }
 
 /// Rows across two CPUs: two carriers of a pool, a green thread and an OS thread, crossbeam.
@@ -349,6 +349,7 @@ pub fn measure(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         Placement::SameCpu(home),
         &started,
         &crossbeam_same,
+        ctx.cancel,
     );
     match &cross {
         Some(c) => cross_cpu_rows(&mut group, c),
