@@ -134,6 +134,31 @@ static void round_trips(struct pair p, long n) {
 // Before a batch: both CPUs busy for `ms` milliseconds (ms > 0, one spinning process pinned
 // to each), or both idle for -ms milliseconds (ms < 0), as the rows measured before a batch
 // leave them.
+/* One timed stretch of y round trips: its cost per round trip, the guest's counters around
+ * it (s0 before, s1 after) and where each end ran at its end. */
+struct timed { double us; int here, there; long long s0[NSTAT], s1[NSTAT]; };
+
+static struct timed time_round_trips(struct pair p, long y) {
+    struct timed r;
+    stats(r.s0);
+    double t = now_us();
+    round_trips(p, y);
+    r.us = (now_us() - t) / y;
+    r.here = sched_getcpu();
+    r.there = atomic_load(child_cpu);
+    stats(r.s1);
+    return r;
+}
+
+static double same_us, cross_us;
+static long same_n, cross_n;
+
+/* Prints a stretch's counters and adds it to the one-CPU or the two-CPU total. */
+static void tally(struct timed r, long y) {
+    print_stats(r.s0, r.s1, y);
+    if (r.here == r.there) { same_us += r.us * y; same_n += y; } else { cross_us += r.us * y; cross_n += y; }
+}
+
 static void before_batch(int ms) {
     if (ms < 0) { usleep(-ms * 1000); return; }
     if (ms == 0) return;
@@ -162,23 +187,14 @@ int main(int argc, char **argv) {
     int alt = getenv("ALT") && !strcmp(getenv("ALT"), "1");
     child_cpu = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     long x = atol(argv[2]), y = atol(argv[3]);
-    double same_us = 0, cross_us = 0;
-    long same_n = 0, cross_n = 0;
     if (!strcmp(argv[1], "once")) {
         if (pinned) pin(0);
         struct pair p = start();
         double t0 = now_us();
         for (long done = 0; done < x; done += y) {
-            long long s0[NSTAT], s1[NSTAT];
-            stats(s0);
-            double t = now_us();
-            round_trips(p, y);
-            double us = (now_us() - t) / y;
-            int here = sched_getcpu(), there = atomic_load(child_cpu);
-            stats(s1);
-            printf("chunk %ld %.2f us/op parent cpu %d child cpu %d compute %.1f us", done / y, us, here, there, compute_us());
-            print_stats(s0, s1, y);
-            if (here == there) { same_us += us * y; same_n += y; } else { cross_us += us * y; cross_n += y; }
+            struct timed r = time_round_trips(p, y);
+            printf("chunk %ld %.2f us/op parent cpu %d child cpu %d compute %.1f us", done / y, r.us, r.here, r.there, compute_us());
+            tally(r, y);
         }
         double total = (now_us() - t0) / x;
         stop(p);
@@ -191,17 +207,10 @@ int main(int argc, char **argv) {
             // ALT=1: the warm-up only before every other batch, so both kinds share the minute.
             long w = alt && b % 2 == 0 ? 0 : warm;
             round_trips(p, 1 + w);
-            long long s0[NSTAT], s1[NSTAT];
-            stats(s0);
-            double t = now_us();
-            round_trips(p, y);
-            double us = (now_us() - t) / y;
-            int here = sched_getcpu(), there = atomic_load(child_cpu);
-            stats(s1);
+            struct timed r = time_round_trips(p, y);
             stop(p);
-            printf("batch %ld %.2f us/op parent cpu %d child cpu %d warm %ld", b, us, here, there, w);
-            print_stats(s0, s1, y);
-            if (here == there) { same_us += us * y; same_n += y; } else { cross_us += us * y; cross_n += y; }
+            printf("batch %ld %.2f us/op parent cpu %d child cpu %d warm %ld", b, r.us, r.here, r.there, w);
+            tally(r, y);
         }
     }
     printf("one CPU: %ld round trips, %.2f us/op; two CPUs: %ld round trips, %.2f us/op\n",

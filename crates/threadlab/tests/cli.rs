@@ -178,19 +178,17 @@ fn tiny_end_to_end_run_writes_a_sane_documented_results_file() {
     let json = dir.join("r.json");
     let csv = dir.join("r.csv");
     let md = dir.join("r.md");
-    let o = run(&[
+    let o = run_tiny(
         "run",
-        "create",
-        "sync",
-        "--tiny",
-        "--allow-debug",
-        "--json",
-        json.to_str().unwrap(),
-        "--csv",
-        csv.to_str().unwrap(),
-        "--markdown",
-        md.to_str().unwrap(),
-    ]);
+        &["create", "sync"],
+        &[
+            "--csv",
+            csv.to_str().unwrap(),
+            "--markdown",
+            md.to_str().unwrap(),
+        ],
+        &json,
+    );
     assert!(o.status.success(), "status {:?}: {}", o.status, stderr(&o));
     let text = std::fs::read_to_string(&json).unwrap();
     let r: RunResults = serde_json::from_str(&text).expect("results parse as the schema");
@@ -357,13 +355,7 @@ fn sigterm_stops_cleanly_with_status_143() {
 fn every_experiment_runs_tiny_and_every_metric_is_documented() {
     let dir = scratch("all");
     let json = dir.join("all.json");
-    let o = run(&[
-        "run",
-        "--tiny",
-        "--allow-debug",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    let o = run_tiny("run", &[], &[], &json);
     assert!(o.status.success(), "status {:?}: {}", o.status, stderr(&o));
     let r: RunResults =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).expect("parses");

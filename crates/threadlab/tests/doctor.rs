@@ -140,13 +140,7 @@ fn exit_code(child: &mut Child) -> Option<i32> {
 fn a_tiny_doctor_writes_facts_knobs_and_reasons() {
     let dir = scratch("tiny");
     let json = dir.join("d.json");
-    let o = run(&[
-        "doctor",
-        "--tiny",
-        "--allow-debug",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    let o = run_tiny("doctor", &[], &[], &json);
     assert!(o.status.success(), "{}", stderr(&o));
     let r: RunResults = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(r.experiments.len(), 1);

@@ -18,17 +18,7 @@ fn small() -> &'static Path {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let json = dir.join("small.json");
-        let o = run(&[
-            "run",
-            "create",
-            "sync",
-            "switch",
-            "--tiny",
-            "--allow-debug",
-            "--no-save",
-            "--json",
-            json.to_str().unwrap(),
-        ]);
+        let o = run_tiny("run", &["create", "sync", "switch"], &["--no-save"], &json);
         assert!(o.status.success(), "small run: {}", stderr(&o));
         json
     })

@@ -448,10 +448,8 @@ fn spawn_rows<'a>(group: &mut Interleaved<'a>, s: &'a Setup, prog: &'a CString) 
 }
 
 /// Every started peer's spawn+join, on the creator's CPU, and in the default placement where
-/// the peer has that row. A peer that runs in this process gets a fresh runtime for every
-/// trial: a runtime's stacks, pools and their addresses last its life, and uthread's spawn +
-/// join read 25.2-30.0 ns from one run to the next with each run's trials within a few per cent
-/// while one runtime served them all.
+/// the peer has that row; a peer that runs in this process on a runtime started for every
+/// trial (`Interleaved::peer_row`).
 fn peer_rows<'a>(
     group: &mut Interleaved<'a>,
     s: &'a Setup,
@@ -460,35 +458,16 @@ fn peer_rows<'a>(
 ) {
     for peer in started {
         let id = ids::peer::spawn(peer.info.name);
-        let running = &peer.running;
-        if peer.restartable() {
-            let fresh = move || peer.peer.start(cancel);
-            const FRESH: &str = "; the runtime is started afresh for every trial";
-            let note = format!("{}{FRESH}", peer.info.spawn);
-            group.row_fresh(&id, Unit::Ns, s.placement, note, move || {
-                fresh().map(|mut r| move |n| r.spawn_join(n))
-            });
-            if let Some(note) = peer.info.spawn_unpinned {
-                group.row_fresh(
-                    &ids::unpinned(&id),
-                    Unit::Ns,
-                    Placement::Unpinned,
-                    format!("{note}{FRESH}"),
-                    move || fresh().map(|mut r| move |n| s.default_placed(|| r.spawn_join(n))),
-                );
-            }
-            continue;
-        }
-        group.row(&id, Unit::Ns, s.placement, peer.info.spawn, move |n| {
-            running.borrow_mut().spawn_join(n)
+        group.peer_row(peer, cancel, (&id, s.placement, peer.info.spawn), |r, n| {
+            r.spawn_join(n)
         });
         if let Some(note) = peer.info.spawn_unpinned {
-            group.row(
-                &ids::unpinned(&id),
-                Unit::Ns,
-                Placement::Unpinned,
-                note,
-                move |n| s.default_placed(|| running.borrow_mut().spawn_join(n)),
+            let unpinned = ids::unpinned(&id);
+            group.peer_row(
+                peer,
+                cancel,
+                (&unpinned, Placement::Unpinned, note),
+                move |r, n| s.default_placed(|| r.spawn_join(n)),
             );
         }
     }

@@ -360,7 +360,7 @@ impl<'a> Interleaved<'a> {
         peer: &'a crate::subjects::peers::Started,
         cancel: &'a crate::cancel::Cancel,
         (id, placement, note): (&str, crate::measure::placement::Placement, &str),
-        op: fn(&mut dyn crate::subjects::peers::Running, u64) -> Result<Duration>,
+        op: impl Fn(&mut dyn crate::subjects::peers::Running, u64) -> Result<Duration> + Copy + 'a,
     ) -> &mut Self {
         if peer.restartable() {
             let note = format!("{note}; the runtime is started afresh for every trial");

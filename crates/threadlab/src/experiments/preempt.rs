@@ -729,12 +729,9 @@ fn conclusion(out: &Outcome) -> Option<String> {
     let get = |id: &str| out.median(id);
     let timer_us = get("preempt.timer_signal")?;
     let rt_ns = get("preempt.signal_roundtrip")?;
-    // Under a tenth of a nanosecond the difference of the two loops is noise around that bound.
-    let poll = match out.metric("preempt.poll_flag") {
-        Some(m) if m.max < 0.1 => format!("at most {:.3} ns (its trials' highest)", m.max.max(0.0)),
-        Some(m) => format!("{:.2} ns", m.median),
-        None => "an unmeasured amount".to_string(),
-    };
+    let poll = out
+        .metric("preempt.poll_flag")
+        .map_or("an unmeasured amount".to_string(), |m| m.check_cost_words());
     let chain = get("preempt.poll_flag.chain")
         .map(|c| {
             if c.abs() < 0.05 {

@@ -85,6 +85,20 @@ pub fn fmt_with_unit(v: f64, unit: Unit) -> String {
     }
 }
 
+/// A time in ns in the unit that keeps it short.
+pub fn readable_ns(ns: f64) -> String {
+    let unit = if ns < 1e3 {
+        Unit::Ns
+    } else if ns < 1e6 {
+        Unit::Us
+    } else if ns < 1e9 {
+        Unit::Ms
+    } else {
+        Unit::S
+    };
+    fmt_with_unit(Unit::Ns.convert(ns, unit).unwrap_or(ns), unit)
+}
+
 /// The figure shown as "now": the median, or both modes with their shares when the samples
 /// fall in two clusters.
 pub fn fmt_now(m: &Metric) -> String {

@@ -218,17 +218,7 @@ impl fmt::Display for EnvWarning {
                 end_ns,
             } => {
                 let drift = (end_ns - start_ns) / start_ns * 100.0;
-                let t = |ns: f64| {
-                    use crate::measure::units::Unit;
-                    let (v, u) = if ns >= 1e6 {
-                        (ns / 1e6, Unit::Ms)
-                    } else if ns >= 1e3 {
-                        (ns / 1e3, Unit::Us)
-                    } else {
-                        (ns, Unit::Ns)
-                    };
-                    crate::report::fmt_with_unit(v, u)
-                };
+                let t = crate::report::readable_ns;
                 write!(
                     f,
                     "the machine's speed drifted during the run ({} took {} at start, {} at end, \

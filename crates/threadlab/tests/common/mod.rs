@@ -3,7 +3,7 @@
 //! what it needs, so some of these go unused in one file or another.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 /// The binary under test, with no terminal input and no colour.
@@ -15,6 +15,17 @@ pub fn threadlab() -> Command {
 
 pub fn run(args: &[&str]) -> Output {
     threadlab().args(args).output().expect("threadlab runs")
+}
+
+/// `threadlab <command> [names...] --tiny --allow-debug [extra...] --json <json>`: a tiny run
+/// (or doctor) that writes its results file to `json`.
+pub fn run_tiny(command: &str, names: &[&str], extra: &[&str], json: &Path) -> Output {
+    let mut args = vec![command];
+    args.extend_from_slice(names);
+    args.extend_from_slice(&["--tiny", "--allow-debug"]);
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--json", json.to_str().unwrap()]);
+    run(&args)
 }
 
 pub fn stderr(o: &Output) -> String {

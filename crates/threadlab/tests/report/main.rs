@@ -33,13 +33,7 @@ fn tiny() -> &'static Path {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let json = dir.join("tiny.json");
-        let o = run(&[
-            "run",
-            "--tiny",
-            "--allow-debug",
-            "--json",
-            json.to_str().unwrap(),
-        ]);
+        let o = run_tiny("run", &[], &[], &json);
         assert!(o.status.success(), "tiny run: {}", stderr(&o));
         json
     })

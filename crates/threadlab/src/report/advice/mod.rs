@@ -12,7 +12,7 @@ mod verdict;
 use std::fmt::Write;
 
 use crate::report::server_facts as server;
-use crate::report::{fmt_value, fmt_with_unit};
+use crate::report::{fmt_value, fmt_with_unit, readable_ns};
 use crate::results::flag::Flag;
 use crate::results::ids::server::{self as sid, stat};
 use crate::results::ids::{
@@ -538,21 +538,6 @@ fn readable(m: &crate::results::Metric) -> String {
         Some(ns) => readable_ns(ns),
         None => fmt_with_unit(m.median, m.unit),
     }
-}
-
-/// A time in ns in the unit that keeps it short.
-fn readable_ns(ns: f64) -> String {
-    use crate::measure::units::Unit;
-    let unit = if ns < 1e3 {
-        Unit::Ns
-    } else if ns < 1e6 {
-        Unit::Us
-    } else if ns < 1e9 {
-        Unit::Ms
-    } else {
-        Unit::S
-    };
-    fmt_with_unit(Unit::Ns.convert(ns, unit).unwrap_or(ns), unit)
 }
 
 /// ", flagged a, b" after a chosen figure that carries flags.

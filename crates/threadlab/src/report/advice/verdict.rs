@@ -297,17 +297,10 @@ fn preempt(e: &ExperimentResult) -> Verdict {
         preempt::id(preempt::LOSS_AT_10MS),
         preempt::id(preempt::GREEN_SWITCH),
     ];
-    let flag_m = e.metric(&figures[0])?;
-    // A check's cost is the difference of two loops: under a tenth of a nanosecond (a third of
-    // a cycle) it is lost in the loop's own work, and its median is noise around that bound.
-    let flag = if flag_m.max < 0.1 {
-        format!(
-            "at most {} per check in a busy loop (its trials' highest)",
-            readable_ns(flag_m.max.max(0.0))
-        )
-    } else {
-        format!("{} per check", shown(e, &figures[0])?)
-    };
+    let flag = format!(
+        "{} per check in a busy loop",
+        e.metric(&figures[0])?.check_cost_words()
+    );
     let signal = shown(e, &figures[1])?;
     let mut text = format!(
         "Checking a polled flag costs {flag} against {signal} for a signal round trip: poll \
