@@ -14,7 +14,7 @@ use crate::cancel::Cancel;
 use crate::error::{signal_name, Error};
 use crate::experiments::{Ctx, Experiment, Mode, Outcome};
 use crate::measure::drift::{
-    clock_cost_ns, reference_loop_ns, reference_syscall_ns, reference_wide_ns,
+    clock_cost_ns, reference_loop_ns, reference_memory_ns, reference_syscall_ns, reference_wide_ns,
 };
 use crate::measure::env::{self, Environment};
 use crate::measure::host::{steal_ms, steal_ticks, HostLog};
@@ -94,17 +94,19 @@ pub const MAX_ATTEMPTS: usize = 3;
 /// Default drift threshold, percent.
 pub const DEFAULT_DRIFT_PCT: f64 = 5.0;
 
-/// The two drift references, read once.
+/// The drift references, read once.
 #[derive(Clone, Copy)]
 struct Reading {
     wide_ns: f64,
     syscall_ns: f64,
+    memory_ns: f64,
 }
 
 fn read_references() -> Reading {
     Reading {
         wide_ns: reference_wide_ns(),
         syscall_ns: reference_syscall_ns(),
+        memory_ns: reference_memory_ns(),
     }
 }
 
@@ -116,6 +118,8 @@ fn drift_pct(before: Reading, after: Reading) -> f64 {
             0.0
         }
     };
+    // The memory reference is recorded, not counted: it jitters more than the loops, and
+    // `compare` reads it only for the figures that move with it.
     rel(before.wide_ns, after.wide_ns).max(rel(before.syscall_ns, after.syscall_ns))
 }
 
@@ -128,6 +132,7 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
     environment.reference_loop_ns_start = Some(reference_loop_ns());
     environment.reference_wide_ns_start = Some(reference_wide_ns());
     environment.reference_syscall_ns_start = Some(reference_syscall_ns());
+    environment.reference_memory_ns_start = Some(reference_memory_ns());
 
     let repeat = plan.repeat.max(1) as usize;
     let n = plan.experiments.len();
@@ -201,6 +206,7 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
         environment.reference_loop_ns_end = Some(reference_loop_ns());
         environment.reference_wide_ns_end = Some(reference_wide_ns());
         environment.reference_syscall_ns_end = Some(reference_syscall_ns());
+        environment.reference_memory_ns_end = Some(reference_memory_ns());
     }
     // Stored rather than recomputed by each report, so that a results file read later (or by a
     // newer threadlab with other thresholds) shows what this run showed.
@@ -260,6 +266,7 @@ fn run_with_drift_control(
             wall_s: r.wall_s,
             reference_wide_ns: [before.wide_ns, after.wide_ns],
             reference_syscall_ns: [before.syscall_ns, after.syscall_ns],
+            reference_memory_ns: [before.memory_ns, after.memory_ns],
             drift_pct: drift,
             kept: false,
         };
@@ -483,6 +490,7 @@ fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: 
         ratio_of: _,
         flags: _,
         histograms: _,
+        memory_bound: _,
     } = fresh;
     let interval = m
         .interval
@@ -513,6 +521,7 @@ fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: 
         interval,
         flags,
         histograms: m.histograms.clone(),
+        memory_bound: m.memory_bound,
     }
 }
 
@@ -573,10 +582,12 @@ mod tests {
         let a = Reading {
             wide_ns: 100.0,
             syscall_ns: 200.0,
+            memory_ns: 90.0,
         };
         let b = Reading {
             wide_ns: 104.0,
             syscall_ns: 180.0,
+            memory_ns: 120.0,
         };
         assert!((drift_pct(a, b) - 10.0).abs() < 1e-9);
         assert_eq!(drift_pct(a, a), 0.0);

@@ -163,9 +163,17 @@ impl Experiment for Create {
 
     fn run(&self, ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         creation(ctx, out)?;
+        // A process's creation and end copy and tear down the parent's page tables, and run
+        // the loader: memory well beyond a core's caches.
+        out.mark_memory_bound(0, |id| {
+            id.starts_with("create.process.") || id == "destroy.process"
+        });
+        let balance_from = out.metrics.len();
         // Pool balance (bursts on two CPUs), in a process of its own: its pools, runtimes and
         // their threads' malloc arenas stay mapped, and every later fork here would copy them.
         balance::measure_in_child(ctx, out)?;
+        // A burst or a tree touches the stacks and control blocks of thousands of threads.
+        out.mark_memory_bound(balance_from, |_| true);
         out.conclusion = Some(conclusion(out));
         Ok(())
     }

@@ -152,6 +152,17 @@ impl Outcome {
         });
     }
 
+    /// Marks the recorded metrics from index `from` on whose ids `pick` accepts as memory bound
+    /// (`Metric::memory_bound`). Ratio rows are left as they are: their two parts were read
+    /// together, round by round, and the shared memory's state cancels between them.
+    pub fn mark_memory_bound(&mut self, from: usize, pick: impl Fn(&str) -> bool) {
+        for m in self.metrics.iter_mut().skip(from) {
+            if m.ratio_of.is_none() && pick(&m.id) {
+                m.memory_bound = true;
+            }
+        }
+    }
+
     /// Records a metric, with the study's figure for its id when there is one (seeds.rs).
     pub fn add(&mut self, mut m: Metric) -> &mut Metric {
         if m.historical.is_none() {

@@ -298,13 +298,16 @@ impl Experiment for Shm {
             ));
             for (size, s) in results.iter() {
                 if [4 * KIB, MIB, 64 * MIB].contains(size) {
+                    // From 1 MiB on, the data has left the reader's own caches: it comes from
+                    // the shared L3 or memory.
                     out.add_ns(
                         &format!("shm.{label}.read.{}", size_name(*size)),
                         Unit::Us,
                         s,
                         placement,
                         note.clone(),
-                    )?;
+                    )?
+                    .memory_bound = *size >= MIB;
                 }
             }
         }

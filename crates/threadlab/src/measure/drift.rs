@@ -88,6 +88,107 @@ pub fn reference_syscall_ns() -> f64 {
     })
 }
 
+/// Bytes the memory reference walks: more than the L3 of any CPU a 2-vCPU guest runs on, so
+/// its steps go to memory, through the L3 and the memory controllers the host's other tenants
+/// share.
+const MEMORY_REFERENCE_BYTES: usize = 64 << 20;
+/// Steps of one memory reference run (about 1.5 ms at 150 ns a step).
+const MEMORY_REFERENCE_STEPS: usize = 10_000;
+/// u64 slots per 64-byte line.
+const STRIDE: usize = 8;
+
+/// The walk: one u64 per cache line holding the index of the next, all lines in one cycle,
+/// mapped once per process and excluded from fork (MADV_DONTFORK), so that the page tables of
+/// its 64 MiB are not copied by every fork the create experiment times. With where the last
+/// reading stopped: each reading walks on from there, through lines no reading touched lately.
+struct Ring {
+    pid: u32,
+    base: *mut u64,
+    at: u64,
+}
+
+// SAFETY: the mapping is private to this process and only reached under the mutex below.
+unsafe impl Send for Ring {}
+
+static RING: std::sync::Mutex<Option<Ring>> = std::sync::Mutex::new(None);
+
+fn map_ring() -> Option<Ring> {
+    let lines = MEMORY_REFERENCE_BYTES / 64;
+    // SAFETY: an anonymous private mapping with no address hint; the result is checked.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            MEMORY_REFERENCE_BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return None;
+    }
+    // SAFETY: `base` is the mapping just made, of that length. Failure only means a fork
+    // copies it, which costs time, not correctness.
+    unsafe { libc::madvise(base, MEMORY_REFERENCE_BYTES, libc::MADV_DONTFORK) };
+    let base = base.cast::<u64>();
+    // Sattolo's shuffle gives one cycle through every line, in an order the prefetchers cannot
+    // follow; a fixed seed makes it the same walk in every run.
+    let mut order: Vec<u32> = (0..lines as u32).collect();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in (1..lines).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % i as u64) as usize);
+    }
+    for (k, &line) in order.iter().enumerate() {
+        let next = order[(k + 1) % lines] as u64 * STRIDE as u64;
+        // SAFETY: `line * STRIDE` < lines * STRIDE = the mapping's length in u64s.
+        unsafe { base.add(line as usize * STRIDE).write(next) };
+    }
+    Some(Ring {
+        pid: std::process::id(),
+        base,
+        at: 0,
+    })
+}
+
+/// Time of one step of a dependent walk through 64 MiB in random cache-line order, in ns: the
+/// fastest of 5 runs of 10,000 steps, each run going on where the last stopped (about 10 ms;
+/// the first reading of a process also builds the walk, about 40 ms). Every step is a load
+/// from memory, through the L3 and memory controllers a VM shares with the host's other
+/// tenants: when they load them, steps slow, and the register loops above do not notice. A
+/// C walk through 16 MiB read here 136-145 ns a step for a minute at rest, then 147-177 ns
+/// for a minute in which a 64 MiB read lost 5-15% of its bandwidth, while a register loop
+/// moved under 3%. Figures that walk more memory than the core's caches hold (large copies,
+/// many stacks, page tables) move with this one (`Metric::memory_bound`). 0 when the walk
+/// cannot be mapped.
+pub fn reference_memory_ns() -> f64 {
+    let mut guard = RING.lock().unwrap_or_else(|e| e.into_inner());
+    let pid = std::process::id();
+    if !guard.as_ref().is_some_and(|r| r.pid == pid) {
+        // A forked child does not have the parent's walk (MADV_DONTFORK): it maps its own.
+        *guard = map_ring();
+    }
+    let Some(ring) = guard.as_mut() else {
+        return 0.0;
+    };
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let mut i = ring.at;
+        for _ in 0..MEMORY_REFERENCE_STEPS {
+            // SAFETY: every slot the walk reaches holds the index of a line's first u64, below
+            // the mapping's length (built so by `map_ring`).
+            i = unsafe { ring.base.add(std::hint::black_box(i) as usize).read() };
+        }
+        ring.at = i;
+        best = best.min(t.elapsed().as_nanos() as f64 / MEMORY_REFERENCE_STEPS as f64);
+    }
+    best
+}
+
 /// Cost of one read of the monotonic clock, in ns (median of 15 runs of 10,000 reads).
 pub fn clock_cost_ns() -> f64 {
     median_of_15(10_000, || {
@@ -134,4 +235,38 @@ pub fn phase_probe() -> [f64; 2] {
         t.elapsed().as_nanos() as f64 / 200.0
     };
     [wide().min(wide()), syscall().min(syscall())]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_memory_walk_is_one_cycle_through_every_line() {
+        assert!(reference_memory_ns() > 0.0);
+        let guard = RING.lock().unwrap();
+        let ring = guard.as_ref().expect("mapped by the reading");
+        let lines = MEMORY_REFERENCE_BYTES / 64;
+        let mut seen = vec![false; lines];
+        let mut near = 0;
+        let mut i = 0u64;
+        for step in 0..lines {
+            assert_eq!(i as usize % STRIDE, 0, "a step lands inside a line");
+            let line = i as usize / STRIDE;
+            assert!(!seen[line], "the walk closed early, at line {line}");
+            seen[line] = true;
+            // SAFETY: as in `reference_memory_ns`.
+            let next = unsafe { ring.base.add(i as usize).read() };
+            if step < 1000 {
+                // Not the trivial order: steps rarely land on a neighbouring line.
+                near += usize::from(next.abs_diff(i) <= STRIDE as u64);
+            }
+            i = next;
+        }
+        assert_eq!(i, 0, "the walk does not return to its start");
+        assert!(
+            near < 10,
+            "{near} of 1000 steps went to a neighbouring line"
+        );
+    }
 }

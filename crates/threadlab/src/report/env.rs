@@ -307,6 +307,14 @@ fn reference_rows(env: &Environment) -> Vec<Row> {
                 _ => "not measured".to_string(),
             },
         ),
+        (
+            "reference_memory_ns",
+            match (env.reference_memory_ns_start, env.reference_memory_ns_end) {
+                (Some(a), Some(b)) => format!("{a:.1} ns at start, {b:.1} ns at end"),
+                (Some(a), None) => format!("{a:.1} ns"),
+                _ => "not measured".to_string(),
+            },
+        ),
     ]
 }
 

@@ -206,7 +206,12 @@ pub struct Attempt {
     pub reference_wide_ns: [f64; 2],
     /// One getppid system call before and after, ns.
     pub reference_syscall_ns: [f64; 2],
-    /// The larger of the two references' relative change, percent (absolute value).
+    /// One step of the walk through memory shared with the host's other tenants before and
+    /// after, ns (`measure::drift::reference_memory_ns`); zeros in files that predate it.
+    #[serde(default)]
+    pub reference_memory_ns: [f64; 2],
+    /// The larger of the wide loop's and the system call's relative change, percent (absolute
+    /// value); the memory reference is not counted.
     pub drift_pct: f64,
     /// This attempt's figures are the ones reported.
     pub kept: bool,
@@ -219,6 +224,7 @@ impl Attempt {
             wall_s: 0.0,
             reference_wide_ns: [0.0; 2],
             reference_syscall_ns: [0.0; 2],
+            reference_memory_ns: [0.0; 2],
             drift_pct: 0.0,
             kept: false,
         }
@@ -342,6 +348,12 @@ pub struct Metric {
     /// recomputed and runs merged later (latency metrics of the server experiment).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub histograms: Vec<SerializedHistogram>,
+    /// Its operations walk more memory than a core's own caches hold (large copies, many
+    /// stacks, page tables), so the figure moves with the cache and memory a VM's host shares
+    /// with other tenants; `compare` then reads the memory reference too
+    /// (`Attempt::reference_memory_ns`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub memory_bound: bool,
 }
 
 /// An HdrHistogram in the V2 + DEFLATE format, base64 (HdrHistogram's own interchange format:
@@ -477,6 +489,7 @@ impl Metric {
             trials: s.trials.clone(),
             flags: Vec::new(),
             histograms: Vec::new(),
+            memory_bound: false,
         }
     }
 
@@ -513,11 +526,18 @@ impl Metric {
             trials: None,
             flags: Vec::new(),
             histograms: Vec::new(),
+            memory_bound: false,
         }
     }
 
     pub fn with_direction(mut self, d: Direction) -> Metric {
         self.direction = d;
+        self
+    }
+
+    /// Marks the figure as moving with the shared cache and memory (`memory_bound`).
+    pub fn memory_bound(mut self) -> Metric {
+        self.memory_bound = true;
         self
     }
 

@@ -291,6 +291,13 @@ pub struct Environment {
     /// caller: the kernel entry/exit path, which moves with mitigations and host state.
     pub reference_syscall_ns_start: Option<f64>,
     pub reference_syscall_ns_end: Option<f64>,
+    /// One step of a dependent walk through 64 MiB (measure::drift::reference_memory_ns) at the
+    /// start and end of the run, filled by the caller: it slows when the host's other tenants
+    /// load the shared cache and memory, which the loops above do not see.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_memory_ns_start: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_memory_ns_end: Option<f64>,
 }
 
 impl Environment {

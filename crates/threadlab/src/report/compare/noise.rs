@@ -155,6 +155,51 @@ pub(super) fn machine_shift_pct(ea: &ExperimentResult, eb: &ExperimentResult) ->
     Some((b / a - 1.0).abs() * 100.0)
 }
 
+/// The memory reference moved more than this, percent (its slower reading against its faster,
+/// during either run or between their means): the memory the host shares was not in the same
+/// state for A's and B's figures. In three runs of `switch shm` here its readings around an
+/// experiment were 147-177 ns a step in two, whose 64 MiB reads took 1.83 and 1.90 ms, and
+/// 185-195 ns in the third, whose read took 2.38 ms.
+pub const MEMORY_REGIME_PCT: f64 = 15.0;
+
+/// Why a memory-bound figure (`Metric::memory_bound`) cannot be compared between A and B, when
+/// the memory reference says so: it moved more than `MEMORY_REGIME_PCT` during either run's
+/// experiment or, on one machine, between the runs. None for files that predate it.
+pub(super) fn memory_regime(
+    ea: &ExperimentResult,
+    eb: &ExperimentResult,
+    same_machine: bool,
+) -> Option<String> {
+    let read = |e: &ExperimentResult| {
+        let [x, y] = kept(e)?.reference_memory_ns;
+        (x > 0.0 && y > 0.0).then_some([x, y])
+    };
+    let (a, b) = (read(ea)?, read(eb)?);
+    let moved = |x: f64, y: f64| (x.max(y) / x.min(y) - 1.0) * 100.0;
+    let mean = |r: [f64; 2]| (r[0] + r[1]) / 2.0;
+    let mut worst = moved(a[0], a[1]).max(moved(b[0], b[1]));
+    if same_machine {
+        worst = worst.max(moved(mean(a), mean(b)));
+    }
+    let span = |r: [f64; 2]| {
+        let (lo, hi) = (r[0].min(r[1]), r[0].max(r[1]));
+        if format!("{lo:.1}") == format!("{hi:.1}") {
+            format!("{lo:.1}")
+        } else {
+            format!("{lo:.1}-{hi:.1}")
+        }
+    };
+    (worst > MEMORY_REGIME_PCT).then(|| {
+        format!(
+            "a step of a walk through 64 MiB of memory took {} ns around A's experiment and {} ns \
+             around B's ({worst:.0}% apart): the host's other tenants were loading the cache \
+             and memory this figure uses; run both again",
+            span(a),
+            span(b),
+        )
+    })
+}
+
 /// How far the throughput-bound reference loop moved during the kept attempt of an experiment,
 /// percent (before against after): the CPU's own drift while its figures were taken. The
 /// attempt's `drift_pct` also counts the kernel-entry reference, which is kept out of floors

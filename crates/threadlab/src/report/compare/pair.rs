@@ -220,7 +220,14 @@ pub(super) fn pair_row(
         floor_pct: floor.0,
         floor_from: floor.1,
         detectable_pct: None,
-        regime: regime_change(ma, mb),
+        // A figure that walks shared memory moves with what the host's other tenants do to the
+        // cache, which the register loops do not see: when the memory reference moved, its
+        // change is the host's as much as the code's.
+        regime: regime_change(ma, mb).or_else(|| {
+            (ma.memory_bound || mb.memory_bound)
+                .then(|| memory_regime(ea, eb, same_machine))
+                .flatten()
+        }),
         verdict: Verdict::Untested,
         why: String::new(),
         flags_a: ma.flags.clone(),

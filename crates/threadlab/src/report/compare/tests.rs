@@ -15,6 +15,7 @@ fn run(label: &str, metrics: &[(&str, Unit, Vec<f64>)]) -> Run {
         wall_s: 1.0,
         reference_wide_ns: [100.0, 101.0],
         reference_syscall_ns: [50.0, 50.0],
+        reference_memory_ns: [95.0, 96.0],
         drift_pct: 1.0,
         kept: true,
     }];
@@ -453,4 +454,46 @@ fn a_metric_whose_trials_disagree_gets_a_floor_as_wide_as_they_do() {
         row.floor_from
     );
     assert!(!row.verdict.flagged());
+}
+
+#[test]
+fn a_memory_bound_figure_moves_with_the_memory_reference_and_a_core_bound_one_does_not() {
+    // Between the runs the walk through shared cache slowed 2x (co-tenants loading the L3)
+    // while the register loops stayed put. A memory-bound figure 12% slower is unstable, not
+    // slower; the same 12% on a figure that stays in the core's caches is caught. With the
+    // reference at rest, the memory-bound figure is caught too.
+    let metrics = |base: f64| {
+        let big = Metric::from_values("x.read.64mib", Unit::Us, &steady(base), 1, "p", "n")
+            .unwrap()
+            .memory_bound();
+        let small = Metric::from_values("x.switch", Unit::Ns, &steady(base), 1, "p", "n").unwrap();
+        vec![big, small]
+    };
+    let a = with_metrics(run("a", &[]), metrics(100.0));
+    let mut b = with_metrics(run("b", &[]), metrics(112.0));
+    let o = Options {
+        fail_if_slower_pct: Some(10.0),
+        ..Options::default()
+    };
+    let at_rest = compare_pair(&a, &b, &o).unwrap();
+    assert!(at_rest
+        .rows
+        .iter()
+        .all(|r| r.verdict == Verdict::Slower && r.regime.is_none()));
+    b.results.experiments[0].attempts[0].reference_memory_ns = [190.0, 200.0];
+    let c = compare_pair(&a, &b, &o).unwrap();
+    let big = c.rows.iter().find(|r| r.id == "x.read.64mib").unwrap();
+    let small = c.rows.iter().find(|r| r.id == "x.switch").unwrap();
+    assert_eq!(big.verdict, Verdict::Unstable, "{big:?}");
+    let why = big.regime.as_deref().unwrap();
+    assert!(why.contains("95.0-96.0 ns around A's"), "{why}");
+    assert!(why.contains("190.0-200.0 ns around B's"), "{why}");
+    assert!(small.regime.is_none());
+    assert_eq!(small.verdict, Verdict::Slower);
+    assert_eq!(c.exit_status(), 1);
+    // The flag survives the results file.
+    let json = serde_json::to_string(&b.results.experiments[0].metrics[0]).unwrap();
+    assert!(json.contains("\"memory_bound\":true"), "{json}");
+    let small_json = serde_json::to_string(&b.results.experiments[0].metrics[1]).unwrap();
+    assert!(!small_json.contains("memory_bound"), "{small_json}");
 }
