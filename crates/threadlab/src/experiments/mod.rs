@@ -418,6 +418,12 @@ impl<'a> Interleaved<'a> {
     /// The last row added can tell, after each batch, whether its parties ended on one CPU
     /// (rows the kernel places: see `TrialLog::colocated`).
     pub fn colocation(&mut self, probe: impl Fn() -> Option<bool> + 'a) -> &mut Self {
+        self.colocation_share(move || probe().map(|same| if same { 1.0 } else { 0.0 }))
+    }
+
+    /// The last row added can tell, after each batch, which share of its operations had their
+    /// parties on one CPU (a batch of many thread creations, each placed anew).
+    pub fn colocation_share(&mut self, probe: impl Fn() -> Option<f64> + 'a) -> &mut Self {
         if let Some((_, row)) = self.rows.last_mut() {
             row.colocation = Some(Box::new(probe));
         }

@@ -137,14 +137,16 @@ pub struct InterleavedRow<'a> {
     /// Slow or stateful operations run a fixed number per batch instead of a calibrated one.
     pub fixed_iters: Option<u64>,
     pub precision: Precision,
-    /// For rows the kernel places: asked after every kept batch whether the parties ended it
-    /// on one CPU (None: not known for that batch). Where the kernel put them is the regime
-    /// such a figure depends on; each trial records the share of its batches that were.
+    /// For rows the kernel places: asked after every kept batch which share of its operations
+    /// had their parties on one CPU (0 or 1 for a pair that stays put for the batch; None: not
+    /// known for that batch). Where the kernel put them is the regime such a figure depends
+    /// on; each trial records the mean share over its batches.
     pub colocation: Option<Colocation<'a>>,
 }
 
-/// Says, after a batch, whether the parties of a row the kernel places shared one CPU.
-pub type Colocation<'a> = Box<dyn Fn() -> Option<bool> + 'a>;
+/// Says, after a batch, which share of a kernel-placed row's operations had their parties on
+/// one CPU, from 0 to 1.
+pub type Colocation<'a> = Box<dyn Fn() -> Option<f64> + 'a>;
 
 impl<'a> InterleavedRow<'a> {
     /// A row whose batch closure serves every trial.

@@ -362,7 +362,7 @@ fn run_trial(
     let delays_before = s.host.map(|_| run_delays());
     let t0 = Instant::now();
     let mut batches: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); rows.len()];
-    let mut together: Vec<(u32, u32)> = vec![(0, 0); rows.len()];
+    let mut together: Vec<(f64, u32)> = vec![(0.0, 0); rows.len()];
     // Round 0 warms up what is new: a fresh subject, or, in the first trial, every row (each
     // cooled while the others calibrated). Rounds 1..=rounds are kept.
     for round in 0..=rounds {
@@ -387,7 +387,7 @@ fn run_trial(
             if round > 0 {
                 batches[i].push(per_op);
                 if let Some(same) = row.colocation.as_ref().and_then(|probe| probe()) {
-                    together[i].0 += u32::from(same);
+                    together[i].0 += same;
                     together[i].1 += 1;
                 }
             }
@@ -415,7 +415,7 @@ fn run_trial(
     drop(subjects);
     let shares = together
         .iter()
-        .map(|&(same, of)| (of > 0).then(|| f64::from(same) / f64::from(of)))
+        .map(|&(same, of)| (of > 0).then(|| same / f64::from(of)))
         .collect();
     Ok((batches, shares))
 }
