@@ -511,7 +511,29 @@ struct Plan {
     iterations: u64,
     /// Past this, no further run starts once `min_reps` are in (SB and LB cost 4-10x more per
     /// iteration than MP, since both threads write a line the other reads, and vary with noise).
+    /// Runs after the first are shortened, down to a tenth of `iterations`, so that `min_reps`
+    /// fit in it: an iteration costs about four times more when the host runs the two vCPUs
+    /// on different core complexes (a cache line's round trip 370-440 ns instead of 45-50),
+    /// and the quick suite's ordering took 8.0-8.5 s then against 2.1 s otherwise; with the
+    /// budget at 300 ms and the runs shortened, 4.2-4.6 s at about 250 ns an iteration.
     budget: Duration,
+}
+
+impl Plan {
+    /// Iterations for the next run of a pair, given the runs so far and the time they took:
+    /// `iterations` while the remaining runs of `min_reps` fit in the budget at the rate seen,
+    /// fewer (never under a tenth) when they would not.
+    fn next_iterations(&self, done: &[LitmusResult], spent: Duration) -> u64 {
+        let done_iters: u64 = done.iter().map(|r| r.iterations).sum();
+        let left_runs = self.min_reps.saturating_sub(done.len());
+        if done_iters == 0 || left_runs == 0 {
+            return self.iterations;
+        }
+        let ns_per_iter = spent.as_nanos() as f64 / done_iters as f64;
+        let left = self.budget.saturating_sub(spent).as_nanos() as f64;
+        let fit = (left / left_runs as f64 / ns_per_iter.max(1e-3)) as u64;
+        fit.clamp((self.iterations / 10).max(1), self.iterations)
+    }
 }
 
 fn plan(mode: Mode) -> Plan {
@@ -526,7 +548,7 @@ fn plan(mode: Mode) -> Plan {
             reps: 5,
             min_reps: 3,
             iterations: 500_000,
-            budget: Duration::from_millis(1_200),
+            budget: Duration::from_millis(300),
         },
         Plan {
             reps: 7,
@@ -644,13 +666,8 @@ impl Method {
             && (runs.len() < plan.min_reps || started.elapsed() < plan.budget)
         {
             ctx.cancel.check()?;
-            runs.push(run_litmus(
-                test,
-                order,
-                plan.iterations,
-                test_cpus,
-                ctx.cancel,
-            )?);
+            let iterations = plan.next_iterations(&runs, started.elapsed());
+            runs.push(run_litmus(test, order, iterations, test_cpus, ctx.cancel)?);
         }
         Ok(runs)
     }
@@ -665,7 +682,15 @@ impl Method {
         runs: &[LitmusResult],
         total: &LitmusResult,
     ) -> Result<()> {
-        let (plan, model, iterations) = (&self.plan, self.model, self.plan.iterations);
+        let (plan, model) = (&self.plan, self.model);
+        let (fewest, most) = runs.iter().fold((u64::MAX, 0), |(lo, hi), r| {
+            (lo.min(r.iterations), hi.max(r.iterations))
+        });
+        let per_run = if fewest == most {
+            format!("{most}")
+        } else {
+            format!("{fewest}-{most}")
+        };
         let id = ids::ordering::stem(test.name(), order.name());
         let reps = runs.len();
         let hw = self.hw_allowed.contains(&test);
@@ -679,13 +704,14 @@ impl Method {
             }
         );
         let note = format!(
-            "{short}; program {} with {}. Relaxed outcome {}: {}. All outcomes over {} iterations ({reps} runs of {iterations}: up to {} runs, no new run past {} ms once {} are in; 1 = read this iteration's store, 0 = an older value): {}. Method: threads pinned one per CPU; before every iteration each thread publishes its iteration number and spins until the others have (litmus7-style per-iteration sync), then runs 0-{} units of pseudo-random arithmetic so the accesses meet at varied offsets; {:.0} ns per iteration here; iteration i stores the value i, so no reset is needed. Hardware model: {model}.",
+            "{short}; program {} with {}. Relaxed outcome {}: {}. All outcomes over {} iterations ({reps} runs of {per_run}: up to {} runs of {}, no new run past {} ms once {} are in, later runs shortened to fit; 1 = read this iteration's store, 0 = an older value): {}. Method: threads pinned one per CPU; before every iteration each thread publishes its iteration number and spins until the others have (litmus7-style per-iteration sync), then runs 0-{} units of pseudo-random arithmetic so the accesses meet at varied offsets; {:.0} ns per iteration here; iteration i stores the value i, so no reset is needed. Hardware model: {model}.",
             test.program(),
             order.describe(),
             test.relaxed_text(),
             verdict(test, order, hw),
             total.iterations,
             plan.reps,
+            plan.iterations,
             plan.budget.as_millis(),
             plan.min_reps,
             total.outcomes_text(),
@@ -700,7 +726,7 @@ impl Method {
             note.clone(),
         ));
         let rates: Vec<f64> = runs.iter().map(|r| r.relaxed_pct()).collect();
-        let s = Summary::from_samples(&rates, iterations)
+        let s = Summary::from_samples(&rates, most)
             .ok_or_else(|| Error::Fail("no finite rates".into()))?;
         out.add(Metric::from_summary(
             &ids::ordering::relaxed_rate(test.name(), order.name()),
@@ -816,6 +842,42 @@ fn conclusion(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn later_runs_shrink_to_fit_the_budget_when_iterations_cost_more() {
+        let plan = Plan {
+            reps: 5,
+            min_reps: 3,
+            iterations: 500_000,
+            budget: Duration::from_millis(300),
+        };
+        let run = |iterations: u64| LitmusResult {
+            test: Litmus::Sb,
+            order: Order::Relaxed,
+            iterations,
+            counts: vec![iterations, 0, 0, 0],
+            elapsed: Duration::ZERO,
+        };
+        // The first run is always whole.
+        assert_eq!(plan.next_iterations(&[], Duration::ZERO), 500_000);
+        // 90 ns an iteration: two more whole runs fit in what is left.
+        let near = [run(500_000)];
+        assert_eq!(
+            plan.next_iterations(&near, Duration::from_millis(45)),
+            500_000
+        );
+        // 350 ns an iteration (the vCPUs far apart): 125 ms left for two runs, 178,571 each.
+        let far = plan.next_iterations(&near, Duration::from_millis(175));
+        assert!((170_000..=180_000).contains(&far), "{far}");
+        // Over budget already: a tenth, never less.
+        assert_eq!(plan.next_iterations(&near, Duration::from_secs(2)), 50_000);
+        // Past min_reps, runs are whole again (the budget alone stops them).
+        let three = [run(500_000), run(178_000), run(178_000)];
+        assert_eq!(
+            plan.next_iterations(&three, Duration::from_millis(300)),
+            500_000
+        );
+    }
 
     #[test]
     fn outcome_counts_add_up() {
