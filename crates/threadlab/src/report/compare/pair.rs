@@ -55,6 +55,20 @@ pub fn compare_pair(a: &Run, b: &Run, o: &Options) -> Result<Comparison> {
         row.p_holm = Some(adjusted[k]);
         row.verdict = verdict(row, o.alpha);
         row.detectable_pct = detectable_pct(row, tested.len(), o.alpha);
+        // A row that no change could have made significant in this family is not "the same":
+        // the pair cannot tell (a whole suite of short runs: 8 trials a side cannot survive
+        // Holm's correction over several hundred metrics).
+        if row.detectable_pct.is_none() && row.verdict == Verdict::NotSignificant {
+            row.verdict = Verdict::Untested;
+            row.why = format!(
+                "{} vs {} trials cannot reach p < {} after Holm's correction over {} metrics: \
+                 compare fewer experiments, or runs with more trials",
+                row.a.samples,
+                row.b.samples,
+                o.alpha,
+                tested.len()
+            );
+        }
     }
     let notes = pair_notes(a, b, same_machine, &rows);
     Ok(Comparison {

@@ -504,3 +504,44 @@ fn a_memory_bound_figure_moves_with_the_memory_reference_and_a_core_bound_one_do
     let small_json = serde_json::to_string(&b.results.experiments[0].metrics[1]).unwrap();
     assert!(!small_json.contains("memory_bound"), "{small_json}");
 }
+
+#[test]
+fn a_row_no_change_could_have_flagged_is_not_called_the_same() {
+    // 500 metrics of 8 trials a side: a complete separation gives p = 2/12870, above
+    // 0.05/500, so no change of any of them could be flagged. A 14% move is then "not tested",
+    // with the reason, rather than "same".
+    let ids: Vec<String> = (0..500).map(|i| format!("m.{i}")).collect();
+    let metrics = |moved: f64| -> Vec<(&str, Unit, Vec<f64>)> {
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| {
+                let scale = if i == 0 { moved } else { 1.0 };
+                (
+                    id.as_str(),
+                    Unit::Ns,
+                    samples(100.0, 8).iter().map(|x| x * scale).collect(),
+                )
+            })
+            .collect()
+    };
+    let a = run("a", &metrics(1.0));
+    let b = run("b", &metrics(0.86));
+    let c = compare_pair(&a, &b, &Options::default()).unwrap();
+    let row = &c.rows[0];
+    assert_eq!(row.verdict, Verdict::Untested, "{row:?}");
+    assert!(row.detectable_pct.is_none());
+    assert!(
+        row.why.contains("8 vs 8 trials cannot reach p < 0.05"),
+        "{}",
+        row.why
+    );
+    // With only ten metrics the same pair is tested, and the 14% move is caught.
+    let few = |moved: f64| metrics(moved).into_iter().take(10).collect::<Vec<_>>();
+    let c = compare_pair(
+        &run("a", &few(1.0)),
+        &run("b", &few(0.86)),
+        &Options::default(),
+    )
+    .unwrap();
+    assert_eq!(c.rows[0].verdict, Verdict::Faster);
+}
