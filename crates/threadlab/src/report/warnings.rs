@@ -221,9 +221,8 @@ impl fmt::Display for EnvWarning {
                 let t = crate::report::readable_ns;
                 write!(
                     f,
-                    "the machine's speed drifted during the run ({} took {} at start, {} at end, \
-                     {drift:+.0}%): figures from different moments are not comparable; run again \
-                     and compare only runs without this warning",
+                    "the machine's speed drifted during the run: {} took {} at start, {} at end \
+                     ({drift:+.0}%); run again, and compare only runs without this warning",
                     reference.describe(),
                     t(*start_ns),
                     t(*end_ns)
