@@ -72,10 +72,10 @@ pub struct TrialLog {
     /// not), which decides cross-CPU figures.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pair_ns: Vec<f64>,
-    /// For metrics whose threads the kernel places: per kept trial, the share of its batches
-    /// whose parties ended on one CPU (0 = always apart, 1 = always together): the regime such
-    /// a figure is in (a hand-off between two threads on one CPU is a switch, on two a
-    /// cross-CPU wake-up).
+    /// For metrics whose threads the kernel places: per kept trial, the share of its operations
+    /// whose threads ran on one CPU (0 = always apart, 1 = always together): the regime such a
+    /// figure is in (a hand-off between two threads on one CPU is a switch, on two a cross-CPU
+    /// wake-up; a new thread on its creator's CPU or on the other).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub colocated: Vec<f64>,
 }

@@ -535,12 +535,6 @@ impl Metric {
         self
     }
 
-    /// Marks the figure as moving with the shared cache and memory (`memory_bound`).
-    pub fn memory_bound(mut self) -> Metric {
-        self.memory_bound = true;
-        self
-    }
-
     /// then / now: how many times the historical figure exceeds today's, in a common unit.
     /// None when there is no historical figure or the units cannot be compared.
     pub fn ratio_then_now(&self) -> Option<f64> {

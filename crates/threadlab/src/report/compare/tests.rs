@@ -470,9 +470,9 @@ fn a_memory_bound_figure_moves_with_the_memory_reference_and_a_core_bound_one_do
     // slower; the same 12% on a figure that stays in the core's caches is caught. With the
     // reference at rest, the memory-bound figure is caught too.
     let metrics = |base: f64| {
-        let big = Metric::from_values("x.read.64mib", Unit::Us, &steady(base), 1, "p", "n")
-            .unwrap()
-            .memory_bound();
+        let mut big =
+            Metric::from_values("x.read.64mib", Unit::Us, &steady(base), 1, "p", "n").unwrap();
+        big.memory_bound = true;
         let small = Metric::from_values("x.switch", Unit::Ns, &steady(base), 1, "p", "n").unwrap();
         vec![big, small]
     };
