@@ -156,7 +156,7 @@ fn map_ring() -> Option<Ring> {
 
 /// Time of one step of a dependent walk through 64 MiB in random cache-line order, in ns: the
 /// fastest of 5 runs of 10,000 steps, each run going on where the last stopped (about 10 ms;
-/// the first reading of a process also builds the walk, about 40 ms). Every step is a load
+/// the first reading of a process also writes the 64 MiB walk first). Every step is a load
 /// from memory, through the L3 and memory controllers a VM shares with the host's other
 /// tenants: when they load them, steps slow, and the register loops above do not notice. A
 /// C walk through 16 MiB read here 136-145 ns a step for a minute at rest, then 147-177 ns
