@@ -162,6 +162,11 @@ impl Bits {
 /// `RunQueue::uniform` when the queued threads do not all share one time-sharing level.
 const MIXED: u32 = u32::MAX;
 
+/// Added to `RunQueue::uniform` while the queue's one thread is kept aside (`RunQueue::lone`):
+/// above every key, so no thread's key matches it and every push and rotation beside that
+/// thread takes the slow path, which puts it back in its FIFO.
+const LONE: u32 = 0x1000;
+
 /// The run-queue key of the scheduler pseudo-thread, which is never queued: above every
 /// level, so a yield from the scheduler context never takes the FIFO fast path, and
 /// `rotate` gives it back instead of queuing it. This spares every yield a look at whether
@@ -200,6 +205,15 @@ pub(crate) struct RunQueue {
     ts: [Fifo; TS_LEVELS],
     ts_count: [u32; TS_LEVELS],
     idle: Fifo,
+    /// The queue's only thread, when a push found the queue empty (and the thread plain
+    /// time-sharing): kept here rather than in its level's FIFO, with `len` 1 and `uniform` its
+    /// level with `LONE` added. Invariant: non-null only then; a push of a second thread moves
+    /// it into its FIFO first (`push_slow`), so the order is the FIFO's, and a yield beside it
+    /// takes the slow rotation, which does that push. Why: a green thread
+    /// handing a value to a parked one and then parking itself (a channel ping-pong) empties
+    /// and refills the queue on every message, and this spares that push and pop their list
+    /// work, and the block its call to the general pick ([`take_lone`](Self::take_lone)).
+    lone: *mut Thread,
     len: usize,
     rng: u64,
 }
@@ -220,6 +234,7 @@ impl RunQueue {
             ts: [Fifo::new(); TS_LEVELS],
             ts_count: [0; TS_LEVELS],
             idle: Fifo::new(),
+            lone: null_mut(),
             len: 0,
             rng: seed | 1,
         }
@@ -231,24 +246,45 @@ impl RunQueue {
     pub(crate) unsafe fn push(&mut self, t: *mut Thread) {
         // SAFETY: forwarded contract.
         let key = unsafe { (*t).level_key };
-        if self.uniform == key || self.len == 0 && key < 0x100 {
+        if self.uniform == key {
             // Uniform: the FIFO of its level and the length are all that is kept.
-            self.uniform = key;
             self.len += 1;
             // SAFETY: forwarded contract; `key` is a time-sharing level (< 0x100).
             unsafe { self.ts[key as usize & (TS_LEVELS - 1)].push(t) };
             return;
         }
+        if self.len == 0 && key < 0x100 {
+            // Alone: kept aside (see `lone`).
+            self.uniform = key | LONE;
+            self.len = 1;
+            self.lone = t;
+            return;
+        }
         // SAFETY: forwarded contract.
-        unsafe { self.push_mixed(t) }
+        unsafe { self.push_slow(t) }
     }
 
-    /// `push` when the queue is, or turns, mixed.
+    /// `push` beside a thread kept aside, or when the queue is, or turns, mixed.
     ///
     /// # Safety
     /// As [`push`](Self::push).
     #[inline(never)]
-    unsafe fn push_mixed(&mut self, t: *mut Thread) {
+    unsafe fn push_slow(&mut self, t: *mut Thread) {
+        let lone = self.lone;
+        if !lone.is_null() {
+            // A second thread: the first goes into its level's FIFO, ahead of it.
+            self.lone = null_mut();
+            self.uniform &= !LONE;
+            // SAFETY: forwarded contract: `lone` is live and in no FIFO.
+            unsafe { self.ts[self.uniform as usize & (TS_LEVELS - 1)].push(lone) };
+            // SAFETY: forwarded contract.
+            if unsafe { (*t).level_key } == self.uniform {
+                self.len += 1;
+                // SAFETY: forwarded contract.
+                unsafe { self.ts[self.uniform as usize & (TS_LEVELS - 1)].push(t) };
+                return;
+            }
+        }
         if self.uniform != MIXED {
             // Turning mixed: account for the uniform level's threads, which were not counted.
             let u = self.uniform as usize & (TS_LEVELS - 1);
@@ -292,7 +328,12 @@ impl RunQueue {
             if self.uniform != MIXED {
                 // Every queued thread is time-sharing at this level: FIFO, uncounted.
                 self.len -= 1;
-                let t = self.ts[self.uniform as usize & (TS_LEVELS - 1)].pop();
+                let t = if self.lone.is_null() {
+                    self.ts[self.uniform as usize & (TS_LEVELS - 1)].pop()
+                } else {
+                    // Alone: `len` is 0 now, and `uniform` is set back below.
+                    core::mem::replace(&mut self.lone, null_mut())
+                };
                 if self.len == 0 {
                     self.uniform = MIXED;
                 }
@@ -371,7 +412,7 @@ impl RunQueue {
     }
 
     /// `rotate` when [`is_uniform_at`](Self::is_uniform_at)`(cur's key)`: same level only,
-    /// so FIFO order is the whole policy.
+    /// so FIFO order is the whole policy (a thread kept aside makes the queue not uniform).
     ///
     /// # Safety
     /// As [`rotate`](Self::rotate), and `is_uniform_at((*cur).level_key)`.
@@ -379,6 +420,19 @@ impl RunQueue {
     pub(crate) unsafe fn rotate_uniform(&mut self, cur: *mut Thread) -> *mut Thread {
         // SAFETY: forwarded contract.
         unsafe { self.ts[(*cur).level_key as usize & (TS_LEVELS - 1)].rotate(cur) }
+    }
+
+    /// Takes the queue's only thread when it is kept aside (see `lone`), else returns null and
+    /// changes nothing: what `pop` would return in that case, without its other cases.
+    #[inline(always)]
+    pub(crate) fn take_lone(&mut self) -> *mut Thread {
+        let t = self.lone;
+        if !t.is_null() {
+            self.lone = null_mut();
+            self.len = 0;
+            self.uniform = MIXED;
+        }
+        t
     }
 
     /// Cold, so that the caller's fast path runs straight on into its switch: on the yield

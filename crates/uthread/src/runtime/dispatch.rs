@@ -63,6 +63,28 @@ pub(super) unsafe fn next_for_block(c: &Carrier, l: &mut Local) -> *mut Thread {
     l.sched
 }
 
+/// `next_for_block` with its commonest case inlined: the one runnable thread was queued into an
+/// empty queue (kept aside, `RunQueue::take_lone`), no request waits for the scheduler context
+/// and no poll falls due at this switch. Then it is that thread, as `next_for_block` would
+/// find, without the call and the general pop; otherwise `next_for_block` itself. This is the
+/// park of a channel ping-pong: the other side was just handed a value and made runnable.
+///
+/// # Safety
+/// Carrier thread, count raised.
+#[inline(always)]
+pub(super) unsafe fn next_for_block_inline(c: &Carrier, l: &mut Local) -> *mut Thread {
+    if l.poll_countdown > 1 && !c.inbox_flag.load(Ordering::Relaxed) && l.requests.is_empty() {
+        let t = l.runq.take_lone();
+        if !t.is_null() {
+            // Counted towards the next poll, as `poll_maybe` would.
+            l.poll_countdown -= 1;
+            return t;
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { next_for_block(c, l) }
+}
+
 /// Whether a context that just made one thread runnable may switch to it without queuing it:
 /// the run queue is empty, no request waits for the scheduler context and no poll falls due
 /// at this switch, so `next_for_block` would pop that very thread. Counts the switch towards

@@ -4,7 +4,8 @@
 
 use super::carrier::{carrier_ptr, context, Carrier, Context, Request, POLL_EVERY};
 use super::dispatch::{
-    next_for_block, resume_without_switch, switch_setting_count, switch_to, switch_uniform,
+    next_for_block, next_for_block_inline, resume_without_switch, switch_setting_count, switch_to,
+    switch_uniform,
 };
 use super::reactor::{poll, wake};
 use super::stats::{bump, Stats};
@@ -38,7 +39,7 @@ pub(crate) unsafe fn block_current() {
         let l = c.local();
         let cur = (*l).current;
         (*cur).state.set(RunState::Blocked);
-        let next = next_for_block(c, &mut *l);
+        let next = next_for_block_inline(c, &mut *l);
         if next == cur {
             (*cur).state.set(RunState::Runnable);
             return;

@@ -142,12 +142,92 @@ fn own_fp_env_threads_never_take_the_uniform_rotation() {
         }
         assert_eq!(seen, vec![ps[2], ps[1], ps[0], ps[2], ps[1], ps[0]]);
     }
-    // Plain threads of one level alone do make it uniform.
+    // Plain threads of one level do make it uniform (one alone is kept aside until a second
+    // comes; see `a_thread_alone_is_kept_aside_in_fifo_order`).
+    let mut more: Vec<_> = (0..2).map(|_| thread(p)).collect();
     let mut plain = RunQueue::new(1);
     // SAFETY: as above.
     unsafe {
         plain.push(ps[1]);
+        plain.push(ptr(&mut more[0]));
         assert!(plain.is_uniform_at(level_key(p, false)));
+    }
+}
+
+/// A thread pushed into an empty queue is kept aside (`lone`): `take_lone` and `pop` give it
+/// back; a second push puts it first in its level's FIFO, so the order is the FIFO's whatever
+/// the second thread's class; a yield beside it rotates it out as before.
+#[test]
+fn a_thread_alone_is_kept_aside_in_fifo_order() {
+    let ts12 = Priority::TimeSharing(12);
+    let mut ts: Vec<_> = (0..4).map(|_| thread(ts12)).collect();
+    let ps: Vec<*mut Thread> = ts.iter_mut().map(|t| ptr(t)).collect();
+    let mut rt = thread(Priority::RealTime(5));
+    let mut higher = thread(Priority::TimeSharing(20));
+    let mut own_fp = Box::new(Thread::for_test(ts12, level_key(ts12, true), life::READY));
+    // SAFETY: live threads, each in at most one queue, taken out before they are dropped; the
+    // running one (`cur`) is never queued.
+    unsafe {
+        let mut q = RunQueue::new(1);
+        // Alone: aside, not uniform (a yield beside it takes the slow rotation).
+        q.push(ps[0]);
+        assert_eq!(q.lone, ps[0]);
+        assert!(!q.is_uniform_at(level_key(ts12, false)));
+        assert!(!q.is_empty());
+        assert_eq!(q.take_lone(), ps[0]);
+        assert!(q.is_empty() && q.pop().is_null());
+        assert_eq!(q.uniform, MIXED);
+        // `pop` takes it as well, and leaves the queue as new.
+        q.push(ps[0]);
+        assert_eq!(q.pop(), ps[0]);
+        assert!(q.is_empty() && q.lone.is_null() && q.uniform == MIXED);
+        // A second thread of its level: first in the FIFO, uniform again.
+        q.push(ps[0]);
+        q.push(ps[1]);
+        assert!(q.lone.is_null());
+        assert!(q.is_uniform_at(level_key(ts12, false)));
+        assert!(q.take_lone().is_null(), "nothing aside: nothing taken");
+        assert_eq!(q.len, 2);
+        assert_eq!((q.pop(), q.pop()), (ps[0], ps[1]));
+        assert!(q.pop().is_null());
+        // Beside a real-time thread: mixed, the real-time one first, then the one aside.
+        q.push(ps[0]);
+        q.push(ptr(&mut rt));
+        assert_eq!(q.uniform, MIXED);
+        assert_eq!((q.pop(), q.pop()), (ptr(&mut rt), ps[0]));
+        assert!(q.pop().is_null());
+        // Beside a thread of another time-sharing level, or of its own with its own
+        // floating-point environment: mixed, each popped once.
+        for other in [ptr(&mut higher), ptr(&mut own_fp)] {
+            q.push(ps[0]);
+            q.push(other);
+            assert_eq!(q.uniform, MIXED);
+            let mut got = [q.pop(), q.pop()];
+            got.sort();
+            let mut want = [ps[0], other];
+            want.sort();
+            assert_eq!(got, want);
+            assert!(q.pop().is_null() && q.is_empty());
+        }
+        // A yield beside a thread aside: that thread runs, and the rotation goes on in FIFO
+        // order with a third thread pushed later.
+        q.push(ps[1]);
+        let mut cur = q.rotate(ps[0]);
+        assert_eq!(cur, ps[1]);
+        assert!(q.is_uniform_at(level_key(ts12, false)));
+        q.push(ps[2]);
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            cur = q.rotate(cur);
+            seen.push(cur);
+        }
+        assert_eq!(seen, vec![ps[0], ps[2], ps[1], ps[0], ps[2], ps[1]]);
+        while !q.pop().is_null() {}
+        // A thread with its own environment alone is not kept aside.
+        q.push(ptr(&mut own_fp));
+        assert!(q.lone.is_null() && q.take_lone().is_null());
+        assert_eq!(q.pop(), ptr(&mut own_fp));
+        let _ = &mut ts;
     }
 }
 
