@@ -99,6 +99,9 @@ pub fn limits_summary(e: &ExperimentResult, designs: &[String]) -> Option<String
          was served every time by {}{} (slow clients)",
         if every.is_empty() {
             "no design".to_string()
+        } else if others.is_empty() && every.len() > 2 {
+            // All of them: the count says it, and the terminal keeps two lines.
+            format!("all {} designs measured", every.len())
         } else {
             every.join(", ")
         },

@@ -272,4 +272,15 @@ fn the_default_placement_and_the_limits_step_get_charts_and_sentences() {
         limits.contains("served every time by epoll, green; fork_per_client 50% served, 50 BUSY"),
         "{limits}"
     );
+    // When every design (more than two) served every time, the count stands for the list.
+    for m in e.metrics.iter_mut() {
+        if m.id == "server.fork_per_client.limits.served" {
+            m.median = 100.0;
+        }
+    }
+    let limits = limits_summary(&e, &ds).unwrap();
+    assert!(
+        limits.contains("served every time by all 3 designs measured (slow clients)"),
+        "{limits}"
+    );
 }
