@@ -199,6 +199,10 @@ pub(crate) struct RunQueue {
     /// picks read) are brought up to date when the queue turns mixed, so the common push, pop
     /// and yield touch one FIFO and one counter.
     uniform: u32,
+    /// That level's FIFO while the queue is uniform (its entry in `ts` is empty meanwhile, and
+    /// takes it over when the queue turns mixed): at a fixed place, so the yield's rotation
+    /// does not compute the level's entry. Empty while the queue is mixed.
+    hot: Fifo,
     rt_bits: Bits,
     rt: [Fifo; RT_LEVELS],
     ts_bits: Bits,
@@ -228,6 +232,7 @@ impl RunQueue {
     pub(crate) fn new(seed: u64) -> Self {
         RunQueue {
             uniform: MIXED,
+            hot: Fifo::new(),
             rt_bits: Bits([0; 2]),
             rt: [Fifo::new(); RT_LEVELS],
             ts_bits: Bits([0; 2]),
@@ -250,7 +255,7 @@ impl RunQueue {
             // Uniform: the FIFO of its level and the length are all that is kept.
             self.len += 1;
             // SAFETY: forwarded contract; `key` is a time-sharing level (< 0x100).
-            unsafe { self.ts[key as usize & (TS_LEVELS - 1)].push(t) };
+            unsafe { self.hot.push(t) };
             return;
         }
         if self.len == 0 && key < 0x100 {
@@ -276,18 +281,19 @@ impl RunQueue {
             self.lone = null_mut();
             self.uniform &= !LONE;
             // SAFETY: forwarded contract: `lone` is live and in no FIFO.
-            unsafe { self.ts[self.uniform as usize & (TS_LEVELS - 1)].push(lone) };
+            unsafe { self.hot.push(lone) };
             // SAFETY: forwarded contract.
             if unsafe { (*t).level_key } == self.uniform {
                 self.len += 1;
                 // SAFETY: forwarded contract.
-                unsafe { self.ts[self.uniform as usize & (TS_LEVELS - 1)].push(t) };
+                unsafe { self.hot.push(t) };
                 return;
             }
         }
         if self.uniform != MIXED {
             // Turning mixed: account for the uniform level's threads, which were not counted.
             let u = self.uniform as usize & (TS_LEVELS - 1);
+            self.ts[u] = core::mem::replace(&mut self.hot, Fifo::new());
             self.ts_count[u] = self.len as u32;
             self.ts_bits.set(u);
             self.uniform = MIXED;
@@ -329,7 +335,7 @@ impl RunQueue {
                 // Every queued thread is time-sharing at this level: FIFO, uncounted.
                 self.len -= 1;
                 let t = if self.lone.is_null() {
-                    self.ts[self.uniform as usize & (TS_LEVELS - 1)].pop()
+                    self.hot.pop()
                 } else {
                     // Alone: `len` is 0 now, and `uniform` is set back below.
                     core::mem::replace(&mut self.lone, null_mut())
@@ -419,7 +425,7 @@ impl RunQueue {
     #[inline(always)]
     pub(crate) unsafe fn rotate_uniform(&mut self, cur: *mut Thread) -> *mut Thread {
         // SAFETY: forwarded contract.
-        unsafe { self.ts[(*cur).level_key as usize & (TS_LEVELS - 1)].rotate(cur) }
+        unsafe { self.hot.rotate(cur) }
     }
 
     /// Takes the queue's only thread when it is kept aside (see `lone`), else returns null and
