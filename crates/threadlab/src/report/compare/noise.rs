@@ -157,6 +157,23 @@ pub(super) fn machine_shift_pct(ea: &ExperimentResult, eb: &ExperimentResult) ->
     Some((b / a - 1.0).abs() * 100.0)
 }
 
+/// How far the memory reference (the walk through 64 MiB) moved during the kept attempt of an
+/// experiment, percent (its slower reading against its faster): the host's memory phase while
+/// a memory-bound figure was taken, which joins that figure's floor as the CPU's drift joins
+/// every figure's.
+pub(super) fn memory_drift_pct(e: &ExperimentResult) -> Option<f64> {
+    let [x, y] = kept(e)?.reference_memory_ns;
+    (x > 0.0 && y > 0.0).then(|| (x.max(y) / x.min(y) - 1.0) * 100.0)
+}
+
+/// How far the memory reference moved between the two runs around this experiment, percent
+/// (the means of each run's readings, the slower against the faster).
+pub(super) fn memory_shift_pct(ea: &ExperimentResult, eb: &ExperimentResult) -> Option<f64> {
+    let a = reference_mean(kept(ea)?.reference_memory_ns)?;
+    let b = reference_mean(kept(eb)?.reference_memory_ns)?;
+    Some((a.max(b) / a.min(b) - 1.0) * 100.0)
+}
+
 /// The memory reference moved more than this, percent (its slower reading against its faster,
 /// during either run or between their means): the memory the host shares was not in the same
 /// state for A's and B's figures. In three runs of `switch shm` here its readings around an

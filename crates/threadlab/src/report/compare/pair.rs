@@ -219,6 +219,28 @@ pub(super) fn pair_row(
             "the machine's reference loop, A vs B".into(),
         );
     }
+    // A figure that walks shared memory moves with what the host's other tenants do to the
+    // cache and memory, which the register loops do not see. When the memory reference moved
+    // more than `MEMORY_REGIME_PCT`, a change of it is the host's as much as the code's
+    // (unstable); below that, the walk's own move joins its floor, as the CPU's drift joins
+    // every figure's.
+    let memory_bound = ma.memory_bound || mb.memory_bound;
+    let memory_regime = memory_bound
+        .then(|| memory_regime(ea, eb, same_machine))
+        .flatten();
+    if memory_bound && memory_regime.is_none() {
+        raise(
+            memory_drift_pct(ea),
+            "A's memory walk during the experiment".into(),
+        );
+        raise(
+            memory_drift_pct(eb),
+            "B's memory walk during the experiment".into(),
+        );
+        if same_machine {
+            raise(memory_shift_pct(ea, eb), "the memory walk, A vs B".into());
+        }
+    }
     let mut row = Row {
         experiment: ea.name.clone(),
         id: ma.id.clone(),
@@ -234,14 +256,7 @@ pub(super) fn pair_row(
         floor_pct: floor.0,
         floor_from: floor.1,
         detectable_pct: None,
-        // A figure that walks shared memory moves with what the host's other tenants do to the
-        // cache, which the register loops do not see: when the memory reference moved, its
-        // change is the host's as much as the code's.
-        regime: regime_change(ma, mb).or_else(|| {
-            (ma.memory_bound || mb.memory_bound)
-                .then(|| memory_regime(ea, eb, same_machine))
-                .flatten()
-        }),
+        regime: regime_change(ma, mb).or(memory_regime),
         verdict: Verdict::Untested,
         why: String::new(),
         flags_a: ma.flags.clone(),

@@ -506,6 +506,37 @@ fn a_memory_bound_figure_moves_with_the_memory_reference_and_a_core_bound_one_do
 }
 
 #[test]
+fn the_memory_walks_move_during_a_run_joins_a_memory_bound_floor_only() {
+    // During B the walk through 64 MiB moved 12% (under the 15% that makes a change unstable):
+    // a memory-bound figure 10% slower is then within noise, its floor the walk's move; the
+    // same 10% on a figure that stays in the core's caches is caught.
+    let metrics = |base: f64| {
+        let mut big =
+            Metric::from_values("x.read.64mib", Unit::Us, &steady(base), 1, "p", "n").unwrap();
+        big.memory_bound = true;
+        let small = Metric::from_values("x.switch", Unit::Ns, &steady(base), 1, "p", "n").unwrap();
+        vec![big, small]
+    };
+    let a = with_metrics(run("a", &[]), metrics(100.0));
+    let mut b = with_metrics(run("b", &[]), metrics(110.0));
+    b.results.experiments[0].attempts[0].reference_memory_ns = [96.0, 107.52];
+    let o = Options {
+        fail_if_slower_pct: Some(5.0),
+        ..Options::default()
+    };
+    let c = compare_pair(&a, &b, &o).unwrap();
+    let big = c.rows.iter().find(|r| r.id == "x.read.64mib").unwrap();
+    let small = c.rows.iter().find(|r| r.id == "x.switch").unwrap();
+    assert!(big.regime.is_none(), "{big:?}");
+    assert_eq!(big.verdict, Verdict::WithinNoise, "{big:?}");
+    assert!((big.floor_pct - 12.0).abs() < 0.01, "{}", big.floor_pct);
+    assert_eq!(big.floor_from, "B's memory walk during the experiment");
+    assert_eq!(small.verdict, Verdict::Slower, "{small:?}");
+    assert!(small.floor_pct < 6.0, "{}", small.floor_pct);
+    assert_eq!(c.exit_status(), 1);
+}
+
+#[test]
 fn a_row_no_change_could_have_flagged_is_not_called_the_same() {
     // 500 metrics of 8 trials a side: a complete separation gives p = 2/12870, above
     // 0.05/500, so no change of any of them could be flagged. A 14% move is then "not tested",

@@ -8,7 +8,8 @@ pub fn rule_text(c: &Comparison) -> String {
         "Changed = Mann-Whitney U p < {} over the trials, after Holm's correction over the {} \
          metrics with enough trials to be tested, and the bootstrap 95% interval of B/A ({} \
          resamples) wholly beyond the metric's own noise floor: the largest of {}% (--noise), \
-         each run's IQR/median between trials, each run's CPU drift during the experiment{}. A \
+         each run's IQR/median between trials, each run's CPU drift during the experiment{} \
+         (and, for a memory-bound figure, the memory walk's move). A \
          change whose regime changed too (the CPUs' distance, two clusters of trials) is \
          unstable, not slower. 'detects': the smallest change this pair could have flagged. See \
          docs/compare.md.",
