@@ -463,21 +463,24 @@ fn a_metric_whose_trials_disagree_gets_a_floor_as_wide_as_they_do() {
     assert!(!row.verdict.flagged());
 }
 
+/// Two steady figures around `base`: a memory-bound read (`x.read.64mib`) and a switch that
+/// stays in the core's caches (`x.switch`).
+fn memory_and_core(base: f64) -> Vec<Metric> {
+    let mut big =
+        Metric::from_values("x.read.64mib", Unit::Us, &steady(base), 1, "p", "n").unwrap();
+    big.memory_bound = true;
+    let small = Metric::from_values("x.switch", Unit::Ns, &steady(base), 1, "p", "n").unwrap();
+    vec![big, small]
+}
+
 #[test]
 fn a_memory_bound_figure_moves_with_the_memory_reference_and_a_core_bound_one_does_not() {
     // Between the runs the walk through shared cache slowed 2x (co-tenants loading the L3)
     // while the register loops stayed put. A memory-bound figure 12% slower is unstable, not
     // slower; the same 12% on a figure that stays in the core's caches is caught. With the
     // reference at rest, the memory-bound figure is caught too.
-    let metrics = |base: f64| {
-        let mut big =
-            Metric::from_values("x.read.64mib", Unit::Us, &steady(base), 1, "p", "n").unwrap();
-        big.memory_bound = true;
-        let small = Metric::from_values("x.switch", Unit::Ns, &steady(base), 1, "p", "n").unwrap();
-        vec![big, small]
-    };
-    let a = with_metrics(run("a", &[]), metrics(100.0));
-    let mut b = with_metrics(run("b", &[]), metrics(112.0));
+    let a = with_metrics(run("a", &[]), memory_and_core(100.0));
+    let mut b = with_metrics(run("b", &[]), memory_and_core(112.0));
     let o = Options {
         fail_if_slower_pct: Some(10.0),
         ..Options::default()
@@ -510,15 +513,8 @@ fn the_memory_walks_move_during_a_run_joins_a_memory_bound_floor_only() {
     // During B the walk through 64 MiB moved 12% (under the 15% that makes a change unstable):
     // a memory-bound figure 10% slower is then within noise, its floor the walk's move; the
     // same 10% on a figure that stays in the core's caches is caught.
-    let metrics = |base: f64| {
-        let mut big =
-            Metric::from_values("x.read.64mib", Unit::Us, &steady(base), 1, "p", "n").unwrap();
-        big.memory_bound = true;
-        let small = Metric::from_values("x.switch", Unit::Ns, &steady(base), 1, "p", "n").unwrap();
-        vec![big, small]
-    };
-    let a = with_metrics(run("a", &[]), metrics(100.0));
-    let mut b = with_metrics(run("b", &[]), metrics(110.0));
+    let a = with_metrics(run("a", &[]), memory_and_core(100.0));
+    let mut b = with_metrics(run("b", &[]), memory_and_core(110.0));
     b.results.experiments[0].attempts[0].reference_memory_ns = [96.0, 107.52];
     let o = Options {
         fail_if_slower_pct: Some(5.0),
