@@ -155,27 +155,17 @@ fn pair_notes(a: &Run, b: &Run, same_machine: bool, rows: &[Row]) -> Vec<String>
     notes
 }
 
-pub(super) fn pair_row(
-    ea: &ExperimentResult,
-    eb: &ExperimentResult,
-    ma: &Metric,
-    mb: &Metric,
+/// A metric's noise floor (docs/compare.md) and the part that set it: `noise_pct`, then each
+/// measured part that is larger.
+fn noise_floor(
+    (ea, eb): (&ExperimentResult, &ExperimentResult),
+    (ma, mb): (&Metric, &Metric),
+    (a, b): (&Side, &Side),
     same_machine: bool,
-    o: &Options,
-) -> Row {
-    // B's samples in A's unit (a unit that changed between versions still compares when it
-    // converts); otherwise the row is shown untested.
-    let b_values: Option<Vec<f64>> = mb
-        .values
-        .iter()
-        .map(|v| mb.unit.convert(*v, ma.unit))
-        .collect();
-    let b_side = match &b_values {
-        Some(v) => side(mb, v),
-        None => side(mb, &mb.values),
-    };
-    // The floor: the fixed part, then each measured part that is larger.
-    let mut floor = (o.noise_pct, "--noise".to_string());
+    memory_walk: bool,
+    noise_pct: f64,
+) -> (f64, String) {
+    let mut floor = (noise_pct, "--noise".to_string());
     let mut raise = |v: Option<f64>, what: String| {
         if let Some(v) = v.filter(|v| v.is_finite()) {
             if v > floor.0 {
@@ -183,7 +173,6 @@ pub(super) fn pair_row(
             }
         }
     };
-    let a_side = side(ma, &ma.values);
     let spread_of = |s: &Side| {
         if s.trials {
             "spread between trials"
@@ -191,14 +180,8 @@ pub(super) fn pair_row(
             "spread"
         }
     };
-    raise(
-        a_side.spread_pct,
-        format!("A's {} (IQR/median)", spread_of(&a_side)),
-    );
-    raise(
-        b_side.spread_pct,
-        format!("B's {} (IQR/median)", spread_of(&b_side)),
-    );
+    raise(a.spread_pct, format!("A's {} (IQR/median)", spread_of(a)));
+    raise(b.spread_pct, format!("B's {} (IQR/median)", spread_of(b)));
     // An experiment's drift says what its trials went through, unless the sampler kept only
     // trials taken while the machine was quiet (nothing set aside and nothing disturbed kept):
     // then the drift around the experiment says nothing about them.
@@ -219,16 +202,9 @@ pub(super) fn pair_row(
             "the machine's reference loop, A vs B".into(),
         );
     }
-    // A figure that walks shared memory moves with what the host's other tenants do to the
-    // cache and memory, which the register loops do not see. When the memory reference moved
-    // more than `MEMORY_REGIME_PCT`, a change of it is the host's as much as the code's
-    // (unstable); below that, the walk's own move joins its floor, as the CPU's drift joins
-    // every figure's.
-    let memory_bound = ma.memory_bound || mb.memory_bound;
-    let memory_regime = memory_bound
-        .then(|| memory_regime(ea, eb, same_machine))
-        .flatten();
-    if memory_bound && memory_regime.is_none() {
+    // The memory walk's own move, for a memory-bound figure whose walk stayed under
+    // `MEMORY_REGIME_PCT` (the caller's `memory_walk`), as the CPU's drift for every figure.
+    if memory_walk {
         raise(
             memory_drift_pct(ea),
             "A's memory walk during the experiment".into(),
@@ -241,6 +217,45 @@ pub(super) fn pair_row(
             raise(memory_shift_pct(ea, eb), "the memory walk, A vs B".into());
         }
     }
+    floor
+}
+
+pub(super) fn pair_row(
+    ea: &ExperimentResult,
+    eb: &ExperimentResult,
+    ma: &Metric,
+    mb: &Metric,
+    same_machine: bool,
+    o: &Options,
+) -> Row {
+    // B's samples in A's unit (a unit that changed between versions still compares when it
+    // converts); otherwise the row is shown untested.
+    let b_values: Option<Vec<f64>> = mb
+        .values
+        .iter()
+        .map(|v| mb.unit.convert(*v, ma.unit))
+        .collect();
+    let b_side = match &b_values {
+        Some(v) => side(mb, v),
+        None => side(mb, &mb.values),
+    };
+    let a_side = side(ma, &ma.values);
+    // A figure that walks shared memory moves with what the host's other tenants do to the
+    // cache and memory, which the register loops do not see. When the memory reference moved
+    // more than `MEMORY_REGIME_PCT`, a change of it is the host's as much as the code's
+    // (unstable); below that, the walk's own move joins its floor (`noise_floor`).
+    let memory_bound = ma.memory_bound || mb.memory_bound;
+    let memory_regime = memory_bound
+        .then(|| memory_regime(ea, eb, same_machine))
+        .flatten();
+    let floor = noise_floor(
+        (ea, eb),
+        (ma, mb),
+        (&a_side, &b_side),
+        same_machine,
+        memory_bound && memory_regime.is_none(),
+        o.noise_pct,
+    );
     let mut row = Row {
         experiment: ea.name.clone(),
         id: ma.id.clone(),
