@@ -182,6 +182,19 @@ fn a_tiny_doctor_writes_facts_knobs_and_reasons() {
             m.id
         );
     }
+    // The huge-page figures walk 64 MiB: compare reads them against the memory walk. Where
+    // the machine has no transparent huge pages the setting is skipped with its reason.
+    let thp: Vec<_> = e
+        .metrics
+        .iter()
+        .filter(|m| m.id.starts_with("doctor.thp."))
+        .collect();
+    assert!(!thp.is_empty() || why("doctor.thp").is_some());
+    for m in &thp {
+        let walks = m.ratio_of.is_none() && !m.id.starts_with("doctor.thp.cpu.");
+        assert_eq!(m.memory_bound, walks, "{}", m.id);
+    }
+    assert!(thp.is_empty() || thp.iter().filter(|m| m.memory_bound).count() == 4);
     // The terminal report has every section; the HTML report says what to change.
     let out = stdout(&o);
     for needle in [
