@@ -1,7 +1,7 @@
 //! What a metric's noise floor is made of: the runs' machines, their drift and spread, how far the machine moved between them.
 
 use super::*;
-use crate::measure::stats::Summary;
+use crate::measure::stats::{median, Summary};
 
 /// What identifies a machine and kernel for the purpose of comparing code.
 pub(super) fn fingerprint(r: &RunResults) -> Vec<(&'static str, String)> {
@@ -84,6 +84,41 @@ pub use crate::results::RACE_FLAG;
 /// is placed anew each time, and its regimes here are about 100% and about 52% together.
 pub const COLOCATION_REGIME_SHIFT: f64 = 0.3;
 
+/// A run's trials, in the order they were taken, stepped from one level to another this far
+/// apart (the nearer edges of the two stretches, which do not overlap): the machine changed
+/// regime partway through the run. Trials of one regime move a few per cent; a change of
+/// code moves every trial of B, not the last few.
+pub const LEVEL_SHIFT_RATIO: f64 = 1.15;
+
+/// Trials on each side of a step, at the fewest.
+const LEVEL_SHIFT_MIN_TRIALS: usize = 3;
+
+/// Where a metric's trials step from one level to another and stay there: the split of its
+/// trials (in the order taken, at least `LEVEL_SHIFT_MIN_TRIALS` on each side) whose two
+/// stretches do not overlap and are furthest apart, when the nearer edges are at least
+/// `LEVEL_SHIFT_RATIO` apart. The two stretches' medians and how many trials came before the
+/// step. Only for metrics whose values are trials (a sampler's log is present).
+pub fn level_shift(m: &Metric) -> Option<(f64, f64, usize)> {
+    m.trials.as_ref()?;
+    let v = &m.values;
+    if v.iter().any(|&x| !(x > 0.0 && x.is_finite())) {
+        return None;
+    }
+    let span = |s: &[f64]| {
+        let lo = s.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = s.iter().copied().fold(0.0, f64::max);
+        (lo, hi)
+    };
+    (LEVEL_SHIFT_MIN_TRIALS..=v.len().saturating_sub(LEVEL_SHIFT_MIN_TRIALS))
+        .filter_map(|k| {
+            let ((lo1, hi1), (lo2, hi2)) = (span(&v[..k]), span(&v[k..]));
+            let gap = (lo2 / hi1).max(lo1 / hi2);
+            (gap >= LEVEL_SHIFT_RATIO).then_some((k, gap))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(k, _)| (median(&v[..k]), median(&v[k..]), k))
+}
+
 /// Why a metric's regime differs between A and B, when it does: the CPUs it ran on were at a
 /// different distance (its trials' cache-line round trips), or its trials fall in two clusters
 /// in either run (the figure is decided by a race whose outcome lasts a set of threads).
@@ -119,6 +154,24 @@ pub fn regime_change(ma: &Metric, mb: &Metric) -> Option<String> {
              the rows on one CPU"
                 .to_string(),
         );
+    }
+    let stepped: Vec<String> = [("A", ma), ("B", mb)]
+        .iter()
+        .filter_map(|(k, m)| {
+            level_shift(m).map(|(x, y, n)| {
+                format!(
+                    "{} for {k}'s first {n} trials and {} for the rest",
+                    crate::report::fmt_with_unit(x, m.unit),
+                    crate::report::fmt_with_unit(y, m.unit)
+                )
+            })
+        })
+        .collect();
+    if !stepped.is_empty() {
+        return Some(format!(
+            "it read {}: the machine changed regime during the run; run both again",
+            stepped.join(", and ")
+        ));
     }
     let bimodal: Vec<&str> = [("A", ma), ("B", mb)]
         .iter()

@@ -352,6 +352,54 @@ fn a_hand_off_whose_threads_the_kernel_placed_apart_in_one_run_only_is_unstable(
     assert_eq!(c.exit_status(), 0);
 }
 
+#[test]
+fn a_figure_whose_trials_step_to_another_level_partway_through_a_run_is_unstable() {
+    let o = Options {
+        fail_if_slower_pct: Some(10.0),
+        ..Options::default()
+    };
+    // A pair seen here: posix_spawn in the default placement read 540 us in A; in B its first
+    // nine trials read about 770 us and the last three about 590 us. No two clusters (the
+    // levels are 1.3x apart), the same CPU distance: the step in B's trials is what tells.
+    let a = with_metrics(
+        run("a", &[]),
+        vec![trial_metric("x.spawn.unpinned", &steady(540.0), 45.0)],
+    );
+    let stepped: Vec<f64> = [
+        758., 790., 779., 765., 769., 762., 811., 757., 799., 644., 585., 567.,
+    ]
+    .to_vec();
+    assert_eq!(
+        level_shift(&trial_metric("x", &stepped, 45.0)).map(|(_, _, n)| n),
+        Some(9)
+    );
+    let b = with_metrics(
+        run("b", &[]),
+        vec![trial_metric("x.spawn.unpinned", &stepped, 45.0)],
+    );
+    let c = compare_pair(&a, &b, &o).unwrap();
+    assert_eq!(c.rows[0].verdict, Verdict::Unstable, "{c:#?}");
+    assert_eq!(c.exit_status(), 0);
+    assert!(render_pair_text(&c).contains("for B's first 9 trials"));
+    // Every trial of B 1.2x A's, or 1.4x: a change of code moves them all, and it is caught.
+    for factor in [1.2, 1.4] {
+        let b = with_metrics(
+            run("b", &[]),
+            vec![trial_metric(
+                "x.spawn.unpinned",
+                &steady(540.0 * factor),
+                45.0,
+            )],
+        );
+        let c = compare_pair(&a, &b, &o).unwrap();
+        assert_eq!(c.rows[0].verdict, Verdict::Slower, "{c:#?}");
+        assert_eq!(c.exit_status(), 1);
+    }
+    // Trials that wander a few per cent, in order, are no step.
+    let wander: Vec<f64> = (0..12).map(|i| 100.0 + i as f64).collect();
+    assert_eq!(level_shift(&trial_metric("x", &wander, 45.0)), None);
+}
+
 fn with_metrics(mut r: Run, metrics: Vec<Metric>) -> Run {
     r.results.experiments[0].metrics = metrics;
     r
