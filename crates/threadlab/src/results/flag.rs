@@ -100,6 +100,16 @@ pub fn with_flags(mut m: Metric, flags: &[String]) -> Metric {
     m
 }
 
+/// `m` with `flag` added (once): named in its `flags` and at the start of its note.
+pub fn add_flag(m: &mut Metric, flag: Flag) {
+    if m.flags.iter().any(|f| f == flag.name()) {
+        return;
+    }
+    let body = untagged(m).to_string();
+    m.flags.push(flag.name().to_string());
+    m.note = tagged(&m.flags, &body);
+}
+
 /// A note for a metric carrying `flags`: `body` behind them in brackets.
 pub fn tagged(flags: &[String], body: &str) -> String {
     if flags.is_empty() {

@@ -166,3 +166,39 @@ fn compare_of_several_files_is_a_fleet_table() {
     assert_eq!(html::network_references(&html_page), Vec::<String>::new());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_hand_offs_across_cpus_carry_the_race_flag_and_the_same_cpu_ones_do_not() {
+    let r = results(tiny());
+    let e = r
+        .experiments
+        .iter()
+        .find(|e| e.name == "switch")
+        .expect("the tiny run measures switch");
+    let race = |id: &str| {
+        e.metric(id)
+            .map(|m| m.flags.iter().any(|f| f == threadlab::results::RACE_FLAG))
+    };
+    for id in [
+        "switch.thread.futex.cross_cpu",
+        "switch.green.chan.cross_carrier",
+        "switch.crossbeam.chan.cross_cpu",
+        "switch.green.chan.cross_carrier.vs_crossbeam",
+    ] {
+        // Skipped only where the process may use one CPU.
+        if let Some(flagged) = race(id) {
+            assert!(flagged, "{id} not flagged race");
+            let m = e.metric(id).unwrap();
+            assert!(m.note.starts_with("[race] "), "{id}: {}", m.note);
+        } else {
+            assert!(e.skipped_metrics.iter().any(|s| s.id == id), "{id} missing");
+        }
+    }
+    for id in [
+        "switch.green.chan",
+        "switch.crossbeam.chan",
+        "switch.thread.futex",
+    ] {
+        assert_eq!(race(id), Some(false), "{id}");
+    }
+}
