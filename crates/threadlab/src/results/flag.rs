@@ -21,16 +21,20 @@ pub enum Flag {
     LittleLawMismatch,
     /// A race between threads whose outcome can outlast a run's trials decides the figure.
     Race,
+    /// It times the wake-up of an idle virtual CPU, which the host serves differently from
+    /// one run to the next.
+    IdleVcpu,
 }
 
 impl Flag {
-    pub const ALL: [Flag; 6] = [
+    pub const ALL: [Flag; 7] = [
         Flag::ClientBound,
         Flag::ListenOverflow,
         Flag::Saturated,
         Flag::Errors,
         Flag::LittleLawMismatch,
         Flag::Race,
+        Flag::IdleVcpu,
     ];
 
     /// The stable snake_case name the results file keeps.
@@ -42,6 +46,7 @@ impl Flag {
             Flag::Errors => "errors",
             Flag::LittleLawMismatch => "little_law_mismatch",
             Flag::Race => super::RACE_FLAG,
+            Flag::IdleVcpu => "idle_vcpu",
         }
     }
 
@@ -71,6 +76,10 @@ impl Flag {
             Flag::Race => {
                 "a race between threads decides it, and its outcome can outlast all the trials \
                  of a run: compare reads its changes as unstable"
+            }
+            Flag::IdleVcpu => {
+                "it times the wake-up of an idle virtual CPU, which the host brings back faster \
+                 or slower from one run to the next: compare reads its changes as unstable"
             }
         }
     }

@@ -168,7 +168,7 @@ fn compare_of_several_files_is_a_fleet_table() {
 }
 
 #[test]
-fn the_hand_offs_across_cpus_carry_the_race_flag_and_the_same_cpu_ones_do_not() {
+fn cross_cpu_hand_offs_carry_race_and_idle_vcpu_wake_ups_their_flag_in_a_guest() {
     let r = results(tiny());
     let e = r
         .experiments
@@ -201,4 +201,21 @@ fn the_hand_offs_across_cpus_carry_the_race_flag_and_the_same_cpu_ones_do_not() 
     ] {
         assert_eq!(race(id), Some(false), "{id}");
     }
+    // In a guest the wake-ups of an idle CPU are the host's to serve: flagged there only.
+    let sync = r
+        .experiments
+        .iter()
+        .find(|e| e.name == "sync")
+        .expect("the tiny run measures sync");
+    let guest = r.environment.virtualized == Some(true);
+    let idle = |id: &str| {
+        sync.metric(id)
+            .map(|m| m.flags.iter().any(|f| f == "idle_vcpu"))
+    };
+    for id in ["sync.wake.cross_cpu", "sync.wake.unpinned"] {
+        if let Some(flagged) = idle(id) {
+            assert_eq!(flagged, guest, "{id}");
+        }
+    }
+    assert_eq!(idle("sync.wake.same_cpu"), Some(false));
 }

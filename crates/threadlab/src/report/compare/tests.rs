@@ -400,6 +400,34 @@ fn a_figure_whose_trials_step_to_another_level_partway_through_a_run_is_unstable
     assert_eq!(level_shift(&trial_metric("x", &wander, 45.0)), None);
 }
 
+#[test]
+fn an_idle_vcpu_wake_up_that_moved_is_unstable_and_unflagged_it_is_slower() {
+    let o = Options {
+        fail_if_slower_pct: Some(10.0),
+        ..Options::default()
+    };
+    let wake = |base: f64, flagged: bool| {
+        let mut m = trial_metric("x.wake.cross_cpu", &steady(base), 45.0);
+        if flagged {
+            crate::results::flag::add_flag(&mut m, crate::results::flag::Flag::IdleVcpu);
+        }
+        m
+    };
+    // A pair seen here: 20.5 us in A, 25.9 us in B, each run's trials within a few per cent.
+    let a = with_metrics(run("a", &[]), vec![wake(20.5, true)]);
+    let b = with_metrics(run("b", &[]), vec![wake(25.9, true)]);
+    let c = compare_pair(&a, &b, &o).unwrap();
+    assert_eq!(c.rows[0].verdict, Verdict::Unstable, "{c:#?}");
+    assert_eq!(c.exit_status(), 0);
+    assert!(render_pair_text(&c).contains("wake-up of an idle virtual CPU"));
+    // The same move on bare metal, where nothing flags it, fails the gate.
+    let a = with_metrics(run("a", &[]), vec![wake(20.5, false)]);
+    let b = with_metrics(run("b", &[]), vec![wake(25.9, false)]);
+    let c = compare_pair(&a, &b, &o).unwrap();
+    assert_eq!(c.rows[0].verdict, Verdict::Slower);
+    assert_eq!(c.exit_status(), 1);
+}
+
 fn with_metrics(mut r: Run, metrics: Vec<Metric>) -> Run {
     r.results.experiments[0].metrics = metrics;
     r
