@@ -9,11 +9,9 @@ pub(super) fn spin(e: &mut Emit, records: &Records, d: &str) {
         return;
     }
     let f = union_flags(recs.iter().copied(), e.ceiling);
-    let v = per_window(&recs, |w| us_of(w.latency_p99_ns));
-    e.windows(
+    e.p99_windows(
         &sid::id(d, stat::SPIN_P99),
-        Unit::Us,
-        &v,
+        &recs,
         format!(
             "p99 latency from the planned send when every request spins the server's CPU, open \
              loop at {:.0}/s over {} connections; one value per window",
@@ -121,9 +119,7 @@ fn overload(e: &mut Emit, records: &Records, d: &str) {
     }
     let r = recs[0];
     let f = union_flags(recs.iter().copied(), e.ceiling);
-    let good = per_window(&recs, |w| {
-        Some(w.completed as f64 / (w.length_ns as f64 / 1e9))
-    });
+    let good = per_window(&recs, replies_per_s);
     e.windows(
         &sid::id(d, stat::OVERLOAD_GOODPUT),
         Unit::PerS,
@@ -134,11 +130,9 @@ fn overload(e: &mut Emit, records: &Records, d: &str) {
         ),
         &f,
     );
-    let p99 = per_window(&recs, |w| us_of(w.latency_p99_ns));
-    e.windows(
+    e.p99_windows(
         &sid::id(d, stat::OVERLOAD_P99),
-        Unit::Us,
-        &p99,
+        &recs,
         format!(
             "p99 from the planned send under overload{}",
             saturated_note(&recs)
@@ -171,11 +165,9 @@ pub(super) fn scale(e: &mut Emit, records: &Records, d: &str) {
         return;
     };
     let f = union_flags(std::iter::once(r), e.ceiling);
-    let v = per_window(&[r], |w| us_of(w.latency_p99_ns));
-    e.windows(
+    e.p99_windows(
         &sid::id(d, stat::C10K_P99),
-        Unit::Us,
-        &v,
+        &[r],
         format!(
             "{} long connections held open, each sending 1 request per second (open loop, \
              Poisson); p99 from the planned send, one value per window{}",

@@ -78,6 +78,16 @@ fn per_window(recs: &[&Record], f: impl Fn(&Window) -> Option<f64>) -> Vec<f64> 
         .collect()
 }
 
+/// One window's replies per second (by arrival time).
+fn replies_per_s(w: &Window) -> Option<f64> {
+    Some(w.completed as f64 / (w.length_ns as f64 / 1e9))
+}
+
+/// One window's p99 from the planned send, us.
+fn p99_us(w: &Window) -> Option<f64> {
+    us_of(w.latency_p99_ns)
+}
+
 fn us_of(ns: Option<u64>) -> Option<f64> {
     ns.map(|v| v as f64 / 1e3)
 }
@@ -118,6 +128,11 @@ impl Emit<'_> {
         if let Some(m) = Metric::from_values(id, unit, values, 1, &self.placement, note) {
             self.out.add(with_flags(m, flags));
         }
+    }
+
+    /// One p99 from the planned send per window of `recs`, us.
+    fn p99_windows(&mut self, id: &str, recs: &[&Record], note: String, flags: &[String]) {
+        self.windows(id, Unit::Us, &per_window(recs, p99_us), note, flags);
     }
 
     fn single(&mut self, id: &str, unit: Unit, v: f64, note: String, flags: &[String]) {
@@ -223,9 +238,7 @@ fn peak(e: &mut Emit, records: &Records, d: &str) {
         return;
     }
     let f = union_flags(recs.iter().copied(), e.ceiling);
-    let v = per_window(&recs, |w| {
-        Some(w.completed as f64 / (w.length_ns as f64 / 1e9))
-    });
+    let v = per_window(&recs, replies_per_s);
     e.windows(
         &sid::id(d, stat::PEAK),
         Unit::PerS,
@@ -246,11 +259,9 @@ fn block(e: &mut Emit, records: &Records, d: &str) {
         return;
     }
     let f = union_flags(recs.iter().copied(), e.ceiling);
-    let p99 = per_window(&recs, |w| us_of(w.latency_p99_ns));
-    e.windows(
+    e.p99_windows(
         &sid::id(d, stat::BLOCK_P99),
-        Unit::Us,
-        &p99,
+        &recs,
         format!(
             "p99 latency from the planned send when every request blocks the server (sleeps: a \
              thread in nanosleep, an event loop stalled in it, Tokio and Go awaiting a timer), \
@@ -261,9 +272,7 @@ fn block(e: &mut Emit, records: &Records, d: &str) {
         ),
         &f,
     );
-    let ach = per_window(&recs, |w| {
-        Some(w.completed as f64 / (w.length_ns as f64 / 1e9))
-    });
+    let ach = per_window(&recs, replies_per_s);
     e.windows(
         &sid::id(d, stat::BLOCK_ACHIEVED),
         Unit::PerS,

@@ -79,7 +79,7 @@ fn rate_latency(
         )
     };
     let p50 = |w: &Window| us_of(w.latency_p50_ns);
-    let p99 = |w: &Window| us_of(w.latency_p99_ns);
+    let p99 = p99_us;
     let svc_p99 = |w: &Window| us_of(w.service_p99_ns);
     let rows: [(&str, Unit, Take, String); 6] = [
         (
@@ -130,7 +130,7 @@ fn rate_latency(
 fn rate_cost(e: &mut Emit, recs: &[&Record], d: &str, f: &[String]) {
     let (conns, offered) = (recs[0].connections, recs[0].offered);
     let usage = recs[0].usage_unavailable.is_none();
-    let achieved = |w: &Window| Some(w.completed as f64 / (w.length_ns as f64 / 1e9));
+    let achieved = replies_per_s;
     let cpu = |w: &Window| {
         (w.completed > 0 && usage).then(|| w.usage.cpu_ns as f64 / w.completed as f64 / 1e3)
     };

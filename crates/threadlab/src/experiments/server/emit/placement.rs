@@ -39,9 +39,9 @@ const HOW: &str = "default placement: the design's second server, allowed on eve
 /// One window's figure of a headline suffix.
 fn figure(suffix: &str, w: &Window) -> Option<f64> {
     match suffix {
-        stat::PEAK => Some(w.completed as f64 / (w.length_ns as f64 / 1e9)),
+        stat::PEAK => replies_per_s(w),
         stat::RATE_P50 => us_of(w.latency_p50_ns),
-        stat::RATE_P99 => us_of(w.latency_p99_ns),
+        stat::RATE_P99 => p99_us(w),
         stat::CPU_PER_REQUEST => {
             (w.completed > 0).then(|| w.usage.cpu_ns as f64 / w.completed as f64 / 1e3)
         }

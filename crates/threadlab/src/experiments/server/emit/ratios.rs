@@ -6,7 +6,7 @@ use super::*;
 /// CPU per request of every design against thread_per_client's, window by window.
 pub(super) fn ratios(e: &mut Emit, records: &Records, running: &[Running]) {
     let cpu = |w: &Window| (w.completed > 0).then(|| w.usage.cpu_ns as f64 / w.completed as f64);
-    let p99 = |w: &Window| us_of(w.latency_p99_ns);
+    let p99 = p99_us;
     for run in running {
         let d = run.info.name;
         if d != sid::THREAD_PER_CLIENT {
