@@ -195,6 +195,33 @@ fn a_tiny_doctor_writes_facts_knobs_and_reasons() {
         assert_eq!(m.memory_bound, walks, "{}", m.id);
     }
     assert!(thp.is_empty() || thp.iter().filter(|m| m.memory_bound).count() == 4);
+    // In a guest, a figure that wakes a thread on another, idle vCPU (and the CPU burned while
+    // it ran) carries idle_vcpu; figures on one CPU and the effect rows never do.
+    let guest = r.environment.virtualized == Some(true);
+    let idle = |id: &str| {
+        e.metric(id)
+            .map(|m| m.flags.iter().any(|f| f == "idle_vcpu"))
+    };
+    for m in &e.metrics {
+        let flagged = m.flags.iter().any(|f| f == "idle_vcpu");
+        let one_cpu = m.placement.starts_with("same_cpu") && !m.id.contains(".cpu.");
+        if m.id.ends_with(".effect") || one_cpu || !guest {
+            assert!(!flagged, "{} ({})", m.id, m.placement);
+        }
+    }
+    // same_cpu: the kernel places the hand-off's threads with it off, one CPU holds both on.
+    if let Some(flagged) = idle("doctor.same_cpu.handoff.off") {
+        assert_eq!(flagged, guest);
+        assert_eq!(idle("doctor.same_cpu.cpu.off"), Some(guest));
+        assert_eq!(idle("doctor.same_cpu.handoff.on"), Some(false));
+        assert_eq!(idle("doctor.same_cpu.cpu.on"), Some(false));
+    }
+    // A waiter that spins for the hand-off is not asleep when it comes.
+    if let Some(flagged) = idle("doctor.spin_then_park.handoff.off") {
+        assert_eq!(flagged, guest);
+        assert_eq!(idle("doctor.spin_then_park.handoff.on"), Some(false));
+    }
+    assert_ne!(idle("doctor.timer_slack.timer.off"), Some(true));
     // The terminal report has every section; the HTML report says what to change.
     let out = stdout(&o);
     for needle in [

@@ -179,6 +179,15 @@ impl Setup {
         }
     }
 
+    /// Whether a measurement with this setup wakes a thread asleep on another CPU: its two
+    /// parties are not pinned to one CPU, and the woken one does not spin for the hand-off.
+    pub fn wakes_other_cpu(&self, m: Measure) -> bool {
+        let spins = m == Measure::Handoff && !self.spin_before_park.is_zero();
+        matches!(m, Measure::Wake | Measure::Handoff | Measure::Echo)
+            && !matches!(self.placement, Placement::SameCpu(_))
+            && !spins
+    }
+
     /// Where a measurement with this setup runs, for the metric's placement field.
     pub fn placement_of(&self, m: Measure) -> String {
         match m {
