@@ -17,6 +17,7 @@ use crate::measure::placement::{cpus_of, is_unpinned};
 use crate::measure::sampler::{InterleavedRow, Precision, Sampler, Span};
 use crate::measure::stats::Summary;
 use crate::measure::units::Unit;
+use crate::results::flag::{add_flag, Flag};
 use crate::results::{Metric, Series, SkippedMetric, Table};
 use crate::seeds::{self, Study};
 
@@ -269,6 +270,8 @@ pub fn own_series(id: String, x: Axis, y: Axis, note: String) -> Series {
 pub struct Interleaved<'a> {
     rows: Vec<(RowSpec, InterleavedRow<'a>)>,
     derived: Vec<DerivedSpec>,
+    /// The last row added is a derived one (`flag` applies to it).
+    last_derived: bool,
 }
 
 struct RowSpec {
@@ -278,6 +281,8 @@ struct RowSpec {
     note: String,
     /// Measured only as an input of derived rows, not recorded itself.
     hidden: bool,
+    /// Flags its metric carries from the start (see `Interleaved::flag`).
+    flags: Vec<Flag>,
 }
 
 impl RowSpec {
@@ -289,6 +294,7 @@ impl RowSpec {
             placement: placement.to_string(),
             note: note.into(),
             hidden: false,
+            flags: Vec::new(),
         }
     }
 }
@@ -305,6 +311,7 @@ struct DerivedSpec {
     /// for a time unit, converted afterwards).
     f: DeriveFn,
     ratio: bool,
+    flags: Vec<Flag>,
 }
 
 impl<'a> Interleaved<'a> {
@@ -401,8 +408,26 @@ impl<'a> Interleaved<'a> {
             placement: String::new(),
             note: String::new(),
             hidden: true,
+            flags: Vec::new(),
         };
         self.push(spec, InterleavedRow::new(batch))
+    }
+
+    /// The last row added (measured or derived) carries `flag` from the moment its metric is
+    /// made: in its `flags` and at the start of its note (a note rewritten after measuring
+    /// keeps it with `flag::tagged`).
+    pub fn flag(&mut self, flag: Flag) -> &mut Self {
+        let flags = if self.last_derived {
+            self.derived.last_mut().map(|d| &mut d.flags)
+        } else {
+            self.rows.last_mut().map(|(spec, _)| &mut spec.flags)
+        };
+        if let Some(flags) = flags {
+            if !flags.contains(&flag) {
+                flags.push(flag);
+            }
+        }
+        self
     }
 
     /// The precision the last row added must reach before sampling may stop (default
@@ -448,6 +473,7 @@ impl<'a> Interleaved<'a> {
             row.precision = Precision::Race;
         }
         self.rows.push((spec, row));
+        self.last_derived = false;
         self
     }
 
@@ -471,7 +497,9 @@ impl<'a> Interleaved<'a> {
             inputs: inputs.iter().map(|s| s.to_string()).collect(),
             f: Box::new(f),
             ratio: false,
+            flags: Vec::new(),
         });
+        self.last_derived = true;
         self
     }
 
@@ -496,7 +524,9 @@ impl<'a> Interleaved<'a> {
             inputs: vec![numerator.to_string(), denominator.to_string()],
             f: Box::new(|v: &[f64]| v[0] / v[1]),
             ratio: true,
+            flags: Vec::new(),
         });
+        self.last_derived = true;
         self
     }
 
@@ -530,7 +560,10 @@ impl<'a> Interleaved<'a> {
                 Ok(s) => {
                     if !spec.hidden {
                         // The trial log's note comes with the summary.
-                        out.add_ns(&spec.id, spec.unit, &s, spec.placement, spec.note)?;
+                        let m = out.add_ns(&spec.id, spec.unit, &s, spec.placement, spec.note)?;
+                        for &f in &spec.flags {
+                            add_flag(m, f);
+                        }
                     }
                     measured.push((spec.id, s));
                 }
@@ -606,6 +639,9 @@ fn derive(d: DerivedSpec, measured: &[(String, Summary)], out: &mut Outcome) -> 
         m.ratio_of = Some([d.inputs[0].clone(), d.inputs[1].clone()]);
         m.batch = 1;
     }
+    for &f in &d.flags {
+        add_flag(m, f);
+    }
     Ok(())
 }
 
@@ -664,4 +700,57 @@ pub const PROBES: &[Probe] = &[sync::MUTEX_SINGLE_PROBE, create::balance::BALANC
 
 pub fn find_probe(name: &str) -> Option<&'static Probe> {
     PROBES.iter().find(|p| p.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flag_goes_to_the_row_or_ratio_added_last_from_the_moment_it_is_made() {
+        let cancel = Cancel::never();
+        let env = crate::measure::env::capture();
+        let host = HostLog::default();
+        let ctx = Ctx {
+            mode: Mode::Tiny,
+            cancel: &cancel,
+            progress: &|_| {},
+            env: &env,
+            host: &host,
+            budget_scale: 1.0,
+        };
+        let mut out = Outcome::default();
+        let mut group = Interleaved::new();
+        let spin = |per_op: u64| {
+            move |n: u64| {
+                let t = std::time::Instant::now();
+                while t.elapsed() < Duration::from_nanos(n * per_op) {
+                    std::hint::spin_loop();
+                }
+                Ok(t.elapsed())
+            }
+        };
+        group
+            .row("t.a", Unit::Ns, "same_cpu(0)", "a", spin(200))
+            .flag(Flag::Race)
+            .flag(Flag::Race)
+            .row("t.b", Unit::Ns, "same_cpu(0)", "b", spin(100))
+            .ratio("t.a.vs_b", "t.a", "t.b", "a over b")
+            .flag(Flag::IdleVcpu)
+            .derived("t.d", Unit::Ns, "same_cpu(0)", "d", &["t.a", "t.b"], |v| {
+                v[0] - v[1]
+            });
+        group.measure(&ctx, &mut out).unwrap();
+        let flags = |id: &str| out.metric(id).unwrap().flags.clone();
+        assert_eq!(flags("t.a"), ["race"]);
+        assert!(out.metric("t.a").unwrap().note.starts_with("[race] a"));
+        assert!(flags("t.b").is_empty());
+        assert_eq!(flags("t.a.vs_b"), ["idle_vcpu"]);
+        assert!(out
+            .metric("t.a.vs_b")
+            .unwrap()
+            .note
+            .starts_with("[idle_vcpu] t.a / t.b"));
+        assert!(flags("t.d").is_empty());
+    }
 }

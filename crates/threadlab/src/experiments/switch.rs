@@ -13,6 +13,7 @@ use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard
 use crate::measure::process::{fork_child, mono_ns, wait_until, SharedMap};
 use crate::measure::spawn::{fd_refused, spawn_scoped};
 use crate::measure::units::Unit;
+use crate::results::flag::{tagged, Flag};
 use crate::results::ids;
 use crate::seeds;
 use crate::subjects::peers::{self, Started};
@@ -512,6 +513,11 @@ fn handoff_group(
             count.handoffs.set(count.handoffs.get() + run);
             Ok(h.took.mul_f64(n as f64 / run as f64))
         });
+        // Across CPUs, whether the waiting side sees the turn flip before it next yields or
+        // sleeps is a race whose regime can outlast a run.
+        if cross {
+            group.flag(Flag::Race);
+        }
     }
     pipe_rows(&mut group, &pipe, placement, cpus, &overhead_pipe);
     if !cross && unpinned.len() > 1 {
@@ -621,15 +627,21 @@ fn unpinned_rows<'a>(group: &mut Interleaved<'a>, all: &'a [usize], counts: &'a 
                 Ok(h.took.mul_f64(n as f64 / run as f64))
             },
         );
-        group.colocation(move || count.last_same_cpu.get());
+        // Where the kernel puts the pair, and whether the waiting side sees the turn flip
+        // before it sleeps, are races whose outcome can outlast a run.
+        group
+            .colocation(move || count.last_same_cpu.get())
+            .flag(Flag::Race);
     }
-    group.ratio(
-        "switch.thread.futex.unpinned.vs_pinned",
-        "switch.thread.futex.unpinned",
-        "switch.thread.futex",
-        "a futex hand-off between two threads the kernel places, over the same pinned \
-         to one CPU: what pinning partners that talk often to one CPU changes",
-    );
+    group
+        .ratio(
+            "switch.thread.futex.unpinned.vs_pinned",
+            "switch.thread.futex.unpinned",
+            "switch.thread.futex",
+            "a futex hand-off between two threads the kernel places, over the same pinned \
+             to one CPU: what pinning partners that talk often to one CPU changes",
+        )
+        .flag(Flag::Race);
 }
 
 /// Every started peer's yield switch on the measuring CPU, and the ratios taken round by
@@ -686,7 +698,7 @@ fn peer_rows<'a>(
 }
 
 /// The hand-off rows' notes, written after measuring: they carry the waits per hand-off the
-/// batches counted, and the race flag where a race decides the figure.
+/// batches counted (behind the flags the rows were made with).
 fn handoff_notes(
     out: &mut Outcome,
     suffix: &str,
@@ -697,17 +709,12 @@ fn handoff_notes(
     for (row, count) in ROWS.iter().zip(counts) {
         let id = format!("{}{suffix}", row.id);
         if let Some(m) = out.metric_mut(&id) {
-            m.note = format!(
+            let body = format!(
                 "{}{}",
                 handoff_note(row, cross, count.per_handoff()),
                 trial_note(m)
             );
-            // Across CPUs, whether the waiting side sees the turn flip before it next
-            // yields or sleeps is a race whose regime can outlast a run.
-            if cross {
-                m.flags.push(crate::results::RACE_FLAG.to_string());
-                m.note = format!("[{}] {}", crate::results::RACE_FLAG, m.note);
-            }
+            m.note = tagged(&m.flags, &body);
         }
     }
     // The unpinned rows are measured with the same-CPU group only; the cross-CPU pass
@@ -718,20 +725,13 @@ fn handoff_notes(
     for (row, count) in ROWS.iter().zip(counts_unpinned) {
         let id = format!("{}.unpinned", row.id);
         if let Some(m) = out.metric_mut(&id) {
-            m.note = format!(
-                "[{}] {}{}",
-                crate::results::RACE_FLAG,
+            let body = format!(
+                "{}{}",
                 unpinned_note(row, count.per_handoff()),
                 trial_note(m)
             );
-            // Where the kernel puts the pair, and whether the waiting side sees the
-            // turn flip before it sleeps, are races whose outcome can outlast a run.
-            m.flags.push(crate::results::RACE_FLAG.to_string());
+            m.note = tagged(&m.flags, &body);
         }
-    }
-    if let Some(m) = out.metric_mut("switch.thread.futex.unpinned.vs_pinned") {
-        m.flags.push(crate::results::RACE_FLAG.to_string());
-        m.note = format!("[{}] {}", crate::results::RACE_FLAG, m.note);
     }
 }
 

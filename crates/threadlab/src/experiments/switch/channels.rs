@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Interleaved, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::units::Unit;
+use crate::results::flag::Flag;
 use crate::results::ids;
 use crate::subjects::peers::{self, echo_each, round_trips, PeerInfo, Started};
 
@@ -231,6 +232,13 @@ fn chan_row<'a>(
 }
 
 /// Rows across two CPUs: two carriers of a pool, a green thread and an OS thread, crossbeam.
+///
+/// Across CPUs each hand-over finds the other side still spinning or already asleep (a
+/// carrier spins briefly before it sleeps, crossbeam backs off before it parks), a race whose
+/// regime can outlast a run: in 24 quick runs this week with the two vCPUs close (a cache
+/// line's round trip about 45 ns), two carriers read 179-226 ns a message while most runs'
+/// trials agreed within 2-8%, and in two runs the trials split in two (one read 118 ns). The
+/// two pairs' rows and their ratio carry `race`.
 fn cross_cpu_rows<'a>(group: &mut Interleaved<'a>, c: &'a CrossCpu) {
     group
         .row(
@@ -242,6 +250,7 @@ fn cross_cpu_rows<'a>(group: &mut Interleaved<'a>, c: &'a CrossCpu) {
              its inbox (it spins briefly before it sleeps, so usually without a system call)",
             |n| Ok(green_cross_carrier(&c.pool, n)),
         )
+        .flag(Flag::Race)
         .row(
             "switch.green.chan.os_thread",
             Unit::Ns,
@@ -259,7 +268,8 @@ fn cross_cpu_rows<'a>(group: &mut Interleaved<'a>, c: &'a CrossCpu) {
             "two OS threads on two CPUs over crossbeam_channel zero-capacity channels; per \
              message",
             |n| Ok(c.crossbeam.batch(n)),
-        );
+        )
+        .flag(Flag::Race);
 }
 
 /// Ratio rows, per round: the reference peer's message over each other peer's and over
@@ -292,12 +302,14 @@ fn ratio_rows(group: &mut Interleaved<'_>, cross: bool) {
         ),
     );
     if cross {
-        group.ratio(
-            "switch.green.chan.cross_carrier.vs_crossbeam",
-            "switch.crossbeam.chan.cross_cpu",
-            "switch.green.chan.cross_carrier",
-            "two carriers against two OS threads, each pair on two CPUs",
-        );
+        group
+            .ratio(
+                "switch.green.chan.cross_carrier.vs_crossbeam",
+                "switch.crossbeam.chan.cross_cpu",
+                "switch.green.chan.cross_carrier",
+                "two carriers against two OS threads, each pair on two CPUs",
+            )
+            .flag(Flag::Race);
     }
 }
 
@@ -365,21 +377,6 @@ pub fn measure(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     }
     ratio_rows(&mut group, cross.is_some());
     group.measure(ctx, out)?;
-    // Across CPUs each hand-over finds the other side still spinning or already asleep (a
-    // carrier spins briefly before it sleeps, crossbeam backs off before it parks), a race
-    // whose regime can outlast a run: in 24 quick runs this week with the two vCPUs close (a
-    // cache line's round trip about 45 ns), two carriers read 179-226 ns a message while most
-    // runs' trials agreed within 2-8%, and in two runs the trials split in two (one read
-    // 118 ns).
-    for id in [
-        "switch.green.chan.cross_carrier",
-        "switch.crossbeam.chan.cross_cpu",
-        "switch.green.chan.cross_carrier.vs_crossbeam",
-    ] {
-        if let Some(m) = out.metric_mut(id) {
-            crate::results::flag::add_flag(m, crate::results::flag::Flag::Race);
-        }
-    }
     drop(started);
     if let Some(c) = cross {
         let CrossCpu { pool, .. } = c;

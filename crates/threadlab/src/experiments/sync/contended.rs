@@ -18,6 +18,7 @@ use crate::measure::placement::{cpu_pair, home_cpu, place_current_thread, Placem
 use crate::measure::process::wait_until;
 use crate::measure::spawn::spawn;
 use crate::measure::units::Unit;
+use crate::results::flag::Flag;
 use crate::subjects::locks::{BenchLock, ParkingLotMutex, PthreadMutex, StdMutex, TicketLock};
 use crate::sys::{futex_wait_for, futex_wake};
 
@@ -266,6 +267,8 @@ fn lock_group<'a, L: BenchLock + 'static>(
         if placed_by_kernel {
             group.colocation(move || together.get());
         }
+        // Who wins the lock, and for how long, is a race whose regime can outlast a run.
+        group.flag(Flag::Race);
     }
 }
 
@@ -339,7 +342,6 @@ pub fn contended_metrics(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         // Whether each row's two threads ended a batch on one CPU (rows the kernel places).
         let together: [Cell<Option<bool>>; 3] = Default::default();
         let t = &together[..];
-        let ids: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
         let mut group = Interleaved::new();
         match *lock {
             "pthread" => lock_group::<PthreadMutex>(&mut group, ctx.cancel, rows, t),
@@ -349,13 +351,6 @@ pub fn contended_metrics(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
             other => return Err(Error::Fail(format!("unknown lock {other}"))),
         }
         group.measure(ctx, out)?;
-        // Who wins the lock, and for how long, is a race whose regime can outlast a run.
-        for id in &ids {
-            if let Some(m) = out.metric_mut(id) {
-                m.flags.push(crate::results::RACE_FLAG.to_string());
-                m.note = format!("[{}] {}", crate::results::RACE_FLAG, m.note);
-            }
-        }
     }
     Ok(())
 }
