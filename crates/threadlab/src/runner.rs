@@ -491,6 +491,8 @@ fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: 
         flags: _,
         histograms: _,
         memory_bound: _,
+        // Each run is one replication: its median stands for one trial.
+        trial_of: _,
     } = fresh;
     let interval = m
         .interval
@@ -522,6 +524,7 @@ fn merge_metric(m: &Metric, finished: &[&ExperimentResult], k: usize, last_run: 
         flags,
         histograms: m.histograms.clone(),
         memory_bound: m.memory_bound,
+        trial_of: Vec::new(),
     }
 }
 

@@ -354,6 +354,13 @@ pub struct Metric {
     /// (`Attempt::reference_memory_ns`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub memory_bound: bool,
+    /// For values that are not each a trial of their own: the trial (a fresh server, fresh
+    /// connections and threads) value `i` came from is `trial_of[i]` (a server step's
+    /// windows, one step's attempts). Values of one trial share its regime and say nothing
+    /// about the next, so `compare` reads one value per trial (`trial_values`). Empty: every
+    /// value is a trial.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trial_of: Vec<u32>,
 }
 
 /// An HdrHistogram in the V2 + DEFLATE format, base64 (HdrHistogram's own interchange format:
@@ -490,6 +497,7 @@ impl Metric {
             flags: Vec::new(),
             histograms: Vec::new(),
             memory_bound: false,
+            trial_of: Vec::new(),
         }
     }
 
@@ -527,12 +535,41 @@ impl Metric {
             flags: Vec::new(),
             histograms: Vec::new(),
             memory_bound: false,
+            trial_of: Vec::new(),
         }
     }
 
     pub fn with_direction(mut self, d: Direction) -> Metric {
         self.direction = d;
         self
+    }
+
+    /// The metric with `trial_of` (the trial each value came from); ignored unless it has one
+    /// entry per value.
+    pub fn with_trial_of(mut self, trial_of: Vec<u32>) -> Metric {
+        if trial_of.len() == self.values.len() {
+            self.trial_of = trial_of;
+        }
+        self
+    }
+
+    /// One value per trial: the values themselves, or, where `trial_of` groups several values
+    /// into one trial, each trial's median, in the order the trials first appear.
+    pub fn trial_values(&self) -> Vec<f64> {
+        if self.trial_of.len() != self.values.len() {
+            return self.values.clone();
+        }
+        let mut groups: Vec<(u32, Vec<f64>)> = Vec::new();
+        for (&t, &v) in self.trial_of.iter().zip(&self.values) {
+            match groups.iter_mut().find(|(g, _)| *g == t) {
+                Some((_, vs)) => vs.push(v),
+                None => groups.push((t, vec![v])),
+            }
+        }
+        groups
+            .iter()
+            .map(|(_, vs)| crate::measure::stats::median(vs))
+            .collect()
     }
 
     /// then / now: how many times the historical figure exceeds today's, in a common unit.
@@ -646,6 +683,21 @@ mod tests {
             source: "s".into(),
         });
         m
+    }
+
+    #[test]
+    fn trial_values_are_one_median_per_trial_in_the_order_the_trials_came() {
+        let v = [5.0, 1.0, 3.0, 9.0, 2.0, 7.0];
+        let m = Metric::from_values("x", Unit::Us, &v, 1, "p", "n").unwrap();
+        assert_eq!(m.trial_values(), v);
+        let m = m.with_trial_of(vec![1, 1, 1, 0, 0, 0]);
+        assert_eq!(m.trial_values(), [3.0, 7.0]);
+        // One entry per value or none: a list of another length is not taken.
+        let m = Metric::from_values("x", Unit::Us, &v, 1, "p", "n")
+            .unwrap()
+            .with_trial_of(vec![0, 0]);
+        assert!(m.trial_of.is_empty());
+        assert_eq!(m.trial_values().len(), 6);
     }
 
     #[test]

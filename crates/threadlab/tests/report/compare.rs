@@ -225,3 +225,28 @@ fn cross_cpu_hand_offs_carry_race_and_idle_vcpu_wake_ups_their_flag_in_a_guest()
     }
     assert_eq!(idle("sync.wake.same_cpu"), Some(false));
 }
+
+#[test]
+fn a_step_s_windows_and_one_thread_s_wake_ups_name_their_trial() {
+    let r = results(tiny());
+    let mut windows = 0;
+    for e in &r.experiments {
+        for m in &e.metrics {
+            let per_window = m.note.contains("one value per window")
+                || m.note.contains("window by window")
+                || m.note.contains("one value per attempt served");
+            let wake_ups = m.id.starts_with("latency.wakeup.") && m.id.ends_with(".lateness");
+            if per_window || wake_ups {
+                windows += 1;
+                assert_eq!(m.trial_of.len(), m.values.len(), "{}", m.id);
+                // The quick and tiny server takes one trial; a latency condition is one run.
+                assert!(m.trial_of.iter().all(|&t| t == 0), "{}", m.id);
+                assert_eq!(m.trial_values().len(), 1, "{}", m.id);
+            } else if m.trials.is_some() {
+                // The sampler's rows: every value is a trial of its own.
+                assert!(m.trial_of.is_empty(), "{}", m.id);
+            }
+        }
+    }
+    assert!(windows > 0, "the tiny run has no per-window figure");
+}

@@ -54,7 +54,7 @@ pub(super) fn machine_differences(a: &RunResults, b: &RunResults) -> Vec<String>
 /// A file's side of a row, from its values (the file's own median and quartiles are not
 /// trusted: they are recomputed), in `unit` when they convert.
 pub(super) fn side(m: &Metric, values: &[f64]) -> Side {
-    let trials = !m.batches.is_empty() || m.trials.is_some();
+    let trials = !m.batches.is_empty() || m.trials.is_some() || !m.trial_of.is_empty();
     match Summary::from_samples(values, 1) {
         Some(s) => Side {
             median: s.median,

@@ -228,18 +228,17 @@ pub(super) fn pair_row(
     same_machine: bool,
     o: &Options,
 ) -> Row {
+    // One value per trial, the unit of replication: a server step's windows share one
+    // server and one placement (`Metric::trial_of`).
+    let (a_values, b_raw) = (ma.trial_values(), mb.trial_values());
     // B's samples in A's unit (a unit that changed between versions still compares when it
     // converts); otherwise the row is shown untested.
-    let b_values: Option<Vec<f64>> = mb
-        .values
-        .iter()
-        .map(|v| mb.unit.convert(*v, ma.unit))
-        .collect();
+    let b_values: Option<Vec<f64>> = b_raw.iter().map(|v| mb.unit.convert(*v, ma.unit)).collect();
     let b_side = match &b_values {
         Some(v) => side(mb, v),
-        None => side(mb, &mb.values),
+        None => side(mb, &b_raw),
     };
-    let a_side = side(ma, &ma.values);
+    let a_side = side(ma, &a_values);
     // A figure that walks shared memory moves with what the host's other tenants do to the
     // cache and memory, which the register loops do not see. When the memory reference moved
     // more than `MEMORY_REGIME_PCT`, a change of it is the host's as much as the code's
@@ -286,19 +285,19 @@ pub(super) fn pair_row(
         return row;
     }
     row.ratio = Some(row.b.median / row.a.median);
-    if ma.values.len() > 1 && bv.len() > 1 {
-        row.ci = bootstrap_ratio_ci(&ma.values, &bv, o.resamples);
+    if a_values.len() > 1 && bv.len() > 1 {
+        row.ci = bootstrap_ratio_ci(&a_values, &bv, o.resamples);
     }
-    if smallest_p(ma.values.len(), bv.len()) >= o.alpha {
+    if smallest_p(a_values.len(), bv.len()) >= o.alpha {
         row.why = format!(
-            "{} vs {} samples: the U test cannot reach p < {}",
-            ma.values.len(),
+            "{} vs {} trials: the U test cannot reach p < {}",
+            a_values.len(),
             bv.len(),
             o.alpha
         );
         return row;
     }
-    row.p = Some(mann_whitney_p(&ma.values, &bv));
+    row.p = Some(mann_whitney_p(&a_values, &bv));
     row.verdict = Verdict::NotSignificant;
     row
 }

@@ -648,3 +648,51 @@ fn a_row_no_change_could_have_flagged_is_not_called_the_same() {
     .unwrap();
     assert_eq!(c.rows[0].verdict, Verdict::Faster);
 }
+
+#[test]
+fn windows_of_one_trial_are_one_value_and_trials_of_windows_still_catch_a_change() {
+    let o = Options {
+        fail_if_slower_pct: Some(10.0),
+        ..Options::default()
+    };
+    // A server step's 20 windows, all of one trial: B's step landed 30% higher, as two runs
+    // of one build did for a closed-loop peak (97,050 -> 77,112/s) while each step's windows
+    // agreed within a few per cent.
+    let step = |base: f64, trials: usize| {
+        let per = 20 / trials;
+        let trial_of = (0..per * trials).map(|i| (i / per) as u32).collect();
+        Metric::from_values(
+            "x.peak",
+            Unit::Us,
+            &samples(base, per * trials),
+            1,
+            "p",
+            "n",
+        )
+        .unwrap()
+        .with_trial_of(trial_of)
+    };
+    let a = with_metrics(run("a", &[]), vec![step(100.0, 1)]);
+    let b = with_metrics(run("b", &[]), vec![step(130.0, 1)]);
+    let c = compare_pair(&a, &b, &o).unwrap();
+    assert_eq!(c.rows[0].verdict, Verdict::Untested, "{c:#?}");
+    assert!(c.rows[0].why.contains("1 vs 1 trials"), "{}", c.rows[0].why);
+    assert_eq!(c.exit_status(), 0);
+    // The same values read as 20 trials a side: slower.
+    let loose = |m: Metric| Metric {
+        trial_of: Vec::new(),
+        ..m
+    };
+    let a = with_metrics(run("a", &[]), vec![loose(step(100.0, 1))]);
+    let b = with_metrics(run("b", &[]), vec![loose(step(130.0, 1))]);
+    assert_eq!(
+        compare_pair(&a, &b, &o).unwrap().rows[0].verdict,
+        Verdict::Slower
+    );
+    // Ten trials of two windows a side: a planted +20% is still caught.
+    let a = with_metrics(run("a", &[]), vec![step(100.0, 10)]);
+    let b = with_metrics(run("b", &[]), vec![step(120.0, 10)]);
+    let c = compare_pair(&a, &b, &o).unwrap();
+    assert_eq!(c.rows[0].a.samples, 10);
+    assert_eq!(c.rows[0].verdict, Verdict::Slower, "{c:#?}");
+}

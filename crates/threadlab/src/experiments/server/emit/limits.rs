@@ -81,12 +81,11 @@ fn crowd(rec: &LimitsRecord) -> String {
 fn design(e: &mut Emit, rec: &LimitsRecord) {
     let d = rec.design;
     let n = rec.attempts.len();
-    let served: Vec<f64> = rec
-        .attempts
-        .iter()
-        .filter(|a| a.answer == Answer::Served)
-        .map(|a| a.ns as f64 / 1e3)
-        .collect();
+    // The step runs once, in the first trial: its attempts are one trial's values.
+    let mut served = PerTrial::default();
+    for a in rec.attempts.iter().filter(|a| a.answer == Answer::Served) {
+        served.push(0, a.ns as f64 / 1e3);
+    }
     let busy = rec.count(|a| *a == Answer::Busy);
     let unanswered = rec.count(|a| matches!(a, Answer::Unanswered(_)));
     let who = format!(
@@ -96,7 +95,7 @@ fn design(e: &mut Emit, rec: &LimitsRecord) {
         limit_of(d).1
     );
     let id = |s: &str| sid::id(d, s);
-    if served.is_empty() {
+    if served.values.is_empty() {
         e.out.skip(
             &id(stat::LIMITS_P50),
             format!("none of the {n} attempts was served ({busy} BUSY, {unanswered} unanswered)"),
@@ -129,7 +128,7 @@ fn design(e: &mut Emit, rec: &LimitsRecord) {
     e.single(
         &id(stat::LIMITS_SERVED),
         Unit::Percent,
-        100.0 * served.len() as f64 / n.max(1) as f64,
+        100.0 * served.values.len() as f64 / n.max(1) as f64,
         format!("share of the well-behaved client's {n} attempts answered with its echo"),
         &[],
     );

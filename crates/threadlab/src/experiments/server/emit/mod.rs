@@ -69,13 +69,32 @@ fn union_flags<'a>(recs: impl Iterator<Item = &'a Record>, ceiling: Option<f64>)
     all
 }
 
+/// Values and the trial each came from (`Metric::trial_of`): a step's windows or attempts
+/// share its server, connections and placement, so only trials replicate one another.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct PerTrial {
+    values: Vec<f64>,
+    trial_of: Vec<u32>,
+}
+
+impl PerTrial {
+    fn push(&mut self, trial: usize, v: f64) {
+        if v.is_finite() {
+            self.values.push(v);
+            self.trial_of.push(trial as u32);
+        }
+    }
+}
+
 /// One value per window over every trial's record of a pattern.
-fn per_window(recs: &[&Record], f: impl Fn(&Window) -> Option<f64>) -> Vec<f64> {
-    recs.iter()
-        .flat_map(|r| r.result.windows.iter())
-        .filter_map(&f)
-        .filter(|v| v.is_finite())
-        .collect()
+fn per_window(recs: &[&Record], f: impl Fn(&Window) -> Option<f64>) -> PerTrial {
+    let mut out = PerTrial::default();
+    for r in recs {
+        for v in r.result.windows.iter().filter_map(&f) {
+            out.push(r.trial, v);
+        }
+    }
+    out
 }
 
 /// One window's replies per second (by arrival time).
@@ -124,8 +143,9 @@ struct Emit<'a> {
 }
 
 impl Emit<'_> {
-    fn windows(&mut self, id: &str, unit: Unit, values: &[f64], note: String, flags: &[String]) {
-        if let Some(m) = Metric::from_values(id, unit, values, 1, &self.placement, note) {
+    fn windows(&mut self, id: &str, unit: Unit, v: &PerTrial, note: String, flags: &[String]) {
+        if let Some(m) = Metric::from_values(id, unit, &v.values, 1, &self.placement, note) {
+            let m = m.with_trial_of(v.trial_of.clone());
             self.out.add(with_flags(m, flags));
         }
     }

@@ -112,7 +112,7 @@ pub fn metrics(out: &mut Outcome, records: &Records, free: &[Running]) {
 /// window k of the pinned visit of the same trial (taken seconds apart).
 fn ratio(e: &mut Emit, records: &Records, d: &str, suffix: &str) {
     let pattern = pattern_of(suffix);
-    let mut values = Vec::new();
+    let mut values = PerTrial::default();
     let mut used: Vec<&Record> = Vec::new();
     for free in records.of_placed(d, pattern, Placed::Unpinned) {
         let Some(pinned) = records.of(d, pattern).find(|r| r.trial == free.trial) else {
@@ -120,8 +120,8 @@ fn ratio(e: &mut Emit, records: &Records, d: &str, suffix: &str) {
         };
         for (a, b) in free.result.windows.iter().zip(&pinned.result.windows) {
             if let (Some(x), Some(y)) = (figure(suffix, a), figure(suffix, b)) {
-                if y > 0.0 && (x / y).is_finite() {
-                    values.push(x / y);
+                if y > 0.0 {
+                    values.push(free.trial, x / y);
                 }
             }
         }
@@ -135,8 +135,10 @@ fn ratio(e: &mut Emit, records: &Records, d: &str, suffix: &str) {
          trial): what pinning server and generator to CPUs of their own changes; above 1 the \
          default placement has the higher figure"
     );
-    if let Some(mut m) = Metric::from_values(&id, Unit::Ratio, &values, 1, "unpinned", note) {
+    let m = Metric::from_values(&id, Unit::Ratio, &values.values, 1, "unpinned", note);
+    if let Some(mut m) = m {
         m.ratio_of = Some([sid::id(d, &ids::unpinned(suffix)), sid::id(d, suffix)]);
-        e.out.add(with_flags(m, &flags));
+        e.out
+            .add(with_flags(m.with_trial_of(values.trial_of), &flags));
     }
 }

@@ -58,11 +58,15 @@ fn ratio(
     let b_recs: Vec<&Record> = records.of(base, Pattern::Rate).collect();
     let d_recs: Vec<&Record> = records.of(d, Pattern::Rate).collect();
     let (b, v) = (per_window(&b_recs, f), per_window(&d_recs, f));
-    let n = v.len().min(b.len());
+    let n = v.values.len().min(b.values.len());
     if n == 0 {
         return;
     }
-    let r: Vec<f64> = (0..n).map(|i| v[i] / b[i]).collect();
+    // Window k of each design's step: the trial is d's (both visit each trial in turn).
+    let mut r = PerTrial::default();
+    for i in 0..n {
+        r.push(v.trial_of[i] as usize, v.values[i] / b.values[i]);
+    }
     let flags = union_flags(
         d_recs.iter().copied().chain(b_recs.iter().copied()),
         e.ceiling,
@@ -71,7 +75,7 @@ fn ratio(
     if let Some(mut m) = Metric::from_values(
         &id,
         Unit::Ratio,
-        &r,
+        &r.values,
         1,
         &e.placement,
         format!(
@@ -80,6 +84,6 @@ fn ratio(
         ),
     ) {
         m.ratio_of = Some([sid::id(d, what), sid::id(base, what)]);
-        e.out.add(with_flags(m, &flags));
+        e.out.add(with_flags(m.with_trial_of(r.trial_of), &flags));
     }
 }
