@@ -285,6 +285,16 @@ pub(super) fn pair_row(
         return row;
     }
     row.ratio = Some(row.b.median / row.a.median);
+    // A file written before values named their trial keeps a step's windows as if each were a
+    // trial: beside a file that names them, the two sides count different things.
+    if ma.trial_of.is_empty() != mb.trial_of.is_empty() {
+        row.why = format!(
+            "{} does not say which trial each value came from (an older threadlab): its \
+             values are a step's windows or attempts, not trials",
+            if ma.trial_of.is_empty() { "A" } else { "B" }
+        );
+        return row;
+    }
     if a_values.len() > 1 && bv.len() > 1 {
         row.ci = bootstrap_ratio_ci(&a_values, &bv, o.resamples);
     }

@@ -689,6 +689,17 @@ fn windows_of_one_trial_are_one_value_and_trials_of_windows_still_catch_a_change
         compare_pair(&a, &b, &o).unwrap().rows[0].verdict,
         Verdict::Slower
     );
+    // A file from before values named their trial, beside one that names them: the two
+    // sides count different things, so the row is not tested.
+    let a = with_metrics(run("a", &[]), vec![loose(step(100.0, 1))]);
+    let b = with_metrics(run("b", &[]), vec![step(130.0, 1)]);
+    let c = compare_pair(&a, &b, &o).unwrap();
+    assert_eq!(c.rows[0].verdict, Verdict::Untested);
+    assert!(
+        c.rows[0].why.starts_with("A does not say"),
+        "{}",
+        c.rows[0].why
+    );
     // Ten trials of two windows a side: a planted +20% is still caught.
     let a = with_metrics(run("a", &[]), vec![step(100.0, 10)]);
     let b = with_metrics(run("b", &[]), vec![step(120.0, 10)]);
