@@ -502,28 +502,26 @@ fn wakeup_probes(ctx: &Ctx, s: &Setup, out: &mut Outcome) -> Result<Table> {
             format!("{p99:.1}"),
             format!("{:.1}", sum.max),
         ]);
-        out.add(
-            Metric::from_summary(
-                &id,
-                Unit::Us,
-                &sum,
-                &s.placement,
-                format!(
-                    "{loops} sleeps to absolute 1 ms deadlines (clock_nanosleep TIMER_ABSTIME, as \
+        // One thread's wake-ups in one stretch of time are one trial: compare reads one value,
+        // not thousands that share its regime.
+        out.add(Metric::from_summary(
+            &id,
+            Unit::Us,
+            &sum,
+            &s.placement,
+            format!(
+                "{loops} sleeps to absolute 1 ms deadlines (clock_nanosleep TIMER_ABSTIME, as \
                  cyclictest -n -i 1000), lateness = wake time - deadline; p99 {p99:.1} us; thread \
                  {}{}",
-                    if rt_probe { "SCHED_FIFO 50" } else { "nice 0" },
-                    if cond.spinner() {
-                        format!(", spinner nice {SPINNER_NICE} on the same CPU")
-                    } else {
-                        String::new()
-                    }
-                ),
-            )
-            // One thread's wake-ups in one stretch of time: a single trial (compare reads one
-            // value, not thousands that share its regime).
-            .with_trial_of(vec![0; us.len()]),
-        );
+                if rt_probe { "SCHED_FIFO 50" } else { "nice 0" },
+                if cond.spinner() {
+                    format!(", spinner nice {SPINNER_NICE} on the same CPU")
+                } else {
+                    String::new()
+                }
+            ),
+        ))
+        .trial_of = vec![0; us.len()];
     }
     Ok(wake_table)
 }
