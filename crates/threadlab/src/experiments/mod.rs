@@ -53,6 +53,41 @@ pub struct Ctx<'a> {
     pub budget_scale: f64,
 }
 
+/// What a `Ctx` borrows, for a measurement outside a run: a probe in a process of its own, a
+/// test. Never cancelled, the machine captured now, no progress shown, full budget.
+pub struct Standalone {
+    cancel: Cancel,
+    env: Environment,
+    host: HostLog,
+}
+
+impl Standalone {
+    pub fn new() -> Standalone {
+        Standalone {
+            cancel: Cancel::never(),
+            env: crate::measure::env::capture(),
+            host: HostLog::default(),
+        }
+    }
+
+    pub fn ctx(&self, mode: Mode) -> Ctx<'_> {
+        Ctx {
+            mode,
+            cancel: &self.cancel,
+            progress: &|_| {},
+            env: &self.env,
+            host: &self.host,
+            budget_scale: 1.0,
+        }
+    }
+}
+
+impl Default for Standalone {
+    fn default() -> Standalone {
+        Standalone::new()
+    }
+}
+
 impl<'a> Ctx<'a> {
     /// Why a cross-CPU wake-up metric has two modes on this machine, for `explain_modes`.
     pub fn idle_wakeup_modes(&self) -> String {
@@ -708,17 +743,8 @@ mod tests {
 
     #[test]
     fn a_flag_goes_to_the_row_or_ratio_added_last_from_the_moment_it_is_made() {
-        let cancel = Cancel::never();
-        let env = crate::measure::env::capture();
-        let host = HostLog::default();
-        let ctx = Ctx {
-            mode: Mode::Tiny,
-            cancel: &cancel,
-            progress: &|_| {},
-            env: &env,
-            host: &host,
-            budget_scale: 1.0,
-        };
+        let alone = Standalone::new();
+        let ctx = alone.ctx(Mode::Tiny);
         let mut out = Outcome::default();
         let mut group = Interleaved::new();
         let spin = |per_op: u64| {

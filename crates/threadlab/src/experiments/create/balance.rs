@@ -231,17 +231,8 @@ struct Measured {
 pub const BALANCE_PROBE: crate::experiments::Probe = crate::experiments::Probe {
     name: "balance",
     run: |mode, _cpu| {
-        let cancel = crate::cancel::Cancel::never();
-        let env = crate::measure::env::capture();
-        let host = crate::measure::host::HostLog::default();
-        let ctx = Ctx {
-            mode,
-            cancel: &cancel,
-            progress: &|_| {},
-            env: &env,
-            host: &host,
-            budget_scale: 1.0,
-        };
+        let alone = crate::experiments::Standalone::new();
+        let ctx = alone.ctx(mode);
         let mut out = Outcome::default();
         measure(&ctx, &mut out)?;
         serde_json::to_string(&Measured {

@@ -564,17 +564,8 @@ mod tests {
 
     #[test]
     fn where_permitted_the_wake_ups_are_matched_and_no_mount_is_left_behind() {
-        let env = crate::measure::env::capture();
-        let cancel = crate::cancel::Cancel::never();
-        let host = crate::measure::host::HostLog::default();
-        let ctx = Ctx {
-            mode: crate::experiments::Mode::Tiny,
-            cancel: &cancel,
-            progress: &|_| {},
-            env: &env,
-            host: &host,
-            budget_scale: 1.0,
-        };
+        let alone = crate::experiments::Standalone::new();
+        let ctx = alone.ctx(crate::experiments::Mode::Tiny);
         let Some((a, b)) = crate::measure::placement::cpu_pair() else {
             return;
         };
