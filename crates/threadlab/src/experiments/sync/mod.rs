@@ -20,6 +20,7 @@ use crate::measure::sampler::Sampler;
 use crate::measure::spawn::spawn;
 use crate::measure::stats::Summary;
 use crate::measure::units::Unit;
+use crate::results::flag::{add_flag, Flag};
 use crate::seeds;
 use crate::sys::{futex_wait, futex_wake, gettid, task_state};
 
@@ -293,6 +294,12 @@ fn wake_group(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     // Where the kernel woke each row's waiter (on the waker's CPU or not), per batch.
     let woke_together: [Cell<Option<bool>>; 3] = Default::default();
     let mut slots = woke_together.iter();
+    // In a guest, the wake-up of an idle CPU is the host's to serve (an interrupt to a vCPU
+    // that halted: halt polling, the host's own run queue), and how fast it serves it moves
+    // from run to run: in 22 quick runs of this week's builds on a 2-vCPU KVM guest, the runs'
+    // medians of sync.wake.cross_cpu spread 22% (10th to 90th percentile) and of
+    // sync.wake.unpinned 17%, while each run's trials agreed within about 5%.
+    let guest = ctx.env.virtualized == Some(true);
     let mut group = Interleaved::new();
     let mut add =
         |id: &str, placement: Placement, waker: Vec<usize>, waiter: Vec<usize>, note: &str| {
@@ -310,6 +317,9 @@ fn wake_group(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
                 .fixed_batch(wakes);
             if placed_by_kernel {
                 group.colocation(move || together.get());
+            }
+            if guest && matches!(placement, Placement::CrossCpu(..)) {
+                group.flag(Flag::IdleVcpu);
             }
         };
     add(
@@ -352,22 +362,13 @@ fn wake_group(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         out.skip("sync.wake.unpinned", "this process may use only one CPU");
     }
     group.measure(ctx, out)?;
-    // In a guest, the wake-up of an idle CPU is the host's to serve (an interrupt to a vCPU
-    // that halted: halt polling, the host's own run queue), and how fast it serves it moves
-    // from run to run: in 22 quick runs of this week's builds on a 2-vCPU KVM guest, the runs'
-    // medians of sync.wake.cross_cpu spread 22% (10th to 90th percentile) and of
-    // sync.wake.unpinned 17%, while each run's trials agreed within about 5%.
-    // The unpinned row only where the kernel woke the waiter on the other CPU: on the
-    // waker's own (colocated), no idle CPU is woken, and compare's placement rule covers a
-    // run that changed between the two.
-    if ctx.env.virtualized == Some(true) {
-        for id in ["sync.wake.cross_cpu", "sync.wake.unpinned"] {
-            if let Some(m) = out.metric_mut(id) {
-                let together = m.trials.as_ref().and_then(|t| t.colocated_median());
-                if together.map_or(true, |share| share < 0.5) {
-                    crate::results::flag::add_flag(m, crate::results::flag::Flag::IdleVcpu);
-                }
-            }
+    // The unpinned row only where the kernel woke the waiter on the other CPU, which is known
+    // after measuring: on the waker's own (colocated), no idle CPU is woken, and compare's
+    // placement rule covers a run that changed between the two.
+    if let Some(m) = out.metric_mut("sync.wake.unpinned").filter(|_| guest) {
+        let together = m.trials.as_ref().and_then(|t| t.colocated_median());
+        if together.map_or(true, |share| share < 0.5) {
+            add_flag(m, Flag::IdleVcpu);
         }
     }
     Ok(())

@@ -76,8 +76,6 @@ pub(super) fn side(m: &Metric, values: &[f64]) -> Side {
 /// runs: the host placed the vCPUs differently, and every cross-CPU figure may follow.
 pub const PAIR_REGIME_RATIO: f64 = 1.3;
 
-pub use crate::results::RACE_FLAG;
-
 /// The share of operations whose threads shared a CPU moved more than this between the runs:
 /// the kernel placed them differently (a hand-off on one CPU is a switch, on two a wake-up). A
 /// hand-off pair keeps its placement for a batch (shares near 0 or 1); a thread create+join
@@ -157,7 +155,7 @@ pub fn regime_change(ma: &Metric, mb: &Metric) -> Option<String> {
     }
     if [ma, mb]
         .iter()
-        .any(|m| m.flags.iter().any(|f| f == RACE_FLAG))
+        .any(|m| crate::results::flag::has(m, crate::results::flag::Flag::Race))
     {
         return Some(
             "a race between threads decides this figure, and its outcome can outlast all the \

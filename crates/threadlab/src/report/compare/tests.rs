@@ -40,6 +40,14 @@ fn run(label: &str, metrics: &[(&str, Unit, Vec<f64>)]) -> Run {
     }
 }
 
+/// The options of a CI gate: `--fail-if-slower 10`.
+fn gated() -> Options {
+    Options {
+        fail_if_slower_pct: Some(10.0),
+        ..Options::default()
+    }
+}
+
 fn samples(base: f64, n: usize) -> Vec<f64> {
     // A spread of about +-1% around base, in a fixed order.
     (0..n)
@@ -69,10 +77,7 @@ fn a_30_percent_slowdown_is_flagged_and_the_rest_is_not() {
             })
             .collect::<Vec<_>>(),
     );
-    let o = Options {
-        fail_if_slower_pct: Some(10.0),
-        ..Options::default()
-    };
+    let o = gated();
     let c = compare_pair(&a, &b, &o).unwrap();
     let flagged: Vec<&str> = c
         .rows
@@ -279,10 +284,7 @@ fn trial_metric(id: &str, values: &[f64], pair_ns: f64) -> Metric {
 
 #[test]
 fn a_figure_decided_by_a_race_is_unstable_when_it_moves_and_a_steady_one_beside_it_is_caught() {
-    let o = Options {
-        fail_if_slower_pct: Some(10.0),
-        ..Options::default()
-    };
+    let o = gated();
     let raced = |base: f64| {
         let mut m = trial_metric("x.lock.contended", &steady(base), 45.0);
         m.flags = vec![crate::results::RACE_FLAG.to_string()];
@@ -321,10 +323,7 @@ fn a_figure_decided_by_a_race_is_unstable_when_it_moves_and_a_steady_one_beside_
 
 #[test]
 fn a_hand_off_whose_threads_the_kernel_placed_apart_in_one_run_only_is_unstable() {
-    let o = Options {
-        fail_if_slower_pct: Some(10.0),
-        ..Options::default()
-    };
+    let o = gated();
     // A: the two threads of an unpinned hand-off ended on one CPU in 90% of the batches (a
     // switch, 2 us); B: in 10% (a cross-CPU wake-up, 17 us). Same code, same CPU distance.
     let placed = |base: f64, together: f64| {
@@ -354,10 +353,7 @@ fn a_hand_off_whose_threads_the_kernel_placed_apart_in_one_run_only_is_unstable(
 
 #[test]
 fn a_figure_whose_trials_step_to_another_level_partway_through_a_run_is_unstable() {
-    let o = Options {
-        fail_if_slower_pct: Some(10.0),
-        ..Options::default()
-    };
+    let o = gated();
     // A pair seen here: posix_spawn in the default placement read 540 us in A; in B its first
     // nine trials read about 770 us and the last three about 590 us. No two clusters (the
     // levels are 1.3x apart), the same CPU distance: the step in B's trials is what tells.
@@ -402,10 +398,7 @@ fn a_figure_whose_trials_step_to_another_level_partway_through_a_run_is_unstable
 
 #[test]
 fn an_idle_vcpu_wake_up_that_moved_is_unstable_and_unflagged_it_is_slower() {
-    let o = Options {
-        fail_if_slower_pct: Some(10.0),
-        ..Options::default()
-    };
+    let o = gated();
     let wake = |base: f64, flagged: bool| {
         let mut m = trial_metric("x.wake.cross_cpu", &steady(base), 45.0);
         if flagged {
@@ -440,10 +433,7 @@ fn steady(base: f64) -> Vec<f64> {
 
 #[test]
 fn a_two_regime_metric_compared_with_itself_is_quiet_and_a_planted_20_percent_is_caught() {
-    let o = Options {
-        fail_if_slower_pct: Some(10.0),
-        ..Options::default()
-    };
+    let o = gated();
     // A: the contended lock's trials sit in the near regime (the two vCPUs 45 ns apart); B, the
     // same code a minute later, in the far one (370 ns apart), where it reads twice as high.
     let lock_a = trial_metric("x.lock", &steady(21.0), 45.0);
@@ -557,10 +547,7 @@ fn a_memory_bound_figure_moves_with_the_memory_reference_and_a_core_bound_one_do
     // reference at rest, the memory-bound figure is caught too.
     let a = with_metrics(run("a", &[]), memory_and_core(100.0));
     let mut b = with_metrics(run("b", &[]), memory_and_core(112.0));
-    let o = Options {
-        fail_if_slower_pct: Some(10.0),
-        ..Options::default()
-    };
+    let o = gated();
     let at_rest = compare_pair(&a, &b, &o).unwrap();
     assert!(at_rest
         .rows
@@ -651,10 +638,7 @@ fn a_row_no_change_could_have_flagged_is_not_called_the_same() {
 
 #[test]
 fn windows_of_one_trial_are_one_value_and_trials_of_windows_still_catch_a_change() {
-    let o = Options {
-        fail_if_slower_pct: Some(10.0),
-        ..Options::default()
-    };
+    let o = gated();
     // A server step's 20 windows, all of one trial: B's step landed 30% higher, as two runs
     // of one build did for a closed-loop peak (97,050 -> 77,112/s) while each step's windows
     // agreed within a few per cent.
