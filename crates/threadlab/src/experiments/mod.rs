@@ -204,6 +204,14 @@ impl Outcome {
         if m.historical.is_none() {
             m.historical = seeds::historical(&m.id);
         }
+        // A group with one row on two CPUs reads the pair's distance for all its rows; a row
+        // on one CPU does not depend on it, and compare would read a change of it as a change
+        // of regime for that row.
+        if !crate::measure::placement::spans_two_cpus(&m.placement) {
+            if let Some(t) = m.trials.as_mut() {
+                t.pair_ns.clear();
+            }
+        }
         self.metrics.push(m);
         self.metrics.last_mut().expect("just pushed")
     }
@@ -500,11 +508,7 @@ impl<'a> Interleaved<'a> {
     }
 
     fn push(&mut self, spec: RowSpec, mut row: InterleavedRow<'a>) -> &mut Self {
-        let spans_two = spec
-            .placement
-            .split_once('(')
-            .is_some_and(|(_, list)| list.contains(',') || list.contains('-'));
-        if is_unpinned(&spec.placement) || spans_two {
+        if crate::measure::placement::spans_two_cpus(&spec.placement) {
             row.precision = Precision::Race;
         }
         self.rows.push((spec, row));

@@ -78,6 +78,18 @@ pub fn is_unpinned(placement: &str) -> bool {
     placement == "unpinned"
 }
 
+/// Whether a metric with this placement has its parties on two CPUs or lets the kernel place
+/// them: "unpinned", or a list of more than one CPU ("cross_cpu(0,1)", "cpus(0,1), one worker
+/// pinned per CPU"). "same_cpu(0)" and names without a list do not.
+pub fn spans_two_cpus(placement: &str) -> bool {
+    is_unpinned(placement)
+        || placement
+            .split_once('(')
+            .and_then(|(_, rest)| rest.split_once(')'))
+            .and_then(|(list, _)| parse_cpu_list(list))
+            .is_some_and(|cpus| cpus.len() > 1)
+}
+
 /// The CPU all same-CPU measurements use: the first allowed one.
 pub fn home_cpu() -> usize {
     allowed_cpus().first().copied().unwrap_or(0)
@@ -269,6 +281,29 @@ impl Drop for PinGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tells_placements_on_two_cpus_from_those_on_one() {
+        for two in [
+            "unpinned",
+            "cross_cpu(0,1)",
+            "round_robin(0,1)",
+            "cpus(0,1), one worker pinned per CPU",
+            "cpus(2-3)",
+        ] {
+            assert!(spans_two_cpus(two), "{two}");
+        }
+        for one in [
+            "same_cpu(0)",
+            "same_cpu(1)",
+            "one uthread carrier on CPU 0",
+            "one uthread carrier, unpinned",
+            "the CPUs used",
+            "",
+        ] {
+            assert!(!spans_two_cpus(one), "{one}");
+        }
+    }
 
     #[test]
     fn parses_cpu_lists() {

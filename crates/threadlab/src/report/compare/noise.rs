@@ -117,12 +117,18 @@ pub fn level_shift(m: &Metric) -> Option<(f64, f64, usize)> {
         .map(|(k, _)| (median(&v[..k]), median(&v[k..]), k))
 }
 
-/// Why a metric's regime differs between A and B, when it does: the CPUs it ran on were at a
-/// different distance (its trials' cache-line round trips), the kernel placed its threads
+/// Why a metric's regime differs between A and B, when it does: the two CPUs it ran on were at
+/// a different distance (its trials' cache-line round trips), the kernel placed its threads
 /// differently, its trials stepped to another level during a run, it times an idle vCPU's
 /// wake-up or is decided by a race (flags), or its trials fall in two clusters in either run.
 pub fn regime_change(ma: &Metric, mb: &Metric) -> Option<String> {
-    let pair = |m: &Metric| m.trials.as_ref().and_then(|t| t.pair_median_ns());
+    // A metric on one CPU does not depend on the pair's distance (older files kept it for
+    // every row of a group that had one row on two CPUs).
+    let pair = |m: &Metric| {
+        crate::measure::placement::spans_two_cpus(&m.placement)
+            .then(|| m.trials.as_ref().and_then(|t| t.pair_median_ns()))
+            .flatten()
+    };
     if let (Some(pa), Some(pb)) = (pair(ma), pair(mb)) {
         if pa > 0.0 && pb > 0.0 && (pa / pb).max(pb / pa) > PAIR_REGIME_RATIO {
             return Some(format!(

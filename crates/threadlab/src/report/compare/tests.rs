@@ -502,6 +502,39 @@ fn a_two_regime_metric_compared_with_itself_is_quiet_and_a_planted_20_percent_is
 }
 
 #[test]
+fn a_row_on_one_cpu_is_tested_when_the_pair_moved() {
+    let o = gated();
+    // Files written before this rule kept the pair's distance on every row of a group that had
+    // one row on two CPUs, same-CPU rows included (`switch.green.yield` beside
+    // `switch.thread.futex.cross_cpu`). The host moving the vCPUs apart says nothing about a
+    // switch on one CPU: +20% there is caught, while the row on two CPUs is unstable.
+    let on = |placement: &str, base: f64, pair: f64| {
+        let mut m = trial_metric(&format!("x.{placement}"), &steady(base), pair);
+        m.placement = placement.to_string();
+        m
+    };
+    let a = with_metrics(
+        run("a", &[]),
+        vec![
+            on("same_cpu(0)", 2.2, 45.0),
+            on("cross_cpu(0,1)", 100.0, 45.0),
+        ],
+    );
+    let b = with_metrics(
+        run("b", &[]),
+        vec![
+            on("same_cpu(0)", 2.2 * 1.2, 370.0),
+            on("cross_cpu(0,1)", 120.0, 370.0),
+        ],
+    );
+    let c = compare_pair(&a, &b, &o).unwrap();
+    let verdict = |id: &str| c.rows.iter().find(|r| r.id == id).unwrap().verdict;
+    assert_eq!(verdict("x.same_cpu(0)"), Verdict::Slower, "{c:#?}");
+    assert_eq!(verdict("x.cross_cpu(0,1)"), Verdict::Unstable, "{c:#?}");
+    assert_eq!(c.exit_status(), 1);
+}
+
+#[test]
 fn a_metric_whose_trials_disagree_gets_a_floor_as_wide_as_they_do() {
     // Trials spread +-15% (a contended lock in one regime): a 12% move of the median between
     // two runs is within that metric's floor, while a steady metric's floor stays at 5%.
