@@ -100,6 +100,7 @@ struct Reading {
     wide_ns: f64,
     syscall_ns: f64,
     memory_ns: f64,
+    pair_ns: f64,
 }
 
 fn read_references() -> Reading {
@@ -107,7 +108,27 @@ fn read_references() -> Reading {
         wide_ns: reference_wide_ns(),
         syscall_ns: reference_syscall_ns(),
         memory_ns: reference_memory_ns(),
+        pair_ns: crate::measure::pair::reference_pair_ns(),
     }
+}
+
+/// The lowest and highest reading of the pair's distance in the run: at its start and end, and
+/// around every attempt of every experiment. None when none was read (one CPU).
+fn pair_range(env: &Environment, experiments: &[ExperimentResult]) -> Option<[f64; 2]> {
+    let readings: Vec<f64> = [env.reference_pair_ns_start, env.reference_pair_ns_end]
+        .into_iter()
+        .flatten()
+        .chain(
+            experiments
+                .iter()
+                .flat_map(|e| &e.attempts)
+                .flat_map(|a| a.reference_pair_ns),
+        )
+        .filter(|&ns| ns > 0.0 && ns.is_finite())
+        .collect();
+    let lo = readings.iter().copied().reduce(f64::min)?;
+    let hi = readings.iter().copied().reduce(f64::max)?;
+    Some([lo, hi])
 }
 
 fn drift_pct(before: Reading, after: Reading) -> f64 {
@@ -139,6 +160,7 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
     let mut runs: Vec<Vec<ExperimentResult>> = vec![Vec::with_capacity(repeat); n];
     let mut budget_left = plan.mode.remeasure_budget();
     let mut reading = read_references();
+    environment.reference_pair_ns_start = Some(reading.pair_ns).filter(|&ns| ns > 0.0);
     let budget = plan.budget.map(|total| Budget {
         total,
         started: run_started,
@@ -198,7 +220,7 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
             runs[i].push(r);
         }
     }
-    let experiments = runs.into_iter().map(merge_repeats).collect();
+    let experiments: Vec<ExperimentResult> = runs.into_iter().map(merge_repeats).collect();
 
     environment.record_end();
     environment.run_wall_s = Some(run_started.elapsed().as_secs_f64());
@@ -207,7 +229,10 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
         environment.reference_wide_ns_end = Some(reference_wide_ns());
         environment.reference_syscall_ns_end = Some(reference_syscall_ns());
         environment.reference_memory_ns_end = Some(reference_memory_ns());
+        environment.reference_pair_ns_end =
+            Some(crate::measure::pair::reference_pair_ns()).filter(|&ns| ns > 0.0);
     }
+    environment.reference_pair_ns_range = pair_range(&environment, &experiments);
     // Stored rather than recomputed by each report, so that a results file read later (or by a
     // newer threadlab with other thresholds) shows what this run showed.
     let warnings = env_warnings(&environment)
@@ -267,6 +292,7 @@ fn run_with_drift_control(
             reference_wide_ns: [before.wide_ns, after.wide_ns],
             reference_syscall_ns: [before.syscall_ns, after.syscall_ns],
             reference_memory_ns: [before.memory_ns, after.memory_ns],
+            reference_pair_ns: [before.pair_ns, after.pair_ns],
             drift_pct: drift,
             kept: false,
         };
@@ -586,14 +612,36 @@ mod tests {
             wide_ns: 100.0,
             syscall_ns: 200.0,
             memory_ns: 90.0,
+            pair_ns: 45.0,
         };
         let b = Reading {
             wide_ns: 104.0,
             syscall_ns: 180.0,
             memory_ns: 120.0,
+            pair_ns: 370.0,
         };
+        // Neither the memory walk nor the pair's distance (45 -> 370 ns) counts.
         assert!((drift_pct(a, b) - 10.0).abs() < 1e-9);
         assert_eq!(drift_pct(a, a), 0.0);
+    }
+
+    #[test]
+    fn the_pair_range_spans_every_reading_of_the_run() {
+        let env = Environment {
+            reference_pair_ns_start: Some(45.0),
+            reference_pair_ns_end: Some(46.0),
+            ..Environment::default()
+        };
+        let mut e = ExperimentResult::new("x", Status::Ok);
+        e.attempts = vec![Attempt {
+            reference_pair_ns: [44.0, 370.0],
+            ..Attempt::unread()
+        }];
+        // An interrupted attempt's zeros are no reading.
+        let mut cut = ExperimentResult::new("y", Status::Ok);
+        cut.attempts = vec![Attempt::unread()];
+        assert_eq!(pair_range(&env, &[e, cut]), Some([44.0, 370.0]));
+        assert_eq!(pair_range(&Environment::default(), &[]), None);
     }
 
     #[test]

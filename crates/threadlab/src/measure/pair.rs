@@ -92,6 +92,19 @@ pub fn round_trip_ns(a: usize, b: usize) -> Result<f64> {
     })
 }
 
+/// The pair's distance as a drift reference, read before and after every experiment
+/// (`Attempt::reference_pair_ns`): the round trip between the two CPUs the experiments use
+/// (`cpu_pair`), ns; 0 when this process may use only one CPU or the partner cannot be pinned.
+/// Figures that do not read it per trial (the server's, fairness', the doctor's) are read
+/// against this one by compare: on the 2-vCPU guest this was written on, the doctor's spinning
+/// hand-off across the two vCPUs read 0.06 us in runs whose pair read 43-57 ns and 0.25 us in
+/// those whose pair read 368-381 ns.
+pub fn reference_pair_ns() -> f64 {
+    crate::measure::placement::cpu_pair()
+        .and_then(|(a, b)| round_trip_ns(a, b).ok())
+        .unwrap_or(0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

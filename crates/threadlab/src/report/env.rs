@@ -315,6 +315,20 @@ fn reference_rows(env: &Environment) -> Vec<Row> {
                 _ => "not measured".to_string(),
             },
         ),
+        (
+            "reference_pair_ns",
+            match (
+                env.reference_pair_ns_start,
+                env.reference_pair_ns_end,
+                env.reference_pair_ns_range,
+            ) {
+                (Some(a), Some(b), Some([lo, hi])) => {
+                    format!("{a:.0} ns at start, {b:.0} ns at end, {lo:.0}-{hi:.0} ns in the run")
+                }
+                (Some(a), None, _) => format!("{a:.0} ns"),
+                _ => "not measured".to_string(),
+            },
+        ),
     ]
 }
 

@@ -66,6 +66,9 @@ pub enum EnvWarning {
     SlowClocksource { name: String },
     /// The hypervisor took a noticeable share of the CPUs' time during the run.
     HostSteal { pct: f64, ms: f64 },
+    /// The cache-line round trip between the two CPUs moved during the run: the host ran the
+    /// vCPUs on other cores for part of it.
+    VcpusMoved { low_ns: f64, high_ns: f64 },
 }
 
 impl EnvWarning {
@@ -83,6 +86,7 @@ impl EnvWarning {
         "virtualized",
         "slow_clocksource",
         "host_steal",
+        "vcpus_moved",
     ];
 
     /// A stable snake_case name for this kind of warning.
@@ -100,6 +104,7 @@ impl EnvWarning {
             EnvWarning::Virtualized { .. } => "virtualized",
             EnvWarning::SlowClocksource { .. } => "slow_clocksource",
             EnvWarning::HostSteal { .. } => "host_steal",
+            EnvWarning::VcpusMoved { .. } => "vcpus_moved",
         }
     }
 }
@@ -203,6 +208,11 @@ pub fn env_warnings(env: &Environment) -> Vec<EnvWarning> {
             w.push(EnvWarning::HostSteal { pct, ms });
         }
     }
+    if let Some([low_ns, high_ns]) = env.reference_pair_ns_range {
+        if low_ns > 0.0 && high_ns / low_ns > crate::report::compare::PAIR_REGIME_RATIO {
+            w.push(EnvWarning::VcpusMoved { low_ns, high_ns });
+        }
+    }
     w
 }
 
@@ -300,6 +310,13 @@ impl fmt::Display for EnvWarning {
                  of their time, steal in /proc/stat): trials that overlapped it were set aside \
                  (each experiment's `host` says how many), but figures taken around it may still \
                  be slower; run again when the host is quieter, or on dedicated cores"
+            ),
+            EnvWarning::VcpusMoved { low_ns, high_ns } => write!(
+                f,
+                "the host moved the two vCPUs during the run: a cache line's round trip between \
+                 them read {low_ns:.0} to {high_ns:.0} ns, and figures on two CPUs follow it (each \
+                 experiment's reading is in its attempts; compare reads their changes as \
+                 unstable)"
             ),
         }
     }
@@ -415,6 +432,10 @@ mod tests {
                 name: "hpet".into(),
             },
             EnvWarning::HostSteal { pct: 1.0, ms: 20.0 },
+            EnvWarning::VcpusMoved {
+                low_ns: 45.0,
+                high_ns: 370.0,
+            },
         ];
         assert_eq!(kinds(&every), EnvWarning::KINDS);
         for k in EnvWarning::KINDS {
@@ -439,6 +460,25 @@ mod tests {
                 "warning kind {k} is not documented in docs/results-schema.md"
             );
         }
+    }
+
+    #[test]
+    fn a_pair_distance_that_moved_during_the_run_is_warned_about() {
+        let at = |range: Option<[f64; 2]>| {
+            let env = Environment {
+                reference_pair_ns_range: range,
+                ..Default::default()
+            };
+            kinds(&env_warnings(&env)).contains(&"vcpus_moved")
+        };
+        assert!(at(Some([45.0, 372.0])));
+        assert!(!at(Some([44.0, 52.0])));
+        assert!(!at(None));
+        let w = EnvWarning::VcpusMoved {
+            low_ns: 45.0,
+            high_ns: 372.0,
+        };
+        assert!(w.to_string().contains("45 to 372 ns"));
     }
 
     #[test]

@@ -210,6 +210,11 @@ pub struct Attempt {
     /// after, ns (`measure::drift::reference_memory_ns`); zeros in files that predate it.
     #[serde(default)]
     pub reference_memory_ns: [f64; 2],
+    /// The cache-line round trip between the two CPUs before and after, ns
+    /// (`measure::pair::reference_pair_ns`): where the host ran the two vCPUs around the
+    /// experiment. Zeros when it could not be read (one CPU) and in files that predate it.
+    #[serde(default)]
+    pub reference_pair_ns: [f64; 2],
     /// The larger of the wide loop's and the system call's relative change, percent (absolute
     /// value); the memory reference is not counted.
     pub drift_pct: f64,
@@ -225,6 +230,7 @@ impl Attempt {
             reference_wide_ns: [0.0; 2],
             reference_syscall_ns: [0.0; 2],
             reference_memory_ns: [0.0; 2],
+            reference_pair_ns: [0.0; 2],
             drift_pct: 0.0,
             kept: false,
         }

@@ -298,6 +298,19 @@ pub struct Environment {
     pub reference_memory_ns_start: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference_memory_ns_end: Option<f64>,
+    /// The cache-line round trip between the two CPUs the experiments use
+    /// (measure::pair::reference_pair_ns) at the start and end of the run, filled by the
+    /// caller: where the host ran the two vCPUs (on the 2-vCPU EPYC guest this was written on,
+    /// about 45 ns on one core complex, about 370 ns across two). Absent on one CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_pair_ns_start: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_pair_ns_end: Option<f64>,
+    /// The lowest and highest of every reading of that round trip in the run (at its start and
+    /// end, and before and after every experiment): far apart, the host moved the vCPUs during
+    /// the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_pair_ns_range: Option<[f64; 2]>,
 }
 
 impl Environment {

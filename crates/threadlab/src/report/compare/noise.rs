@@ -118,23 +118,33 @@ pub fn level_shift(m: &Metric) -> Option<(f64, f64, usize)> {
 }
 
 /// Why a metric's regime differs between A and B, when it does: the two CPUs it ran on were at
-/// a different distance (its trials' cache-line round trips), the kernel placed its threads
+/// a different distance (its trials' cache-line round trips, or for a metric that does not
+/// read them per trial the experiment's, before and after), the kernel placed its threads
 /// differently, its trials stepped to another level during a run, it times an idle vCPU's
 /// wake-up or is decided by a race (flags), or its trials fall in two clusters in either run.
-pub fn regime_change(ma: &Metric, mb: &Metric) -> Option<String> {
+pub fn regime_change(
+    (ea, eb): (&ExperimentResult, &ExperimentResult),
+    (ma, mb): (&Metric, &Metric),
+) -> Option<String> {
     // A metric on one CPU does not depend on the pair's distance (older files kept it for
     // every row of a group that had one row on two CPUs).
-    let pair = |m: &Metric| {
-        crate::measure::placement::spans_two_cpus(&m.placement)
-            .then(|| m.trials.as_ref().and_then(|t| t.pair_median_ns()))
-            .flatten()
-    };
-    if let (Some(pa), Some(pb)) = (pair(ma), pair(mb)) {
-        if pa > 0.0 && pb > 0.0 && (pa / pb).max(pb / pa) > PAIR_REGIME_RATIO {
-            return Some(format!(
-                "the two CPUs were {pa:.0} ns apart in A and {pb:.0} ns in B (a cache line's \
-                 round trip): the host ran the vCPUs elsewhere; run both again"
-            ));
+    let on_two = [ma, mb]
+        .iter()
+        .all(|m| crate::measure::placement::spans_two_cpus(&m.placement));
+    let pair = |m: &Metric| m.trials.as_ref().and_then(|t| t.pair_median_ns());
+    if on_two {
+        let moved = match pair(ma).zip(pair(mb)) {
+            Some((pa, pb)) => (pa > 0.0 && pb > 0.0 && (pa / pb).max(pb / pa) > PAIR_REGIME_RATIO)
+                .then(|| {
+                    format!(
+                        "the two CPUs were {pa:.0} ns apart in A and {pb:.0} ns in B (a cache \
+                         line's round trip): the host ran the vCPUs elsewhere; run both again"
+                    )
+                }),
+            None => pair_moved_around(ea, eb),
+        };
+        if moved.is_some() {
+            return moved;
         }
     }
     let together = |m: &Metric| m.trials.as_ref().and_then(|t| t.colocated_median());
@@ -284,6 +294,40 @@ pub(super) fn memory_regime(
              and memory this figure uses; run both again",
             span(a),
             span(b),
+        )
+    })
+}
+
+/// For a metric on two CPUs that does not read the pair's distance per trial (the server's,
+/// fairness', the doctor's figures): the distance read before and after each run's experiment
+/// moved more than `PAIR_REGIME_RATIO` during either run or between their means. None for
+/// files that predate the reading, or a run on one CPU.
+fn pair_moved_around(ea: &ExperimentResult, eb: &ExperimentResult) -> Option<String> {
+    let read = |e: &ExperimentResult| {
+        let [x, y] = kept(e)?.reference_pair_ns;
+        (x > 0.0 && y > 0.0).then_some([x, y])
+    };
+    let (a, b) = (read(ea)?, read(eb)?);
+    let apart = |x: f64, y: f64| x.max(y) / x.min(y);
+    let mean = |r: [f64; 2]| (r[0] + r[1]) / 2.0;
+    let worst = apart(a[0], a[1])
+        .max(apart(b[0], b[1]))
+        .max(apart(mean(a), mean(b)));
+    let span = |r: [f64; 2]| {
+        let (lo, hi) = (r[0].min(r[1]), r[0].max(r[1]));
+        if format!("{lo:.0}") == format!("{hi:.0}") {
+            format!("{lo:.0}")
+        } else {
+            format!("{lo:.0}-{hi:.0}")
+        }
+    };
+    (worst > PAIR_REGIME_RATIO).then(|| {
+        format!(
+            "the two CPUs were {} ns apart around A's experiment and {} ns around B's (a cache \
+             line's round trip, before and after): the host ran the vCPUs elsewhere; run both \
+             again",
+            span(a),
+            span(b)
         )
     })
 }

@@ -270,7 +270,7 @@ pub(super) fn pair_row(
         floor_pct: floor.0,
         floor_from: floor.1,
         detectable_pct: None,
-        regime: regime_change(ma, mb).or(memory_regime),
+        regime: regime_change((ea, eb), (ma, mb)).or(memory_regime),
         verdict: Verdict::Untested,
         why: String::new(),
         flags_a: ma.flags.clone(),

@@ -16,6 +16,7 @@ fn run(label: &str, metrics: &[(&str, Unit, Vec<f64>)]) -> Run {
         reference_wide_ns: [100.0, 101.0],
         reference_syscall_ns: [50.0, 50.0],
         reference_memory_ns: [95.0, 96.0],
+        reference_pair_ns: [45.0, 46.0],
         drift_pct: 1.0,
         kept: true,
     }];
@@ -532,6 +533,51 @@ fn a_row_on_one_cpu_is_tested_when_the_pair_moved() {
     assert_eq!(verdict("x.same_cpu(0)"), Verdict::Slower, "{c:#?}");
     assert_eq!(verdict("x.cross_cpu(0,1)"), Verdict::Unstable, "{c:#?}");
     assert_eq!(c.exit_status(), 1);
+}
+
+#[test]
+fn a_figure_on_two_cpus_without_trial_distances_reads_the_experiments_pair() {
+    let o = gated();
+    // The doctor's spinning hand-off across the two vCPUs: 0.059 us in one quick run and
+    // 0.252 us in the next, with the pair 45 ns apart around the first and 370 ns around the
+    // second. Its values are rounds, not sampler trials: no per-trial distance.
+    let phase = |id: &str, placement: &str, base: f64| {
+        Metric::from_values(id, Unit::Us, &steady(base), 1, placement, "n").unwrap()
+    };
+    let a = with_metrics(
+        run("a", &[]),
+        vec![
+            phase("x.handoff.on", "cross_cpu(0,1)", 0.059),
+            phase("x.switch", "same_cpu(0)", 2.0),
+        ],
+    );
+    let b_at = |pair: [f64; 2], handoff: f64| {
+        let mut b = with_metrics(
+            run("b", &[]),
+            vec![
+                phase("x.handoff.on", "cross_cpu(0,1)", handoff),
+                phase("x.switch", "same_cpu(0)", 2.4),
+            ],
+        );
+        b.results.experiments[0].attempts[0].reference_pair_ns = pair;
+        b
+    };
+    let c = compare_pair(&a, &b_at([370.0, 372.0], 0.252), &o).unwrap();
+    let verdict = |c: &Comparison, id: &str| c.rows.iter().find(|r| r.id == id).unwrap().verdict;
+    assert_eq!(verdict(&c, "x.handoff.on"), Verdict::Unstable, "{c:#?}");
+    // The same-CPU figure beside it is read as before: +20% is slower.
+    assert_eq!(verdict(&c, "x.switch"), Verdict::Slower);
+    assert!(render_pair_text(&c)
+        .contains("the two CPUs were 45-46 ns apart around A's experiment and 370-372 ns"));
+    // The host moved them during B's experiment only: that too is a change of regime.
+    let c = compare_pair(&a, &b_at([46.0, 371.0], 0.252), &o).unwrap();
+    assert_eq!(verdict(&c, "x.handoff.on"), Verdict::Unstable);
+    // The same distance in both: the move is the code's, and the gate fails on it.
+    let c = compare_pair(&a, &b_at([46.0, 45.0], 0.059 * 1.2), &o).unwrap();
+    assert_eq!(verdict(&c, "x.handoff.on"), Verdict::Slower, "{c:#?}");
+    // A file that predates the reading (zeros): nothing is known, and the rule stays out.
+    let c = compare_pair(&a, &b_at([0.0, 0.0], 0.252), &o).unwrap();
+    assert_eq!(verdict(&c, "x.handoff.on"), Verdict::Slower);
 }
 
 #[test]
