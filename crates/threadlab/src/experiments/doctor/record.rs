@@ -139,14 +139,13 @@ fn record_figure(
         knob.on.placement_of(f.measure),
     );
     let dir = Direction::LowerIsBetter;
-    let mut push = |suffix: &str, values: &[f64], setup: &Setup, label: &str| -> Option<f64> {
-        let place = setup.placement_of(f.measure);
+    let mut push = |suffix: &str, values: &[f64], (setup, place): (&Setup, &str), label: &str| {
         let mut m = Metric::from_values(
             &doctor::part(knob.about.id, f.figure.id, suffix),
             f.figure.unit,
             values,
             f.ops_per_phase.max(1),
-            &place,
+            place,
             format!("{}; {label}; {}", f.figure.what, phases_note(run, f)),
         )?
         .with_direction(dir);
@@ -157,8 +156,13 @@ fn record_figure(
         out.add(m);
         Some(med)
     };
-    let off = push(doctor::OFF, &f.off, &knob.off, &knob.off_label)?;
-    let on = push(doctor::ON, &f.on, &knob.on, &knob.on_label)?;
+    let off = push(
+        doctor::OFF,
+        &f.off,
+        (&knob.off, &off_place),
+        &knob.off_label,
+    )?;
+    let on = push(doctor::ON, &f.on, (&knob.on, &on_place), &knob.on_label)?;
     let ratios = f.ratios();
     let id = doctor::part(knob.about.id, f.figure.id, doctor::EFFECT);
     if ratios.is_empty() {

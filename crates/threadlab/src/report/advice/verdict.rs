@@ -197,7 +197,7 @@ fn default_handoff_words(m: &crate::results::Metric) -> String {
             modes[0].share * 100.0,
             v(modes[1].median)
         ),
-        _ if m.flags.iter().any(|f| f == crate::results::RACE_FLAG) => format!(
+        _ if crate::results::flag::has(m, crate::results::flag::Flag::Race) => format!(
             "{} here; a race decides whether a pair spins or sleeps, so runs differ",
             v(m.median)
         ),
