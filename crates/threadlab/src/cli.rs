@@ -198,6 +198,13 @@ pub struct CompareArgs {
     /// Also write the comparison as an HTML page here.
     #[arg(long, value_name = "PATH")]
     pub html: Option<PathBuf>,
+    /// Another run of A's build (same machine, same mode), its trials pooled with A's: A's
+    /// spread then includes how much each figure moves between runs; repeat for more.
+    #[arg(long = "also-a", value_name = "RESULTS.json")]
+    pub also_a: Vec<PathBuf>,
+    /// Another run of B's build, pooled with B's trials the same way.
+    #[arg(long = "also-b", value_name = "RESULTS.json")]
+    pub also_b: Vec<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -400,19 +407,31 @@ fn compare_command(args: CompareArgs) -> Result<i32> {
                 .into(),
         ));
     }
+    if args.files.len() > 2 && !(args.also_a.is_empty() && args.also_b.is_empty()) {
+        return Err(Error::Usage(
+            "--also-a and --also-b pool more runs into A or B; give exactly two files".into(),
+        ));
+    }
     if let Some(p) = &args.html {
         report::check_writable(p)?;
     }
-    let runs = args
-        .files
-        .iter()
-        .map(|p| {
-            Ok(Run {
-                label: p.display().to_string(),
-                results: read_results(p)?,
+    let read = |paths: &[PathBuf]| {
+        paths
+            .iter()
+            .map(|p| {
+                Ok(Run {
+                    label: p.display().to_string(),
+                    results: read_results(p)?,
+                })
             })
-        })
-        .collect::<Result<Vec<Run>>>()?;
+            .collect::<Result<Vec<Run>>>()
+    };
+    let mut runs = read(&args.files)?;
+    if runs.len() == 2 {
+        let b = compare::pool(runs.pop().expect("two runs"), read(&args.also_b)?)?;
+        let a = compare::pool(runs.pop().expect("two runs"), read(&args.also_a)?)?;
+        runs = vec![a, b];
+    }
     if let [a, b] = runs.as_slice() {
         let options = compare::Options {
             alpha: args.alpha.unwrap_or(compare::DEFAULT_ALPHA),

@@ -119,6 +119,22 @@ fn compare_flags_nothing_between_equal_runs_and_exactly_a_planted_slowdown() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = run(&["compare", &a, slow.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A pooled from two runs (here the same one twice): the slowdown is still the one flag.
+    let o = run(&[
+        "compare",
+        &a,
+        slow.to_str().unwrap(),
+        "--also-a",
+        &a,
+        "--fail-if-slower",
+        "10",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("(+1 more run)") && text.contains("1 slower"),
+        "{text}"
+    );
 
     let html_page = std::fs::read_to_string(&page).unwrap();
     assert_eq!(html::network_references(&html_page), Vec::<String>::new());
@@ -150,6 +166,24 @@ fn compare_refuses_bad_and_incompatible_files_with_status_2() {
         "exactly two",
     );
     assert_one_line_usage_error(&run(&["compare", a, a, "--fail-if-slower", "-3"]), "--help");
+    // Pooling: only into a pair, only runs of one machine and mode.
+    assert_one_line_usage_error(&run(&["compare", a, a, a, "--also-a", a]), "exactly two");
+    let mut r = results(tiny());
+    r.environment.cpu_model = Some("another CPU".into());
+    let elsewhere = dir.join("elsewhere.json");
+    std::fs::write(&elsewhere, serde_json::to_string(&r).unwrap()).unwrap();
+    assert_one_line_usage_error(
+        &run(&["compare", a, a, "--also-b", elsewhere.to_str().unwrap()]),
+        "another machine",
+    );
+    let mut r = results(tiny());
+    r.mode = "full".into();
+    let full = dir.join("full.json");
+    std::fs::write(&full, serde_json::to_string(&r).unwrap()).unwrap();
+    assert_one_line_usage_error(
+        &run(&["compare", a, a, "--also-a", full.to_str().unwrap()]),
+        "one mode",
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

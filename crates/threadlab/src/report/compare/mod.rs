@@ -23,6 +23,9 @@
 //! 6. `--fail-if-slower PCT`: exit status 1 when a metric is slower by that rule and its ratio
 //!    says more than PCT percent slower.
 //!
+//! `--also-a` / `--also-b`: more runs of a side's build, whose trials are pooled with its file's
+//! (`pool`), so that the side's spread includes how much each figure moves between runs.
+//!
 //! More files: one column per file, the fastest and slowest marked per row; no test.
 //! docs/compare.md gives the reasons for each choice.
 
@@ -255,11 +258,13 @@ impl Comparison {
 mod fleet;
 mod noise;
 mod pair;
+mod pool;
 mod text;
 
 pub use fleet::*;
 pub use noise::*;
 pub use pair::*;
+pub use pool::pool;
 pub use text::*;
 
 #[cfg(test)]

@@ -581,6 +581,39 @@ fn a_figure_on_two_cpus_without_trial_distances_reads_the_experiments_pair() {
 }
 
 #[test]
+fn a_baseline_pooled_from_several_runs_holds_a_move_between_runs_and_catches_a_larger_one() {
+    let o = gated();
+    let at = |label: &str, level: f64| {
+        with_metrics(
+            run(label, &[]),
+            vec![trial_metric("x.read", &steady(level), 45.0)],
+        )
+    };
+    // Three runs of one build: each run's trials agree within 1%, the runs sit at 100, 112 and
+    // 96 (a host phase lasting a whole run). A fourth run of the same build at 113.
+    let (a1, a2, a3) = (at("a1", 100.0), at("a2", 112.0), at("a3", 96.0));
+    let b = at("b", 113.0);
+    let verdict = |c: &Comparison| c.rows[0].verdict;
+    let alone = compare_pair(&a1, &b, &o).unwrap();
+    assert_eq!(verdict(&alone), Verdict::Slower, "{alone:#?}");
+    assert_eq!(alone.exit_status(), 1);
+    let pooled = pool(a1.clone(), vec![a2.clone(), a3.clone()]).unwrap();
+    assert_eq!(pooled.results.experiments[0].metrics[0].samples, 36);
+    let c = compare_pair(&pooled, &b, &o).unwrap();
+    assert!(!verdict(&c).flagged(), "{c:#?}");
+    assert_eq!(c.exit_status(), 0);
+    assert!(
+        c.rows[0].floor_from.contains("A's spread"),
+        "{}",
+        c.rows[0].floor_from
+    );
+    // A change beyond what the runs give: 1.3x the pooled median is still caught.
+    let c = compare_pair(&pooled, &at("b", 130.0), &o).unwrap();
+    assert_eq!(verdict(&c), Verdict::Slower, "{c:#?}");
+    assert_eq!(c.exit_status(), 1);
+}
+
+#[test]
 fn a_metric_whose_trials_disagree_gets_a_floor_as_wide_as_they_do() {
     // Trials spread +-15% (a contended lock in one regime): a 12% move of the median between
     // two runs is within that metric's floor, while a steady metric's floor stays at 5%.
