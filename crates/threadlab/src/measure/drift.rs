@@ -105,6 +105,8 @@ struct Ring {
     pid: u32,
     base: *mut u64,
     at: u64,
+    /// MADV_DONTFORK took: a fork leaves the walk out.
+    not_forked: bool,
 }
 
 // SAFETY: the mapping is private to this process and only reached under the mutex below.
@@ -130,7 +132,8 @@ fn map_ring() -> Option<Ring> {
     }
     // SAFETY: `base` is the mapping just made, of that length. Failure only means a fork
     // copies it, which costs time, not correctness.
-    unsafe { libc::madvise(base, MEMORY_REFERENCE_BYTES, libc::MADV_DONTFORK) };
+    let not_forked =
+        unsafe { libc::madvise(base, MEMORY_REFERENCE_BYTES, libc::MADV_DONTFORK) } == 0;
     let base = base.cast::<u64>();
     // Sattolo's shuffle gives one cycle through every line, in an order the prefetchers cannot
     // follow; a fixed seed makes it the same walk in every run.
@@ -151,7 +154,19 @@ fn map_ring() -> Option<Ring> {
         pid: std::process::id(),
         base,
         at: 0,
+        not_forked,
     })
+}
+
+/// The bytes of this process's resident memory that a fork leaves out: the memory walk, once a
+/// reading has mapped and written it here (MADV_DONTFORK). A note that gives the resident size
+/// a fork's cost grows with subtracts it.
+pub fn resident_not_forked_bytes() -> usize {
+    let guard = RING.lock().unwrap_or_else(|e| e.into_inner());
+    match guard.as_ref() {
+        Some(r) if r.pid == std::process::id() && r.not_forked => MEMORY_REFERENCE_BYTES,
+        _ => 0,
+    }
 }
 
 /// Time of one step of a dependent walk through 64 MiB in random cache-line order, in ns: the
