@@ -281,14 +281,7 @@ pub(super) fn memory_regime(
     if same_machine {
         worst = worst.max(moved(mean(a), mean(b)));
     }
-    let span = |r: [f64; 2]| {
-        let (lo, hi) = (r[0].min(r[1]), r[0].max(r[1]));
-        if format!("{lo:.1}") == format!("{hi:.1}") {
-            format!("{lo:.1}")
-        } else {
-            format!("{lo:.1}-{hi:.1}")
-        }
-    };
+    let span = |r| reading_span(r, 1);
     (worst > MEMORY_REGIME_PCT).then(|| {
         format!(
             "a step of a walk through 64 MiB of memory took {} ns around A's experiment and {} ns \
@@ -298,6 +291,18 @@ pub(super) fn memory_regime(
             span(b),
         )
     })
+}
+
+/// A reference's two readings around an experiment as "lo-hi" with `decimals` places, or one
+/// figure when they print alike.
+fn reading_span(r: [f64; 2], decimals: usize) -> String {
+    let (lo, hi) = (r[0].min(r[1]), r[0].max(r[1]));
+    let (a, b) = (format!("{lo:.decimals$}"), format!("{hi:.decimals$}"));
+    if a == b {
+        a
+    } else {
+        format!("{a}-{b}")
+    }
 }
 
 /// For a metric on two CPUs that does not read the pair's distance per trial (the server's,
@@ -315,14 +320,7 @@ fn pair_moved_around(ea: &ExperimentResult, eb: &ExperimentResult) -> Option<Str
     let worst = apart(a[0], a[1])
         .max(apart(b[0], b[1]))
         .max(apart(mean(a), mean(b)));
-    let span = |r: [f64; 2]| {
-        let (lo, hi) = (r[0].min(r[1]), r[0].max(r[1]));
-        if format!("{lo:.0}") == format!("{hi:.0}") {
-            format!("{lo:.0}")
-        } else {
-            format!("{lo:.0}-{hi:.0}")
-        }
-    };
+    let span = |r| reading_span(r, 0);
     (worst > PAIR_REGIME_RATIO).then(|| {
         format!(
             "the two CPUs were {} ns apart around A's experiment and {} ns around B's (a cache \
