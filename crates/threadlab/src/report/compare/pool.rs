@@ -11,7 +11,7 @@
 use super::noise::machine_differences;
 use super::Run;
 use crate::error::{Error, Result};
-use crate::measure::stats::{two_modes, Summary, TrialLog};
+use crate::measure::stats::{Summary, TrialLog};
 use crate::results::{Attempt, ExperimentResult, Metric};
 
 /// `base` with the trials of `more` (other runs of the same build on the same machine, in the
@@ -117,10 +117,10 @@ fn pooled_attempt(all: &[&ExperimentResult]) -> Option<Attempt> {
 }
 
 /// `m` with the values of `more` (the same metric in the other runs) after its own, and every
-/// statistic recomputed over them all.
+/// statistic recomputed over them all (`Metric::from_summary`, as a run makes it).
 ///
-/// Every field is named below, so a field added to `Metric` does not compile here until it is
-/// decided how runs pool it.
+/// The pattern below names every field of `Metric`, so a field added to it does not compile
+/// here until it is decided how runs pool it.
 fn pool_metric(m: &Metric, more: &[&Metric]) -> Metric {
     if more.is_empty() {
         return m.clone();
@@ -130,59 +130,69 @@ fn pool_metric(m: &Metric, more: &[&Metric]) -> Metric {
     let Some(s) = Summary::from_samples(&values, m.batch) else {
         return m.clone();
     };
-    // Batches only when every run kept them, one list per value.
-    let batches = if all
-        .iter()
-        .all(|x| !x.batches.is_empty() && x.batches.len() == x.values.len())
-    {
-        all.iter().flat_map(|x| x.batches.iter().cloned()).collect()
-    } else {
-        Vec::new()
-    };
-    let mut flags: Vec<String> = Vec::new();
-    for f in all.iter().flat_map(|x| x.flags.iter()) {
-        if !flags.contains(f) {
-            flags.push(f.clone());
-        }
-    }
-    Metric {
-        id: m.id.clone(),
-        unit: m.unit,
-        median: s.median,
-        min: s.min,
-        max: s.max,
-        q1: s.q1,
-        q3: s.q3,
-        mean: s.mean,
-        cv: s.cv,
-        samples: s.n,
-        batch: m.batch,
-        noisy: s.is_noisy(),
-        placement: m.placement.clone(),
-        note: format!(
-            "{}; pooled with the trials of {} more run{}",
-            m.note,
+    let Metric {
+        // Recomputed over the pool by from_summary.
+        median: _,
+        min: _,
+        max: _,
+        q1: _,
+        q3: _,
+        mean: _,
+        cv: _,
+        samples: _,
+        noisy: _,
+        modes: _,
+        values: _,
+        // The first run's, as it is.
+        id,
+        unit,
+        batch: _,
+        placement,
+        note,
+        historical,
+        direction,
+        ratio_of,
+        histograms,
+        // An interval a run computed over its own rounds says nothing about the pool.
+        interval: _,
+        // Pooled below.
+        batches: _,
+        trials: _,
+        flags: _,
+        memory_bound: _,
+        trial_of: _,
+    } = m;
+    let mut p = Metric::from_summary(
+        id,
+        *unit,
+        &s,
+        placement,
+        format!(
+            "{note}; pooled with the trials of {} more run{}",
             more.len(),
             if more.len() == 1 { "" } else { "s" }
         ),
-        historical: m.historical.clone(),
-        direction: m.direction,
-        modes: if s.is_noisy() {
-            two_modes(&s.values).map(|c| c.to_vec())
-        } else {
-            None
-        },
-        values: s.values,
-        ratio_of: m.ratio_of.clone(),
-        // An interval a run computed over its own rounds says nothing about the pool.
-        interval: None,
-        batches,
-        trials: pooled_log(&all),
-        flags,
-        histograms: m.histograms.clone(),
-        memory_bound: all.iter().any(|x| x.memory_bound),
-        trial_of: pooled_trial_of(&all),
+    );
+    p.historical = historical.clone();
+    p.direction = *direction;
+    p.ratio_of = ratio_of.clone();
+    p.histograms = histograms.clone();
+    // Batches only when every run kept them, one list per value.
+    if all
+        .iter()
+        .all(|x| !x.batches.is_empty() && x.batches.len() == x.values.len())
+    {
+        p.batches = all.iter().flat_map(|x| x.batches.iter().cloned()).collect();
     }
+    p.trials = pooled_log(&all);
+    for f in all.iter().flat_map(|x| x.flags.iter()) {
+        if !p.flags.contains(f) {
+            p.flags.push(f.clone());
+        }
+    }
+    p.memory_bound = all.iter().any(|x| x.memory_bound);
+    p.trial_of = pooled_trial_of(&all);
+    p
 }
 
 /// The runs' trial logs added up, their per-trial readings in order; None unless every run
