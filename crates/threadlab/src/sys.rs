@@ -84,17 +84,34 @@ pub fn thread_context_switches() -> (u64, u64) {
     }
 }
 
-/// Resident set size of this process, in bytes.
-pub fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
-    pages * page
+/// Private anonymous memory of this process that is resident (RssAnon in /proc/self/status),
+/// in bytes: the pages whose page-table entries a fork copies. The binary's and libraries'
+/// file pages are resident too, but a fork leaves their entries to be faulted in again.
+pub fn anon_rss_bytes() -> u64 {
+    parse_anon_rss(&std::fs::read_to_string("/proc/self/status").unwrap_or_default())
+}
+
+fn parse_anon_rss(status: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("RssAnon:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// Number of this process's mappings that a fork copies: every mapping in /proc/self/smaps but
+/// those marked MADV_DONTFORK (`dc` in VmFlags). A fork duplicates each one (and its
+/// page-table entries where it has private pages), and the child's exit tears it down again.
+pub fn forked_mapping_count() -> usize {
+    count_forked_mappings(&std::fs::read_to_string("/proc/self/smaps").unwrap_or_default())
+}
+
+fn count_forked_mappings(smaps: &str) -> usize {
+    smaps
+        .lines()
+        .filter_map(|l| l.strip_prefix("VmFlags:"))
+        .filter(|flags| !flags.split_whitespace().any(|f| f == "dc"))
+        .count()
 }
 
 /// Number of threads in this process.
@@ -126,6 +143,30 @@ pub fn parse_cpu_ticks(stat: &str) -> Vec<(usize, u64, u64)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn anon_rss_is_read_in_bytes() {
+        let status = "Name:\tthreadlab\nVmRSS:\t   72032 kB\nRssAnon:\t   66044 kB\n";
+        assert_eq!(super::parse_anon_rss(status), 66044 * 1024);
+        assert_eq!(super::parse_anon_rss("Name:\tx\n"), 0);
+        assert!(super::anon_rss_bytes() > 0);
+    }
+
+    #[test]
+    fn forked_mappings_leave_out_dontfork() {
+        let smaps = "55be7fe00000-55be7fe01000 r--p 00000000 fe:00 1 /bin/x\n\
+                     Rss:                   4 kB\n\
+                     VmFlags: rd mr mw me dw sd\n\
+                     7f66c0000000-7f66c4000000 rw-p 00000000 00:00 0\n\
+                     Rss:               65536 kB\n\
+                     VmFlags: rd wr mr mw me dc ac\n\
+                     7f66c4000000-7f66c4021000 rw-p 00000000 00:00 0\n\
+                     VmFlags: rd wr mr mw me nr\n";
+        assert_eq!(super::count_forked_mappings(smaps), 2);
+        assert_eq!(super::count_forked_mappings(""), 0);
+        // This process has at least its binary, its stack and libc mapped.
+        assert!(super::forked_mapping_count() >= 3);
+    }
+
     #[test]
     fn cpu_ticks_parse_per_cpu_lines_only() {
         let stat = "cpu  10 0 5 100 2 0 0 0 0 0\ncpu0 5 0 2 50 1 0 0 0 0 0\ncpu1 5 0 3 50 1 0 0 1 0 0\nintr 1\n";

@@ -302,6 +302,9 @@ struct Setup {
     unpinned: Option<Vec<usize>>,
     /// The process's thread count and resident size, which a fork's cost grows with.
     state: String,
+    /// The fewest and most mappings a fork copied, read before every batch of the fork rows
+    /// (a peer started afresh for a trial maps its stacks for that trial only).
+    maps: Cell<Option<(usize, usize)>>,
     /// The share of the last default-placed create batch's threads that ran on the creator's
     /// CPU.
     thread_share: Cell<Option<f64>>,
@@ -316,20 +319,53 @@ impl Setup {
         let _free = PinGuard::pin_set(self.unpinned.as_deref().unwrap_or(&one))?;
         run()
     }
+
+    /// Notes the mappings a fork of this process copies now (before a batch, untimed).
+    fn count_maps(&self) {
+        let n = sys::forked_mapping_count();
+        let (lo, hi) = self.maps.get().unwrap_or((n, n));
+        self.maps.set(Some((lo.min(n), hi.max(n))));
+    }
 }
 
-/// The process's threads and the resident memory a fork copies the page tables of, for the
-/// notes: the drift reference's 64 MiB walk is resident too, but left out of every fork
+/// The ids whose notes give the process state, which a fork's cost grows with.
+const FORK_ROWS: [&str; 3] = [
+    "create.process.fork",
+    "create.process.fork.unpinned",
+    "destroy.process",
+];
+
+/// Adds to the fork rows' process state the mappings their forks copied, once measured: about
+/// 1 us of a fork each here (docs/agreement.md, "fork").
+fn note_mappings(out: &mut Outcome, s: &Setup) {
+    let Some((lo, hi)) = s.maps.get() else { return };
+    let maps = if lo == hi {
+        format!("{lo} mappings")
+    } else {
+        format!("{lo}-{hi} mappings")
+    };
+    for id in FORK_ROWS {
+        if let Some(m) = out.metric_mut(id) {
+            m.note = m
+                .note
+                .replacen("process state: ", &format!("process state: {maps}, "), 1);
+        }
+    }
+}
+
+/// The process's threads and the private memory a fork copies the page-table entries of, for
+/// the notes (the mappings it copies are added once measured: `note_mappings`): the drift
+/// reference's 64 MiB walk is private and resident too, but left out of every fork
 /// (MADV_DONTFORK). A fork here cost the same with the walk mapped or never read (three
 /// alternated runs: 180.5-195.9 us either way).
 fn process_state() -> String {
     let mib = |b: usize| b as f64 / (1 << 20) as f64;
-    let rss = sys::rss_bytes() as usize;
-    let walk = crate::measure::drift::resident_not_forked_bytes().min(rss);
+    let anon = sys::anon_rss_bytes() as usize;
+    let walk = crate::measure::drift::resident_not_forked_bytes().min(anon);
     let mut s = format!(
-        "process state: {} thread(s), {:.0} MiB resident",
+        "process state: {} thread(s), {:.1} MiB of private memory resident",
         sys::thread_count(),
-        mib(rss - walk)
+        mib(anon - walk)
     );
     if walk > 0 {
         s.push_str(&format!(
@@ -349,19 +385,20 @@ fn creation(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     // new threads, children and the Go peer inherit the mask, so a create+join includes the
     // switch to the new thread and back.
     let _pin = PinGuard::pin(cpu)?;
-    let setup = Setup {
-        cpu,
-        placement: Placement::SameCpu(cpu),
-        unpinned: (all.len() > 1).then_some(all),
-        state: process_state(),
-        thread_share: Cell::new(None),
-    };
     let started = peers::start_all(
         ctx.cancel,
         |p| ctx.step(&format!("starting the {} peer", p.title)),
         |p, reason| out.skip(&ids::peer::spawn(p.name), reason),
     )?;
     let map = SharedMap::new(4096)?;
+    let setup = Setup {
+        cpu,
+        placement: Placement::SameCpu(cpu),
+        unpinned: (all.len() > 1).then_some(all),
+        state: process_state(),
+        maps: Cell::new(None),
+        thread_share: Cell::new(None),
+    };
     let program = trivial_program();
     // The creator is this thread, as in a program whose main thread creates threads, not a
     // fresh measuring thread woken for each batch (`Driver`): the kernel keeps a thread created
@@ -383,6 +420,7 @@ fn creation(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     peer_rows(&mut group, &setup, &started, ctx.cancel);
     ratio_rows(&mut group);
     group.measure(ctx, out)?;
+    note_mappings(out, &setup);
     drop(started);
 
     count_series(ctx, out)
@@ -453,10 +491,14 @@ fn process_rows<'a>(group: &mut Interleaved<'a>, s: &'a Setup, map: &'a SharedMa
             Unit::Us,
             s.placement,
             format!(
-                "fork + child _exit(0) at once + waitpid; fork copies page tables, so the cost \
-                 grows with the parent's size ({state}); parent and child on one CPU"
+                "fork + child _exit(0) at once + waitpid; fork copies the parent's mappings and \
+                 the page-table entries of its private memory, so the cost grows with both \
+                 ({state}; docs/agreement.md, \"fork\"); parent and child on one CPU"
             ),
-            fork_batch,
+            move |n| {
+                s.count_maps();
+                fork_batch(n)
+            },
         )
         .row(
             "create.process.fork.unpinned",
@@ -466,7 +508,10 @@ fn process_rows<'a>(group: &mut Interleaved<'a>, s: &'a Setup, map: &'a SharedMa
                 "fork + child _exit(0) at once + waitpid, neither parent nor child pinned: \
                  the kernel places the child ({state})"
             ),
-            move |n| s.default_placed(|| fork_batch(n)),
+            move |n| {
+                s.count_maps();
+                s.default_placed(|| fork_batch(n))
+            },
         )
         .row(
             "destroy.process",
@@ -477,7 +522,10 @@ fn process_rows<'a>(group: &mut Interleaved<'a>, s: &'a Setup, map: &'a SharedMa
                  parent, as the study measured exit() to wait(); includes tearing down the \
                  child's copy of the address space ({state})"
             ),
-            |n| destroy_process_batch(map, n),
+            move |n| {
+                s.count_maps();
+                destroy_process_batch(map, n)
+            },
         );
 }
 
