@@ -300,7 +300,7 @@ struct Setup {
     placement: Placement,
     /// Every CPU this process may use, where there are two or more.
     unpinned: Option<Vec<usize>>,
-    /// The process's thread count and resident size, which a fork's cost grows with.
+    /// The process's thread count and private resident memory, which a fork's cost grows with.
     state: String,
     /// The fewest and most mappings a fork copied, read before every batch of the fork rows
     /// (a peer started afresh for a trial maps its stacks for that trial only).
