@@ -83,6 +83,45 @@ impl Budget {
     }
 }
 
+/// Re-measuring stops this far short of a run's target, a share of it: the estimates of the
+/// experiments still to run are rough (the server's --full step took 172-190 s here).
+const DEADLINE_MARGIN: f64 = 0.05;
+
+/// When the run should end (`--budget`, else `Mode::target_wall`) and what the experiments
+/// after the current one are expected to take: measuring the current one again must fit.
+#[derive(Clone, Copy)]
+struct Deadline {
+    started: Instant,
+    target: Duration,
+    /// The estimates of the experiments after the current one, at the run's pace so far.
+    after_s: f64,
+    /// "--full's target", "its --budget": for the note of a refusal.
+    what: &'static str,
+}
+
+impl Deadline {
+    /// Whether measuring the current experiment again, for about `again`, still ends the run
+    /// within its target, less the margin.
+    fn fits(&self, again: Duration) -> bool {
+        fits_within(
+            self.started.elapsed().as_secs_f64(),
+            again.as_secs_f64(),
+            self.after_s,
+            self.target.as_secs_f64(),
+        )
+    }
+}
+
+fn fits_within(elapsed_s: f64, again_s: f64, after_s: f64, target_s: f64) -> bool {
+    elapsed_s + again_s + after_s <= target_s * (1.0 - DEADLINE_MARGIN)
+}
+
+/// What may still be spent re-measuring: the mode's budget for it, and the run's deadline.
+struct Remeasure {
+    budget_left: Duration,
+    deadline: Option<Deadline>,
+}
+
 /// An experiment's estimated wall time in `mode`, seconds (`Info::rough_secs`).
 fn estimate_s(exp: &dyn Experiment, mode: Mode) -> f64 {
     exp.info().rough_duration(mode).as_secs_f64()
@@ -158,7 +197,17 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
     let repeat = plan.repeat.max(1) as usize;
     let n = plan.experiments.len();
     let mut runs: Vec<Vec<ExperimentResult>> = vec![Vec::with_capacity(repeat); n];
-    let mut budget_left = plan.mode.remeasure_budget();
+    let mut remeasure = Remeasure {
+        budget_left: plan.mode.remeasure_budget(),
+        deadline: None,
+    };
+    let target = match plan.budget {
+        Some(total) => Some((total, "its --budget")),
+        None => plan
+            .mode
+            .target_wall()
+            .map(|t| (t, plan.mode.target_name())),
+    };
     let mut reading = read_references();
     environment.reference_pair_ns_start = Some(reading.pair_ns).filter(|&ns| ns > 0.0);
     let budget = plan.budget.map(|total| Budget {
@@ -204,6 +253,12 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
                 Some(b) => (remaining_s * scale).min(b.left_s()),
                 None => remaining_s * pace,
             });
+            remeasure.deadline = target.map(|(target, what)| Deadline {
+                started: run_started,
+                target,
+                after_s: (remaining_s - estimates[i]) * if budget.is_some() { scale } else { pace },
+                what,
+            });
             progress.experiment(round * n + i, repeat * n, name);
             let r = run_with_drift_control(
                 *exp,
@@ -212,7 +267,7 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
                 cancel,
                 progress,
                 &mut reading,
-                &mut budget_left,
+                &mut remeasure,
             );
             progress.finished(name, r.status, r.wall_s);
             estimated_done += estimates[i] * scale;
@@ -268,7 +323,7 @@ fn run_with_drift_control(
     cancel: &Cancel,
     progress: &dyn Progress,
     reading: &mut Reading,
-    budget_left: &mut Duration,
+    remeasure: &mut Remeasure,
 ) -> ExperimentResult {
     let mut attempts: Vec<(ExperimentResult, Attempt)> = Vec::new();
     let mut drift_note = None;
@@ -312,7 +367,7 @@ fn run_with_drift_control(
             ));
             break;
         }
-        if wall > *budget_left {
+        if wall > remeasure.budget_left {
             drift_note = Some(format!(
                 "the drift references moved {drift:.1}% (> {threshold}%), but measuring again \
                  would pass the run's re-measuring budget ({} s); figures kept as they are",
@@ -320,7 +375,20 @@ fn run_with_drift_control(
             ));
             break;
         }
-        *budget_left -= wall;
+        if let Some(d) = remeasure.deadline.filter(|d| !d.fits(wall)) {
+            drift_note = Some(format!(
+                "the drift references moved {drift:.1}% (> {threshold}%), but measuring again \
+                 (about {:.0} s) would take the run past {} ({} s, less a margin of {:.0}%), \
+                 with {:.0} s of experiments still to run; figures kept as they are",
+                wall.as_secs_f64(),
+                d.what,
+                d.target.as_secs(),
+                DEADLINE_MARGIN * 100.0,
+                d.after_s
+            ));
+            break;
+        }
+        remeasure.budget_left -= wall;
     }
     // Keep the steadiest finished attempt; an unfinished one only if nothing finished.
     let kept = attempts
@@ -660,6 +728,34 @@ mod tests {
         // An experiment that needs more than what is left even at the floor is refused.
         let why = b.scale(1000.0, 1000.0).unwrap_err();
         assert!(why.contains("--budget"), "{why}");
+    }
+
+    #[test]
+    fn measuring_again_must_leave_the_run_within_its_target() {
+        // A --full run whose create drifted at 78 s (39 s a go), with about 470 s to come:
+        // measuring it again would end the run near 587 s, past 570 (600 less 5%).
+        assert!(!fits_within(78.0, 39.0, 470.0, 600.0));
+        // The same at 30 s to come fits.
+        assert!(fits_within(78.0, 39.0, 30.0, 600.0));
+        // The quick suite: 5 s again at 20 s, with 75 s to come (100 s <= 104.5 s).
+        assert!(fits_within(20.0, 5.0, 75.0, 110.0));
+        assert!(!fits_within(20.0, 5.0, 85.0, 110.0));
+        // The clock counts: a deadline whose run started 500 s ago has no room for 60 s more
+        // (a clock that has not run 500 s since boot cannot say so).
+        if let Some(started) = Instant::now().checked_sub(Duration::from_secs(500)) {
+            let d = Deadline {
+                started,
+                target: Duration::from_secs(600),
+                after_s: 20.0,
+                what: "--full's target",
+            };
+            assert!(!d.fits(Duration::from_secs(60)));
+            assert!(d.fits(Duration::from_secs(30)));
+        }
+        // Every mode that promises a time has one; the tiny test runs do not.
+        assert_eq!(Mode::Full.target_wall(), Some(Duration::from_secs(600)));
+        assert_eq!(Mode::Quick.target_wall(), Some(Duration::from_secs(110)));
+        assert_eq!(Mode::Tiny.target_wall(), None);
     }
 
     fn result_with(median: f64) -> ExperimentResult {
