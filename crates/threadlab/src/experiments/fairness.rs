@@ -522,7 +522,7 @@ fn lock_metrics(
     let acquisitions: u64 = r.iter().map(|x| x.total()).sum();
     let timed: u64 = r.iter().map(|x| x.wait_samples).sum();
     let base = format!(
-        "{threads} threads pinned round-robin to CPUs {}, each looping: lock, critical section of ~{CRITICAL_SECTION_NS:.0} ns of arithmetic ({critical_units} units), unlock, pause of ~{PAUSE_NS:.0} ns ({pause_units} units). Lock policy: {}. Spread over {reps} runs of {} ms each; the shares are of one run's window, and a shorter run reads less fair, so figures from runs of another length (the quick suite's 20 ms, the default 100 ms, --full's 500 ms) are not comparable; {acquisitions} acquisitions in all.",
+        "{threads} threads pinned round-robin to CPUs {}, each looping: lock, critical section of ~{CRITICAL_SECTION_NS:.0} ns of arithmetic ({critical_units} units), unlock, pause of ~{PAUSE_NS:.0} ns ({pause_units} units). Lock policy: {}. Spread over {reps} runs of {} ms each; the shares are of one run's window, and a shorter run reads less fair, so figures from runs of another length (the quick suite's 100 ms, --full's 500 ms) are not comparable; {acquisitions} acquisitions in all.",
         placement,
         policy(lock),
         p.duration.as_millis(),
