@@ -414,9 +414,8 @@ impl<'a> Interleaved<'a> {
 
     /// The row `id` timing `op` on a started peer: on a runtime started afresh for every trial
     /// where the peer allows it (a runtime's stacks, pools and their addresses last its life
-    /// and can set a figure for all of it; Go's program read `switch.go.yield` at 77-80 ns in
-    /// one run and 82-89 ns in the next, each run within itself), else on the one started for
-    /// the group. `note` gets a clause saying which.
+    /// and can set a figure for all of it), else on the one started for the group. `note` gets
+    /// a clause saying which.
     pub fn peer_row(
         &mut self,
         peer: &'a crate::subjects::peers::Started,
@@ -430,13 +429,6 @@ impl<'a> Interleaved<'a> {
                 peer.peer
                     .start(cancel)
                     .map(|mut r| move |n| op(r.as_mut(), n))
-            })
-        } else if peer.starts_afresh() {
-            let note = format!("{note}; the program is started afresh for every trial");
-            let running = &peer.running;
-            self.row_fresh(id, Unit::Ns, placement, note, move || {
-                let fresh = running.borrow().afresh();
-                fresh.map(|mut r| move |n| op(r.as_mut(), n))
             })
         } else {
             let running = &peer.running;

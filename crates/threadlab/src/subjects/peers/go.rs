@@ -4,7 +4,6 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{ChildStdin, ChildStdout, Command, Stdio};
-use std::rc::Rc;
 use std::time::Duration;
 
 use crate::cancel::Cancel;
@@ -63,16 +62,6 @@ impl Peer for Go {
 }
 
 impl Running for GoPeer {
-    fn starts_afresh(&self) -> bool {
-        true
-    }
-
-    /// The program this one runs, in a new process: a start of a few milliseconds, without
-    /// the build.
-    fn afresh(&self) -> Result<Box<dyn Running>> {
-        Ok(Box::new(GoPeer::spawn(Rc::clone(&self.built))?))
-    }
-
     fn spawn_join(&mut self, n: u64) -> Result<Duration> {
         self.batch(GoBench::Spawn, n)
     }
@@ -119,14 +108,14 @@ impl GoBench {
     }
 }
 
-/// The running Go peer: batches are asked for one at a time. Dropping it ends the program, and
-/// the last one started from a build removes the build's folder.
+/// The running Go peer: batches are asked for one at a time. Dropping it ends the program and
+/// removes its build folder.
 pub struct GoPeer {
     // Field order is drop order: the program ends before its folder is removed.
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     process: Supervised,
-    built: Rc<Built>,
+    _built: Built,
 }
 
 impl GoPeer {
@@ -140,11 +129,6 @@ impl GoPeer {
             "the Go peer program",
             cancel,
         )?;
-        GoPeer::spawn(Rc::new(built))
-    }
-
-    /// Starts the built program with GOMAXPROCS=1, on the calling thread's CPUs.
-    fn spawn(built: Rc<Built>) -> Result<GoPeer> {
         let mut run = Command::new(&built.exe);
         run.env("GOMAXPROCS", "1")
             .stdin(Stdio::piped())
@@ -158,7 +142,7 @@ impl GoPeer {
             stdin,
             stdout,
             process,
-            built,
+            _built: built,
         })
     }
 
@@ -242,37 +226,6 @@ mod tests {
             Err(Error::Skip(reason)) => assert!(!reason.is_empty()),
             Err(e) => panic!("{e}"),
         }
-    }
-
-    #[test]
-    fn a_program_started_afresh_shares_the_build_until_the_last_ends() {
-        let cancel = Cancel::never();
-        let first = match GoPeer::start(&cancel) {
-            Ok(peer) => peer,
-            Err(Error::Skip(reason)) => return assert!(!reason.is_empty()),
-            Err(e) => panic!("{e}"),
-        };
-        assert!(first.starts_afresh());
-        let exe = first.built.exe.clone();
-        let first_pid = first.process.child.id();
-        let mut second = first.afresh().unwrap();
-        // Its own process, from the same program.
-        assert_eq!(Rc::strong_count(&first.built), 2);
-        drop(first);
-        // The first program's end leaves the build for the second, which still answers.
-        assert!(exe.exists());
-        assert!(second.yield_switch(100).unwrap() > Duration::ZERO);
-        assert!(second.spawn_join(10).unwrap() > Duration::ZERO);
-        let mut third = second.afresh().unwrap();
-        drop(second);
-        assert!(third.chan(100).unwrap() > Duration::ZERO);
-        drop(third);
-        // The last one removes the folder.
-        assert!(!exe.exists());
-        // The first process was reaped, not left behind.
-        // SAFETY: signal 0 sends nothing; kill only says whether the pid names a process.
-        let rc = unsafe { libc::kill(first_pid as libc::pid_t, 0) };
-        assert_eq!(rc, -1);
     }
 
     #[test]

@@ -100,20 +100,6 @@ pub trait Peer: Sync {
 /// A started peer runtime. Every batch is timed by the runtime itself and runs `n` operations;
 /// nothing is subtracted.
 pub trait Running {
-    /// Whether `afresh` can start another instance of this runtime quickly, once this one has
-    /// started (a program in a process of its own, whose build is done).
-    fn starts_afresh(&self) -> bool {
-        false
-    }
-
-    /// Another instance of this runtime, started as this one was but without its slow part:
-    /// Go's program, built once, in a new process. Called only where `starts_afresh`.
-    fn afresh(&self) -> Result<Box<dyn Running>> {
-        Err(Error::Fail(
-            "this peer runtime is started afresh by Peer::start".into(),
-        ))
-    }
-
     /// `n` times: start a unit of work that returns at once, then wait for it to end.
     fn spawn_join(&mut self, n: u64) -> Result<Duration>;
 
@@ -197,16 +183,10 @@ pub struct Started {
 }
 
 impl Started {
-    /// Whether a row may start this peer afresh with `Peer::start` for every trial: it runs in
-    /// this process and starts in well under a millisecond (uthread's and Tokio's runtimes).
+    /// Whether a row may start this peer afresh for every trial: it runs in this process and
+    /// starts in well under a millisecond (uthread's and Tokio's runtimes, not Go's program).
     pub fn restartable(&self) -> bool {
         !self.info.own_process && !self.info.slow_start
-    }
-
-    /// Whether a row may start this peer afresh from the started one for every trial
-    /// (`Running::afresh`: Go's program, built once).
-    pub fn starts_afresh(&self) -> bool {
-        self.running.borrow().starts_afresh()
     }
 }
 
