@@ -119,7 +119,38 @@ fn fits_within(elapsed_s: f64, again_s: f64, after_s: f64, target_s: f64) -> boo
 /// What may still be spent re-measuring: the mode's budget for it, and the run's deadline.
 struct Remeasure {
     budget_left: Duration,
+    /// The run's target and its name: `--budget`, else the mode's.
+    target: Option<(Duration, &'static str)>,
+    /// For the experiment about to run (`Remeasure::next`).
     deadline: Option<Deadline>,
+}
+
+impl Remeasure {
+    fn for_plan(plan: &Plan) -> Remeasure {
+        let target = match plan.budget {
+            Some(total) => Some((total, "its --budget")),
+            None => plan
+                .mode
+                .target_wall()
+                .map(|t| (t, plan.mode.target_name())),
+        };
+        Remeasure {
+            budget_left: plan.mode.remeasure_budget(),
+            target,
+            deadline: None,
+        }
+    }
+
+    /// Sets the deadline for the next experiment of a run started at `started`, with `after_s`
+    /// of experiments estimated after it.
+    fn next(&mut self, started: Instant, after_s: f64) {
+        self.deadline = self.target.map(|(target, what)| Deadline {
+            started,
+            target,
+            after_s,
+            what,
+        });
+    }
 }
 
 /// An experiment's estimated wall time in `mode`, seconds (`Info::rough_secs`).
@@ -197,17 +228,7 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
     let repeat = plan.repeat.max(1) as usize;
     let n = plan.experiments.len();
     let mut runs: Vec<Vec<ExperimentResult>> = vec![Vec::with_capacity(repeat); n];
-    let mut remeasure = Remeasure {
-        budget_left: plan.mode.remeasure_budget(),
-        deadline: None,
-    };
-    let target = match plan.budget {
-        Some(total) => Some((total, "its --budget")),
-        None => plan
-            .mode
-            .target_wall()
-            .map(|t| (t, plan.mode.target_name())),
-    };
+    let mut remeasure = Remeasure::for_plan(plan);
     let mut reading = read_references();
     environment.reference_pair_ns_start = Some(reading.pair_ns).filter(|&ns| ns > 0.0);
     let budget = plan.budget.map(|total| Budget {
@@ -253,12 +274,11 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
                 Some(b) => (remaining_s * scale).min(b.left_s()),
                 None => remaining_s * pace,
             });
-            remeasure.deadline = target.map(|(target, what)| Deadline {
-                started: run_started,
-                target,
-                after_s: (remaining_s - estimates[i]) * if budget.is_some() { scale } else { pace },
-                what,
-            });
+            let after_s = remaining_s - estimates[i];
+            remeasure.next(
+                run_started,
+                after_s * if budget.is_some() { scale } else { pace },
+            );
             progress.experiment(round * n + i, repeat * n, name);
             let r = run_with_drift_control(
                 *exp,
