@@ -27,16 +27,18 @@ const INFO: PeerInfo = PeerInfo {
     own_process: true,
     spawn: "Go, GOMAXPROCS=1: `go` of a goroutine that calls wg.Done(), then wg.Wait(), one at a \
             time; the Go program (built at run time, inheriting the CPU) times each batch and the \
-            lab's sampler asks for them, interleaved with the other rows; nothing subtracted",
+            lab's sampler asks for them, interleaved with the other rows; a runtime.GC() after each \
+            batch, untimed, so no collection runs on into the next row; nothing subtracted",
     spawn_unpinned: None,
     yields: "Go, GOMAXPROCS=1: two goroutines alternate runtime.Gosched(); per switch = batch \
              time / number of Gosched calls; the Go program (built at run time, on the same CPU) \
              times each batch and the lab's sampler asks for them, interleaved with the other \
-             rows; nothing subtracted",
+             rows; a runtime.GC() after each batch, untimed; nothing subtracted",
     chan: Some(
         "Go, GOMAXPROCS=1: two goroutines pass a value back and forth over two unbuffered \
          channels; per message; the Go program (built at run time, on the same CPU) times each \
-         batch, interleaved with the other rows",
+         batch, interleaved with the other rows; a runtime.GC() after each batch, untimed, so \
+         no collection runs on into the next row's batch",
     ),
     balance: Some(BalanceNotes {
         burst: "Go, GOMAXPROCS=2 (the program allowed on both CPUs, not pinned per P): \
