@@ -36,7 +36,9 @@ pub fn build(
     cancel: &Cancel,
 ) -> Result<Built> {
     check_toolchain(cancel)?;
-    let dir = std::env::temp_dir().join(format!(
+    let tmp = std::env::temp_dir();
+    sweep_stale(&tmp, exe_name);
+    let dir = tmp.join(format!(
         "threadlab-{exe_name}-{}-{}",
         std::process::id(),
         SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -81,6 +83,33 @@ pub fn build(
 }
 
 static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Removes the build folders (`threadlab-<exe_name>-<pid>-<n>` in `tmp`) of processes that no
+/// longer exist. A process killed outright cannot remove its own: a probe child that built the
+/// Go peer dies with the lab by SIGKILL (PR_SET_PDEATHSIG) when a run is interrupted, and each
+/// such folder holds a 2.5 MB program. A folder whose process still runs, or that this user
+/// may not remove, stays.
+fn sweep_stale(tmp: &Path, exe_name: &str) {
+    let prefix = format!("threadlab-{exe_name}-");
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let Some((pid, seq)) = rest.split_once('-') else {
+            continue;
+        };
+        let (Ok(pid), Ok(_)) = (pid.parse::<u32>(), seq.parse::<u32>()) else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
 
 /// How long `go version` may take: it answers in milliseconds; a `go` that hangs (a wrapper
 /// waiting for a download, a broken installation) is stopped rather than waited for.
@@ -147,6 +176,37 @@ fn usable_dir(d: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_folders_of_processes_that_are_gone_are_swept_and_no_other() {
+        let tmp = std::env::temp_dir().join(format!("threadlab-sweep-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        // A pid that has ended: a child, waited for.
+        let gone = std::process::Command::new("true")
+            .spawn()
+            .and_then(|mut c| c.wait().map(|_| c.id()))
+            .unwrap();
+        let me = std::process::id();
+        let stale = tmp.join(format!("threadlab-peer-{gone}-0"));
+        let mine = tmp.join(format!("threadlab-peer-{me}-3"));
+        let other_program = tmp.join(format!("threadlab-server-{gone}-0"));
+        let not_ours = tmp.join(format!("threadlab-peer-{gone}"));
+        for d in [&stale, &mine, &other_program, &not_ours] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("peer"), b"x").unwrap();
+        }
+        sweep_stale(&tmp, "peer");
+        let alive = Path::new(&format!("/proc/{gone}")).exists();
+        assert_eq!(stale.exists(), alive, "a dead process's folder goes");
+        assert!(mine.exists(), "a live process's folder stays");
+        assert!(
+            other_program.exists(),
+            "another program's folders are its own to sweep"
+        );
+        assert!(not_ours.exists(), "a name not of the pattern stays");
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
 
     #[test]
     fn a_build_interrupted_before_it_starts_is_cancelled_or_skipped() {
