@@ -15,7 +15,7 @@ use common::*;
 /// A folder standing in for / with the settings doctor may change: every CPU's resume-latency
 /// limit (the per-CPU PM QoS knob writes the woken thread's CPU's), haltpoll's window and the
 /// RT runtime, plus a boot id and /run for the journal.
-fn fake_root(name: &str) -> PathBuf {
+fn fake_root(name: &str) -> common::Scratch {
     let root = scratch(name);
     let mut files: Vec<(String, &str)> = vec![
         (

@@ -37,8 +37,9 @@ pub fn stdout(o: &Output) -> String {
 }
 
 /// An empty folder of this test file's own (`threadlab-<file>-<pid>-<name>`) under the
-/// temporary directory; whatever an earlier run left there is removed first.
-pub fn scratch(name: &str) -> PathBuf {
+/// temporary directory; whatever an earlier run left there is removed first. The folder goes
+/// when the guard is dropped, unless the test is failing (then it stays, to be looked at).
+pub fn scratch(name: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!(
         "threadlab-{}-{}-{name}",
         env!("CARGO_CRATE_NAME"),
@@ -46,7 +47,37 @@ pub fn scratch(name: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Scratch(d)
+}
+
+/// A test's scratch folder (`scratch`), removed on drop.
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            // A file the test made read-only, or a folder it left unwritable, must not keep
+            // the rest: make the tree writable again first.
+            let _ = std::process::Command::new("chmod")
+                .args(["-R", "u+w"])
+                .arg(&self.0)
+                .status();
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// A usage mistake: exit status 2, exactly one line on stderr, no panic text.
