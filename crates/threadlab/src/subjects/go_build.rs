@@ -1,7 +1,8 @@
 //! Building a Go program of the lab's at run time (the goroutine peer of create/switch, the Go
-//! server): the local toolchain only, offline, in a temporary folder removed afterwards, the
-//! build supervised (killed with its compiler and linker on an interruption or after a limit).
-//! No toolchain, or a build that fails, is a skip with what was found.
+//! server): the local toolchain only, offline, in a temporary folder removed afterwards (by the
+//! next build when its process was killed outright), the build supervised (killed with its
+//! compiler and linker on an interruption or after a limit). No toolchain, or a build that
+//! fails, is a skip with what was found.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
