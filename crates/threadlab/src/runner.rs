@@ -119,6 +119,8 @@ fn fits_within(elapsed_s: f64, again_s: f64, after_s: f64, target_s: f64) -> boo
 /// What may still be spent re-measuring: the mode's budget for it, and the run's deadline.
 struct Remeasure {
     budget_left: Duration,
+    /// When the run started: every deadline counts from it.
+    started: Instant,
     /// The run's target and its name: `--budget`, else the mode's.
     target: Option<(Duration, &'static str)>,
     /// For the experiment about to run (`Remeasure::next`).
@@ -126,7 +128,7 @@ struct Remeasure {
 }
 
 impl Remeasure {
-    fn for_plan(plan: &Plan) -> Remeasure {
+    fn for_plan(plan: &Plan, started: Instant) -> Remeasure {
         let target = match plan.budget {
             Some(total) => Some((total, "its --budget")),
             None => plan
@@ -136,16 +138,17 @@ impl Remeasure {
         };
         Remeasure {
             budget_left: plan.mode.remeasure_budget(),
+            started,
             target,
             deadline: None,
         }
     }
 
-    /// Sets the deadline for the next experiment of a run started at `started`, with `after_s`
-    /// of experiments estimated after it.
-    fn next(&mut self, started: Instant, after_s: f64) {
+    /// Sets the deadline for the next experiment, with `after_s` of experiments estimated after
+    /// it.
+    fn next(&mut self, after_s: f64) {
         self.deadline = self.target.map(|(target, what)| Deadline {
-            started,
+            started: self.started,
             target,
             after_s,
             what,
@@ -242,7 +245,7 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
     let repeat = plan.repeat.max(1) as usize;
     let n = plan.experiments.len();
     let mut runs: Vec<Vec<ExperimentResult>> = vec![Vec::with_capacity(repeat); n];
-    let mut remeasure = Remeasure::for_plan(plan);
+    let mut remeasure = Remeasure::for_plan(plan, run_started);
     let mut reading = read_references();
     environment.reference_pair_ns_start = Some(reading.pair_ns).filter(|&ns| ns > 0.0);
     let budget = plan.budget.map(|total| Budget {
@@ -289,10 +292,7 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
                 None => remaining_s * pace,
             });
             let after_s = remaining_s - estimates[i];
-            remeasure.next(
-                run_started,
-                after_s * if budget.is_some() { scale } else { pace },
-            );
+            remeasure.next(after_s * if budget.is_some() { scale } else { pace });
             progress.experiment(round * n + i, repeat * n, name);
             let r = run_with_drift_control(
                 *exp,

@@ -233,22 +233,17 @@ impl fmt::Display for EnvWarning {
         match self {
             EnvWarning::Drift { moves } => {
                 let t = crate::report::readable_ns;
-                let moved = |m: &DriftMove| {
-                    let drift = (m.end_ns - m.start_ns) / m.start_ns * 100.0;
-                    (
-                        m.reference.describe(),
-                        t(m.start_ns),
-                        t(m.end_ns),
-                        format!("{drift:+.0}%"),
-                    )
-                };
                 f.write_str("the machine's speed drifted during the run: ")?;
                 for (i, m) in moves.iter().enumerate() {
-                    let (what, start, end, drift) = moved(m);
+                    let (what, start, end) = (m.reference.describe(), t(m.start_ns), t(m.end_ns));
+                    let drift = (m.end_ns - m.start_ns) / m.start_ns * 100.0;
                     if i == 0 {
-                        write!(f, "{what} took {start} at start, {end} at end ({drift})")?;
+                        write!(
+                            f,
+                            "{what} took {start} at start, {end} at end ({drift:+.0}%)"
+                        )?;
                     } else {
-                        write!(f, ", {what} {start} and {end} ({drift})")?;
+                        write!(f, ", {what} {start} and {end} ({drift:+.0}%)")?;
                     }
                 }
                 f.write_str("; run again, and compare only runs without this warning")
