@@ -96,6 +96,23 @@ fn create_join_batch_placed(n: u64, share: &Cell<Option<f64>>) -> Result<Duratio
     Ok(took)
 }
 
+/// How long the default-placed create row creates and joins threads, untimed, before each
+/// timed batch. On this 2-vCPU KVM guest a C loop's first ~1000 create+joins after the other
+/// vCPU sat idle for 20-50 ms cost 49-55 us each, those after 34-35 us (docs/agreement.md,
+/// "Thread creation, settled and cold"): the host's handling of a halting vCPU adapts to how
+/// often it is woken.
+const SETTLE: Duration = Duration::from_millis(40);
+
+/// `create_join_batch_placed` after `SETTLE` of the same, untimed.
+fn settled_batch(n: u64, share: &Cell<Option<f64>>) -> Result<Duration> {
+    let t = Instant::now();
+    let scratch = Cell::new(None);
+    while t.elapsed() < SETTLE {
+        create_join_batch_placed(32, &scratch)?;
+    }
+    create_join_batch_placed(n, share)
+}
+
 /// Sum over `n` threads of (join returned - thread about to exit).
 fn destroy_thread_batch(n: u64) -> Result<Duration> {
     let slot = AtomicU64::new(0);
@@ -443,15 +460,21 @@ fn thread_rows<'a>(group: &mut Interleaved<'a>, s: &'a Setup) {
             "create.thread.unpinned",
             Unit::Us,
             Placement::Unpinned,
-            "pthread_create + pthread_join of a thread that returns at once, default \
-             attributes, neither creator nor thread pinned: the kernel places the new thread \
-             (on a VM often on the other, idle vCPU, whose wake-up from its idle state the \
-             join then waits for), as a program that sets no affinity gets it; nothing \
-             subtracted; each thread notes the CPU it ran on, and each trial records the share \
-             that ran on the creator's (trials.colocated: the regime this figure is in); \
-             counterpart: scripts/agreement/create_join.c run bare, its loop in main \
-             (docs/agreement.md)",
-            move |n| s.default_placed(|| create_join_batch_placed(n, &s.thread_share)),
+            format!(
+                "pthread_create + pthread_join of a thread that returns at once, default \
+                 attributes, neither creator nor thread pinned: the kernel places the new \
+                 thread (on a VM often on the other, idle vCPU, whose wake-up from its idle \
+                 state the join then waits for), as a program that sets no affinity gets it, in \
+                 a steady stream of creates: each batch follows {} ms of the same, untimed (on \
+                 a VM the first several hundred after a pause cost more: docs/agreement.md, \
+                 \"Thread creation, settled and cold\"); nothing subtracted; each thread notes the CPU \
+                 it ran on, and each trial records the share that ran on the creator's \
+                 (trials.colocated: the regime this figure is in); counterpart: \
+                 scripts/agreement/create_join.c run bare, its loop in main \
+                 (docs/agreement.md)",
+                SETTLE.as_millis()
+            ),
+            move |n| s.default_placed(|| settled_batch(n, &s.thread_share)),
         )
         .colocation_share(move || s.thread_share.get())
         .row(
