@@ -158,6 +158,9 @@ pub fn regime_change(
             ));
         }
     }
+    if let Some(why) = host_phases(ma, mb) {
+        return Some(why);
+    }
     if [ma, mb]
         .iter()
         .any(|m| crate::results::flag::has(m, crate::results::flag::Flag::IdleVcpu))
@@ -211,6 +214,29 @@ pub fn regime_change(
             "its values fall in two clusters in {}: which regime a set of threads settles into \
              decides the figure; compare the modes, or use --repeat",
             bimodal.join(" and ")
+        )
+    })
+}
+
+/// A side whose sampler found too few quiet trials even after taking more, and so kept every
+/// trial: most of them lay beside a slow reference, and its figure is a mixture of the host's
+/// phases in proportions the next run will not repeat (`switch.green.chan` read 22 ns in such a
+/// run and 14.5-15 ns in the others, its trials in the slow phase 22 ns and in the quiet ones
+/// 14.5-15).
+fn host_phases(ma: &Metric, mb: &Metric) -> Option<String> {
+    let mixed: Vec<String> = [("A", ma), ("B", mb)]
+        .iter()
+        .filter_map(|(k, m)| {
+            let t = m.trials.as_ref()?;
+            let slow = t.steal + t.disturbed;
+            (t.kept == t.taken && slow * 2 > t.taken)
+                .then(|| format!("{slow} of {k}'s {} trials", t.taken))
+        })
+        .collect();
+    (!mixed.is_empty()).then(|| {
+        format!(
+            "the machine was slower beside {}, too many to set aside: which phase of the host              a run met decides this figure; run both again",
+            mixed.join(" and ")
         )
     })
 }

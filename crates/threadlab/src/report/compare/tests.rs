@@ -422,6 +422,35 @@ fn an_idle_vcpu_wake_up_that_moved_is_unstable_and_unflagged_it_is_slower() {
     assert_eq!(c.exit_status(), 1);
 }
 
+#[test]
+fn a_figure_kept_from_a_run_disturbed_throughout_is_unstable_and_a_quiet_pair_is_slower() {
+    let o = gated();
+    // A user-level switch on one CPU: 14.6 ns in A's quiet trials; B met the host's slow
+    // phase in 21 of its 24 trials, too many to set aside, and kept them all (22 ns).
+    let switch = |base: f64, disturbed: usize| {
+        let mut m = trial_metric("x.green.chan", &samples(base, 24), 45.0);
+        if let Some(t) = m.trials.as_mut() {
+            t.disturbed = disturbed;
+        }
+        m
+    };
+    let a = with_metrics(run("a", &[]), vec![switch(14.6, 0)]);
+    let b = with_metrics(run("b", &[]), vec![switch(22.0, 21)]);
+    let c = compare_pair(&a, &b, &o).unwrap();
+    assert_eq!(c.rows[0].verdict, Verdict::Unstable, "{c:#?}");
+    assert_eq!(c.exit_status(), 0);
+    assert!(render_pair_text(&c).contains("21 of B's 24 trials"));
+    // Had B set its few disturbed trials aside (kept < taken), the move is a slowdown.
+    let mut quiet = switch(22.0, 3);
+    if let Some(t) = quiet.trials.as_mut() {
+        t.taken = 27;
+    }
+    let b = with_metrics(run("b", &[]), vec![quiet]);
+    let c = compare_pair(&a, &b, &o).unwrap();
+    assert_eq!(c.rows[0].verdict, Verdict::Slower, "{c:#?}");
+    assert_eq!(c.exit_status(), 1);
+}
+
 fn with_metrics(mut r: Run, metrics: Vec<Metric>) -> Run {
     r.results.experiments[0].metrics = metrics;
     r
