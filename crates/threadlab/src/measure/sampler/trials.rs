@@ -99,9 +99,11 @@ fn select(readings: &[Reading], taken: usize, cpus: &[usize]) -> Selection {
     }
 }
 
-/// The trial limit and budget while too few trials were quiet (`quiet` false): twice the
-/// usual, so that a host in another phase for most of a run's trials leaves enough quiet ones
-/// to keep. On a 2-vCPU guest whose speed moved 25-67% within `run switch`, 10 of 12 trials were
+/// The trial limit and budget while too few trials were quiet (`quiet` false: fewer than the
+/// row's minimum): half as many again (more made a quick suite on a disturbed host take
+/// 117 s), so that a host in another phase for most of a run's trials
+/// leaves enough quiet ones to keep (with 6 kept against another run's 8, compare cannot test a
+/// metric at all over a quick run's ~94). On a 2-vCPU guest whose speed moved 25-67% within `run switch`, 10 of 12 trials were
 /// disturbed, and the run kept all twelve: `switch.green.chan` read 22 ns in the slow phase
 /// and 14.5-15 ns in the quiet trials, and back-to-back runs differed by 43%. Until enough are
 /// quiet, a precise interval does not stop sampling either (it would be the interval of a
@@ -110,7 +112,7 @@ fn limits(quiet: bool, max_trials: usize, budget: Duration) -> (usize, Duration)
     if quiet {
         (max_trials, budget)
     } else {
-        (max_trials * 2, budget * 2)
+        (max_trials + max_trials / 2, budget + budget / 2)
     }
 }
 
@@ -226,7 +228,11 @@ pub(super) fn run(
         });
         let sel = select(&readings, trials.len(), &s.span.cpus);
         let spent = start.elapsed();
-        let (max_trials, budget) = limits(sel.quiet, max_trials, budget);
+        let (max_trials, budget) = limits(
+            sel.quiet && sel.kept.len() >= min_trials,
+            max_trials,
+            budget,
+        );
         if trials.len() >= max_trials {
             break Stop::Limit;
         }
@@ -463,7 +469,7 @@ mod tests {
         assert!(sel.disturbed >= 10);
         assert_eq!(
             limits(sel.quiet, 12, Duration::from_secs(1)),
-            (24, Duration::from_secs(2))
+            (18, Duration::from_millis(1500))
         );
     }
 
