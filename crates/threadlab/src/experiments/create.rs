@@ -97,10 +97,10 @@ fn create_join_batch_placed(n: u64, share: &Cell<Option<f64>>) -> Result<Duratio
 }
 
 /// How long the default-placed create row creates and joins threads, untimed, before each
-/// timed batch. On this 2-vCPU KVM guest a C loop's first ~1000 create+joins after the other
-/// vCPU sat idle for 20-50 ms cost 49-55 us each, those after 34-35 us (docs/agreement.md,
-/// "Thread creation, settled and cold"): the host's handling of a halting vCPU adapts to how
-/// often it is woken.
+/// timed batch. On a 2-vCPU KVM guest a C loop's first 100 create+joins after 50 ms with the
+/// other vCPU idle cost 52-58 us each, the 100 after 1000 untimed ones (~40 ms) 34-38 us
+/// (docs/agreement.md, "Thread creation, settled and cold"): the host's handling of a halting
+/// vCPU adapts to how often it is woken.
 const SETTLE: Duration = Duration::from_millis(40);
 
 /// `create_join_batch_placed` after `SETTLE` of the same, untimed.
