@@ -87,6 +87,35 @@ fn a_close_call_is_not_on_the_plateau_until_shown_to_be() {
 }
 
 #[test]
+fn where_only_the_fastest_is_shown_the_answer_is_the_first_n_not_shown_apart() {
+    // A disturbed run: N = 2 is clearly slower; N = 3, 4 and 64 within a few per cent of the
+    // unthrottled run (65, the fastest) but too spread for any interval to stay below 5%.
+    let pts = vec![
+        (1, runs(1.92, 0.01)),
+        (2, runs(1.35, 0.01)),
+        (3, runs(1.007, 0.08)),
+        (4, runs(1.038, 0.03)),
+        (64, runs(1.038, 0.035)),
+        (65, runs(1.0, 0.015)),
+    ];
+    let b = best_concurrency(&pts).unwrap();
+    assert_eq!(b.fastest_n, 65);
+    assert_eq!(b.shown, 65, "{:?}", b.verdicts);
+    assert_eq!(b.verdict(2).unwrap().standing, Standing::Slower);
+    assert_eq!(b.n, 3, "{:?}", b.verdicts);
+    // The close calls that more runs could settle are still asked for.
+    assert!(b.close_calls().contains(&3));
+    // Where another N is shown on the plateau, the rule is unchanged.
+    let pts = vec![
+        (2, runs(1.35, 0.01)),
+        (3, runs(1.01, 0.002)),
+        (65, runs(1.0, 0.002)),
+    ];
+    let b = best_concurrency(&pts).unwrap();
+    assert_eq!((b.n, b.shown), (3, 3));
+}
+
+#[test]
 fn the_studys_curve_gives_the_studys_answer() {
     let c = seeds::throttle_curve();
     let pts: Vec<(usize, Vec<f64>)> =
