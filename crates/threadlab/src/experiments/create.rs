@@ -467,8 +467,8 @@ fn thread_rows<'a>(group: &mut Interleaved<'a>, s: &'a Setup) {
                  state the join then waits for), as a program that sets no affinity gets it, in \
                  a steady stream of creates: each batch follows {} ms of the same, untimed (on \
                  a VM the first several hundred after a pause cost more: docs/agreement.md, \
-                 \"Thread creation, settled and cold\"); nothing subtracted; each thread notes the CPU \
-                 it ran on, and each trial records the share that ran on the creator's \
+                 \"Thread creation, settled and cold\"); nothing subtracted; each thread notes \
+                 the CPU it ran on, and each trial records the share that ran on the creator's \
                  (trials.colocated: the regime this figure is in); counterpart: \
                  scripts/agreement/create_join.c run bare, its loop in main \
                  (docs/agreement.md)",

@@ -22,8 +22,8 @@
 //! Around every trial the machine is read (`trials::Reading`): a trial during which the host
 //! stole time from a CPU the rows use, or one with a slow throughput or system-call reference on
 //! either side, is set aside when enough others remain; while too few are quiet, sampling goes
-//! on to half as many trials again and half the budget again (`trials::limits`), and only then keeps
-//! every trial, disturbed or not.
+//! on to half as many trials again and half the budget again (`trials::limits`), and only then
+//! keeps every trial, disturbed or not.
 
 mod trials;
 

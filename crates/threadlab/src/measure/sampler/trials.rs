@@ -99,15 +99,14 @@ fn select(readings: &[Reading], taken: usize, cpus: &[usize]) -> Selection {
     }
 }
 
-/// The trial limit and budget while too few trials were quiet (`quiet` false: fewer than the
-/// row's minimum): half as many again (more made a quick suite on a disturbed host take
-/// 117 s), so that a host in another phase for most of a run's trials
-/// leaves enough quiet ones to keep (with 6 kept against another run's 8, compare cannot test a
-/// metric at all over a quick run's ~94). On a 2-vCPU guest whose speed moved 25-67% within `run switch`, 10 of 12 trials were
-/// disturbed, and the run kept all twelve: `switch.green.chan` read 22 ns in the slow phase
-/// and 14.5-15 ns in the quiet trials, and back-to-back runs differed by 43%. Until enough are
-/// quiet, a precise interval does not stop sampling either (it would be the interval of a
-/// mixture of phases).
+/// The trial limit and budget while too few trials were quiet (`quiet` false: fewer than the row's
+/// minimum): half as many again (more made a quick suite on a disturbed host take 117 s), so that a
+/// host in another phase for most of a run's trials leaves enough quiet ones to keep (with 6 kept
+/// against another run's 8, compare cannot test a metric at all over a quick run's ~94). On a
+/// 2-vCPU guest whose speed moved 25-67% within `run switch`, 10 of 12 trials were disturbed, and
+/// the run kept all twelve: `switch.green.chan` read 22 ns in the slow phase and 14.5-15 ns in the
+/// quiet trials, and back-to-back runs differed by 43%. Until enough are quiet, a precise interval
+/// does not stop sampling either (it would be the interval of a mixture of phases).
 fn limits(quiet: bool, max_trials: usize, budget: Duration) -> (usize, Duration) {
     if quiet {
         (max_trials, budget)

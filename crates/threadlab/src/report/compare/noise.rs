@@ -235,7 +235,8 @@ fn host_phases(ma: &Metric, mb: &Metric) -> Option<String> {
         .collect();
     (!mixed.is_empty()).then(|| {
         format!(
-            "the machine was slower beside {}, too many to set aside: which phase of the host              a run met decides this figure; run both again",
+            "the machine was slower beside {}, too many to set aside: which phase of the \
+             host a run met decides this figure; run both again",
             mixed.join(" and ")
         )
     })
