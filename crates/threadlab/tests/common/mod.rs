@@ -71,11 +71,30 @@ impl Drop for Scratch {
         if !std::thread::panicking() {
             // A file the test made read-only, or a folder it left unwritable, must not keep
             // the rest: make the tree writable again first.
-            let _ = std::process::Command::new("chmod")
-                .args(["-R", "u+w"])
-                .arg(&self.0)
-                .status();
+            make_writable(&self.0);
             let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Gives the owner write access to `p` and everything below it (and to folders read and
+/// search access, to reach what is inside), as `chmod -R u+w` without a child process or its
+/// complaint about a folder the test already removed. Symbolic links are left alone.
+fn make_writable(p: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::symlink_metadata(p) else {
+        return;
+    };
+    if meta.file_type().is_symlink() {
+        return;
+    }
+    let mut perm = meta.permissions();
+    let add = if meta.is_dir() { 0o700 } else { 0o200 };
+    perm.set_mode(perm.mode() | add);
+    let _ = std::fs::set_permissions(p, perm);
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(p).into_iter().flatten().flatten() {
+            make_writable(&entry.path());
         }
     }
 }
