@@ -80,8 +80,9 @@ extern "C" fn note_cpu_and_return(slot: *mut libc::c_void) -> *mut libc::c_void 
 /// that ran on the CPU the creator is on after the join. Measured here with a C loop: in some
 /// processes 95-100% of the new threads ran on the creator's CPU, at 17-26 us a thread; in
 /// others about 52%, at 30-37 us; a process keeps its share for thousands of threads, then
-/// may switch. In the lab it was 24-45% in every trial of five runs, at 31-40 us. The two
-/// getcpu calls per thread (rseq or vDSO, a few ns) are inside the time.
+/// may switch. In the lab, each batch after `SETTLE` of the same, it was 49-65% in every trial
+/// of three quick runs on a 2-vCPU guest, at 34.8-46.8 us a trial. The two getcpu calls per
+/// thread (rseq or vDSO, a few ns) are inside the time.
 fn create_join_batch_placed(n: u64, share: &Cell<Option<f64>>) -> Result<Duration> {
     let slot = AtomicI32::new(-1);
     let mut same = 0u64;

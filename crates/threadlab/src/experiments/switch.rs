@@ -520,7 +520,7 @@ fn handoff_group(
         }
     }
     let guest = ctx.env.virtualized == Some(true);
-    pipe_rows(&mut group, &pipe, (placement, guest), cpus, &overhead_pipe);
+    pipe_rows(&mut group, &pipe, placement, guest, cpus, &overhead_pipe);
     if !cross && unpinned.len() > 1 {
         unpinned_rows(&mut group, unpinned, &counts_unpinned);
     }
@@ -558,19 +558,22 @@ impl PipeIds {
 /// lmbench's lat_ctx: round trips through two pipes with a partner process on `cpus.1`, less
 /// one in-process pipe write+read, round by round; across two CPUs also the pair the
 /// scheduler places on both.
-/// The pipe rows; `guest`: this machine is a virtual one, where every pipe hand-off across
-/// two CPUs wakes an idle vCPU, which the host serves faster or slower from one run to the next
+///
+/// `guest`: this machine is a virtual one. There every pipe hand-off across two CPUs wakes an
+/// idle vCPU, which the host serves faster or slower from one run to the next
 /// (docs/agreement.md: 30 against 44 perf-usecs/op for the same pair, by how settled the
 /// exchange is; back-to-back quick runs read `switch.process.pipe.cross_cpu` at 14.4 and
 /// 20.6 us, each run's trials within 12%), so those rows carry `Flag::IdleVcpu`.
 fn pipe_rows<'a>(
     group: &mut Interleaved<'a>,
     pipe: &'a PipeIds,
-    (placement, guest): (Placement, bool),
+    placement: Placement,
+    guest: bool,
     cpus: (usize, usize),
     overhead_pipe: &'a Pipe,
 ) {
     let cross = cpus.0 != cpus.1;
+    let idle_vcpu = cross && guest;
     group
         .input(&pipe.raw, move |n| {
             let run = n.max(2);
@@ -585,7 +588,7 @@ fn pipe_rows<'a>(
             &[&pipe.raw, &pipe.overhead],
             |v| (v[0] - v[1]).max(0.0),
         );
-    if cross && guest {
+    if idle_vcpu {
         group.flag(Flag::IdleVcpu);
     }
     if cross {
@@ -599,7 +602,7 @@ fn pipe_rows<'a>(
             &["switch.process.pipe.unpinned.raw", &pipe.overhead],
             |v| (v[0] - v[1]).max(0.0),
         );
-        if guest {
+        if idle_vcpu {
             group.flag(Flag::IdleVcpu);
         }
         group.input("switch.process.pipe.unpinned.raw", move |n| {

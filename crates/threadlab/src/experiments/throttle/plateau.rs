@@ -101,12 +101,12 @@ fn not_shown_apart(verdicts: &[Verdict], shown: usize, fastest: usize) -> Option
     if shown != fastest {
         return None;
     }
-    let together: Vec<usize> = verdicts
+    let mut together = verdicts
         .iter()
         .filter(|v| v.n < fastest && v.standing == Standing::Close && v.ci.0 <= 1.0)
-        .map(|v| v.n)
-        .collect();
-    (together.len() >= 2).then(|| together[0])
+        .map(|v| v.n);
+    let first = together.next()?;
+    together.next().map(|_| first)
 }
 
 /// What `best_concurrency` found: the answer, the fastest N, and every N's verdict (ascending).
