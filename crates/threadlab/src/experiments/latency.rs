@@ -269,7 +269,7 @@ const INFO: Info = Info {
     name: "latency",
     study: &seeds::BEOS_1999,
     measures: "gaps in a clock-reading loop over 256 us and the longest, alone / beside a lower-priority spinner / plus a 125 us rescheduler; normal and real-time; cyclictest-style wake-up lateness",
-    rough_secs: [0.4, 4.0, 40.0],
+    rough_secs: [0.4, 4.0, 20.0],
 };
 
 impl Experiment for Latency {
@@ -283,7 +283,7 @@ impl Experiment for Latency {
         let cap = ctx.mode.pick(
             Duration::from_millis(50),
             Duration::from_millis(600),
-            Duration::from_secs(4),
+            Duration::from_secs(2),
         );
         let setup = Setup {
             cpu,
@@ -457,7 +457,7 @@ fn gap_probe(
 
 /// The wake-up view (cyclictest's method): alone and beside the spinner, at each priority.
 fn wakeup_probes(ctx: &Ctx, s: &Setup, out: &mut Outcome) -> Result<Table> {
-    let loops = ctx.mode.pick(50, 600, 4_000);
+    let loops = ctx.mode.pick(50, 600, 2_000);
     let interval = Duration::from_millis(1);
     let mut wake_table = Table::new(
         "latency.wakeup",

@@ -264,7 +264,7 @@ const INFO: Info = Info {
     name: "priority",
     study: &seeds::BEOS_1999,
     measures: "CPU share at nice 0/1, 0/5, 0/10, 0/19, 0/0/5/10 on one CPU vs the kernel's weight model and BeOS's 2x-per-unit; uthread's lottery; 60 fps frame interruptions vs binomial",
-    rough_secs: [0.8, 8.0, 34.0],
+    rough_secs: [0.8, 8.0, 29.0],
 };
 
 impl Experiment for PriorityExperiment {
@@ -413,7 +413,7 @@ fn uthread_shares(ctx: &Ctx, s: &Setup, out: &mut Outcome) -> Result<Table> {
 fn frame_model(ctx: &Ctx, s: &Setup, out: &mut Outcome) -> Result<(Table, f64)> {
     let (cpu, placement) = (s.cpu, &s.placement);
     ctx.step("priority.frames")?;
-    let frames = ctx.mode.pick(6, 60, 600);
+    let frames = ctx.mode.pick(6, 60, 300);
     let frame = Duration::from_micros(16_667);
     let spinner_nice = 10;
     let threshold = Duration::from_micros(50);

@@ -282,14 +282,14 @@ impl Sizes {
             block_measure: ms(280),
             spin: Some((200, 2500.0)),
             capacity: Some(CapacitySearch {
-                warm: ms(100),
-                measure: ms(500),
+                warm: ms(50),
+                measure: ms(300),
                 probes: 8,
                 resolution: 1.15,
                 top_share: 0.5,
             }),
-            overload: Some((1.5, ms(1000))),
-            scale: Some((10_000, ms(1000))),
+            overload: Some((1.5, ms(500))),
+            scale: Some((10_000, ms(500))),
             limits: LimitsPlan {
                 misbehaving: None,
                 non_readers: 2,
