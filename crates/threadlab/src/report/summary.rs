@@ -101,8 +101,9 @@ fn plural(n: usize, word: &str) -> String {
     }
 }
 
-/// The headline figures, aligned: id, median (or modes), spread, flags, then the study's
-/// figure and then/now where it has one. Nothing is cut: a long row wraps.
+/// The headline figures, aligned: id, median (or modes), spread, then the study's figure and
+/// then/now where it has one, then the flags. Nothing is cut: a long row wraps. A row too wide
+/// to share the columns (two modes, a long id) is left out of them, so the rest stay aligned.
 fn headline(e: &ExperimentResult, width: usize) -> String {
     let rows: Vec<[String; 4]> = e
         .headline
@@ -110,44 +111,75 @@ fn headline(e: &ExperimentResult, width: usize) -> String {
         .filter_map(|id| e.metric(id))
         .map(|m| {
             let (then, ratio) = fmt_then(m);
-            let mut spread = fmt_spread(m);
-            if !m.flags.is_empty() {
-                spread.push_str(&format!(" [{}]", m.flags.join(", ")));
-            }
-            let then = if then == "-" {
+            let mut tail = if then == "-" {
                 String::new()
             } else {
                 format!("then {then}, then/now {ratio}")
             };
-            [m.id.clone(), fmt_now(m), spread, then]
+            if !m.flags.is_empty() {
+                let sep = if tail.is_empty() { "" } else { "  " };
+                tail.push_str(&format!("{sep}[{}]", m.flags.join(", ")));
+            }
+            [m.id.clone(), fmt_now(m), fmt_spread(m), tail]
         })
         .collect();
-    let col = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
+    let aligned = aligned_rows(&rows, width);
+    let col = |i: usize| {
+        aligned
+            .iter()
+            .map(|&k| rows[k][i].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
     let (id_w, now_w, spread_w) = (col(0), col(1), col(2));
     let mut out = String::new();
-    for [id, now, spread, then] in &rows {
-        let figure = format!("  {id:<id_w$}  {now:>now_w$}  {spread:<spread_w$}");
-        let line = format!("{figure}  {then}");
-        // Unaligned, when another row's wide figure (two modes) pushes this one past the width.
-        let plain = format!("  {id}  {now}  {spread}  {then}");
+    for (k, [id, now, spread, tail]) in rows.iter().enumerate() {
+        let (figure, line) = if aligned.contains(&k) {
+            let figure = format!("  {id:<id_w$}  {now:>now_w$}  {spread:<spread_w$}");
+            let line = format!("{figure}  {tail}");
+            (figure, line)
+        } else {
+            let figure = format!("  {id}  {now}  {spread}");
+            let line = format!("{figure}  {tail}");
+            (figure, line)
+        };
         if line.trim_end().chars().count() <= width {
             out.push_str(line.trim_end());
-            out.push('\n');
-        } else if plain.trim_end().chars().count() <= width {
-            out.push_str(plain.trim_end());
             out.push('\n');
         } else if figure.trim_end().chars().count() <= width {
             // The study's figure on a line of its own keeps the columns aligned.
             out.push_str(figure.trim_end());
             out.push('\n');
-            if !then.is_empty() {
-                out.push_str(&wrap(then, width, "      ", "      "));
+            if !tail.is_empty() {
+                out.push_str(&wrap(tail, width, "      ", "      "));
             }
         } else {
             out.push_str(&wrap(&line, width, "  ", "      "));
         }
     }
     out
+}
+
+/// The rows that share the columns: all of them when every row then fits `width`; otherwise,
+/// one at a time, the row with the widest figure (id, median, spread) is left out until the
+/// rest fit.
+fn aligned_rows(rows: &[[String; 4]], width: usize) -> Vec<usize> {
+    let len = |k: usize, i: usize| rows[k][i].chars().count();
+    let mut set: Vec<usize> = (0..rows.len()).collect();
+    while !set.is_empty() {
+        let w = |i: usize| set.iter().map(|&k| len(k, i)).max().unwrap_or(0);
+        let figure = 2 + w(0) + 2 + w(1) + 2 + w(2);
+        let fits = |k: usize| len(k, 3) == 0 || figure + 2 + len(k, 3) <= width;
+        if set.iter().all(|&k| fits(k)) {
+            break;
+        }
+        let widest = *set
+            .iter()
+            .max_by_key(|&&k| len(k, 0) + len(k, 1) + len(k, 2))
+            .expect("not empty");
+        set.retain(|&k| k != widest);
+    }
+    set
 }
 
 /// "What to choose on this machine": the answers resting on the shown experiments' figures
@@ -225,4 +257,41 @@ pub fn tail(r: &RunResults, width: usize, files: Files) -> String {
     let mut out = choose(r, width, &all, true);
     out.push_str(&closing(r, width, files));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::aligned_rows;
+
+    fn row(id: &str, now: &str, spread: &str, tail: &str) -> [String; 4] {
+        [id.into(), now.into(), spread.into(), tail.into()]
+    }
+
+    #[test]
+    fn a_row_too_wide_for_the_columns_is_left_out_and_the_rest_stay_aligned() {
+        let rows = vec![
+            row(
+                "switch.thread.futex.unpinned",
+                "132.0 ns (80%) | 15201 ns (20%)",
+                "bimodal",
+                "[race]",
+            ),
+            row(
+                "switch.thread.yield",
+                "1346.7 ns",
+                "±0.7%",
+                "then 17.93 us (Ultra-1 1999), then/now 13.31x",
+            ),
+            row("switch.green.yield", "3.21 ns", "±0.4%", ""),
+        ];
+        assert_eq!(aligned_rows(&rows, 100), vec![1, 2]);
+        // Wide enough for all: nothing is left out.
+        assert_eq!(aligned_rows(&rows, 160), vec![0, 1, 2]);
+        // Rows without a study figure always fit the columns they set.
+        let plain = vec![
+            row("a.long.id", "1 ns", "±1%", ""),
+            row("b", "2 ns", "±2%", ""),
+        ];
+        assert_eq!(aligned_rows(&plain, 10), vec![0, 1]);
+    }
 }

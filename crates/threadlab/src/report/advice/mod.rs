@@ -642,8 +642,7 @@ fn server_answer(e: &ExperimentResult) -> Option<Answer> {
         rests_on.push(id);
         parts.push(format!(
             "when every request blocks the server, the lowest p99 was {d}'s ({v}{}; blocking \
-             work): a design whose p99 stays near the work itself waits without stalling its \
-             other connections",
+             work): it waits without stalling its other connections",
             flagged(&f)
         ));
     }
@@ -670,9 +669,13 @@ fn server_answer(e: &ExperimentResult) -> Option<Answer> {
     if parts.is_empty() {
         return None;
     }
-    let any_flagged = e.metrics.iter().any(|m| !m.flags.is_empty());
+    // Said only where a figure the answer rests on carries a flag: otherwise nothing flagged
+    // was chosen, and the sentence would only lengthen the answer.
+    let chosen_flagged = rests_on
+        .iter()
+        .any(|id| e.metric(id).is_some_and(|m| !m.flags.is_empty()));
     let mut text = format!("{}.", capitalise_first(&parts.join("; ")));
-    if any_flagged {
+    if chosen_flagged {
         text.push_str(
             " Where a design's figure is flagged, an unflagged design is chosen when there is \
              one; a flagged choice is named with its flags (see what to know first).",
