@@ -16,6 +16,7 @@ use crate::experiments::{Ctx, Interleaved, Outcome};
 use crate::measure::driver::Driver;
 use crate::measure::placement::{cpu_pair, home_cpu, place_current_thread, Placement};
 use crate::measure::process::wait_until;
+use crate::measure::sampler::RESIZE_FACTOR;
 use crate::measure::spawn::spawn;
 use crate::measure::units::Unit;
 use crate::results::flag::Flag;
@@ -42,13 +43,18 @@ struct Shared<L> {
     counter: AtomicU64,
     /// The CPU the partner ended its last batch on.
     partner_at: AtomicI32,
+    /// Pairs the partner completed in its last batch.
+    partner_pairs: AtomicU64,
+    /// Set by the measuring side once the batch has run for longer than its cap: both sides
+    /// end it at their next check.
+    cut: AtomicBool,
 }
 
-/// `n` lock+increment+unlock pairs. A batch under a convoy can last seconds, so `stop` is read
-/// every 1024 pairs (a relaxed load: noise next to a lock pair) and the batch ends early when
-/// it holds.
+/// `n` lock+increment+unlock pairs, or fewer: a batch under a convoy can last seconds, so
+/// `stop` is read every 1024 pairs (a relaxed load and a clock read: noise next to 1024 lock
+/// pairs) and the batch ends early when it holds. The pairs completed.
 #[inline]
-fn pairs<L: BenchLock>(lock: &L, counter: &AtomicU64, n: u64, stop: impl Fn() -> bool) {
+fn pairs<L: BenchLock>(lock: &L, counter: &AtomicU64, n: u64, stop: impl Fn() -> bool) -> u64 {
     let mut left = n;
     while left > 0 {
         let chunk = left.min(1024);
@@ -61,9 +67,10 @@ fn pairs<L: BenchLock>(lock: &L, counter: &AtomicU64, n: u64, stop: impl Fn() ->
         }
         left -= chunk;
         if stop() {
-            return;
+            break;
         }
     }
+    n - left
 }
 
 /// Where the two threads run: the measuring thread's CPUs and the partner's.
@@ -82,11 +89,14 @@ struct ContendedPair<L: BenchLock + 'static> {
     main: Driver,
     seats: Seats,
     batch_no: u32,
-    per_thread: u64,
+    /// Pairs both threads completed so far: what the shared counter must read.
+    completed: u64,
+    /// A batch still running after this is cut (see `batch`).
+    cap: Duration,
 }
 
 impl<L: BenchLock + 'static> ContendedPair<L> {
-    fn start(seats: Seats) -> Result<ContendedPair<L>> {
+    fn start(seats: Seats, cap: Duration) -> Result<ContendedPair<L>> {
         let sh = Arc::new(Shared {
             lock: L::default(),
             go: AtomicU32::new(0),
@@ -98,6 +108,8 @@ impl<L: BenchLock + 'static> ContendedPair<L> {
             failed: AtomicBool::new(false),
             counter: AtomicU64::new(0),
             partner_at: AtomicI32::new(-1),
+            partner_pairs: AtomicU64::new(0),
+            cut: AtomicBool::new(false),
         });
         let psh = Arc::clone(&sh);
         let cpus = seats.partner.clone();
@@ -109,19 +121,23 @@ impl<L: BenchLock + 'static> ContendedPair<L> {
             main,
             seats,
             batch_no: 0,
-            per_thread: 0,
+            completed: 0,
+            cap,
         })
     }
 
-    /// Wall time of a batch of `n` pairs on each thread, divided by 2 (per pair), and whether
-    /// the two threads ended it on one CPU. The measuring side runs on the pair's own fresh
-    /// thread; an interruption stops both sides through the pair's stop flag.
+    /// The time `n` pairs on each thread take, per pair (the batch's wall time over the pairs
+    /// both threads completed, times `n`), and whether the two threads ended it on one CPU. A
+    /// batch still running after `cap` is cut, and its figure is per pair it completed: a
+    /// lock that falls into a convoy after its batch was sized (one pair in a few hundred
+    /// nanoseconds instead of a few) would otherwise hold a batch for a second or more, and the
+    /// sampler re-sizes the next batch from the figure either way. The measuring side runs on
+    /// the pair's own fresh thread; an interruption stops both sides through the stop flag.
     fn batch(&mut self, n: u64, cancel: &Cancel) -> Result<(Duration, bool)> {
         self.batch_no += 1;
-        self.per_thread += n;
-        let (sh, b) = (Arc::clone(&self.sh), self.batch_no);
-        let (took, main_at) = self.main.run_watching(
-            move || main_side(&sh, b, n),
+        let (sh, b, cap) = (Arc::clone(&self.sh), self.batch_no, self.cap);
+        let ((took, main_pairs), main_at) = self.main.run_watching(
+            move || main_side(&sh, b, n, cap),
             || {
                 if cancel.is_cancelled() {
                     self.sh.stop.store(true, Ordering::Release);
@@ -136,22 +152,32 @@ impl<L: BenchLock + 'static> ContendedPair<L> {
                 self.seats.partner
             )));
         }
+        let done = main_pairs + sh.partner_pairs.load(Ordering::Acquire);
+        self.completed += done;
         let counted = sh.counter.load(Ordering::Relaxed);
-        if counted != 2 * self.per_thread {
+        if counted != self.completed {
             return Err(Error::Fail(format!(
                 "lock {} lost updates under contention: {counted} increments for {} pairs",
                 L::NAME,
-                2 * self.per_thread
+                self.completed
             )));
         }
-        // Both threads did n pairs: per pair is half the batch's time per n.
-        Ok((took / 2, main_at == sh.partner_at.load(Ordering::Acquire)))
+        // Uncut, both threads did n pairs and this is half the batch's time.
+        let per_n = took.mul_f64(n as f64 / done.max(1) as f64);
+        Ok((per_n, main_at == sh.partner_at.load(Ordering::Acquire)))
     }
 }
 
 /// The measuring side of batch `b`: wake the partner, start it together with this thread, do
-/// `n` pairs, wait for the partner's; the wall time from the start, and the CPU it ended on.
-fn main_side<L: BenchLock>(sh: &Shared<L>, b: u32, n: u64) -> Result<(Duration, i32)> {
+/// `n` pairs (fewer once `cap` has passed), wait for the partner's; the wall time from the
+/// start and the pairs this side completed, and the CPU it ended on.
+fn main_side<L: BenchLock>(
+    sh: &Shared<L>,
+    b: u32,
+    n: u64,
+    cap: Duration,
+) -> Result<((Duration, u64), i32)> {
+    sh.cut.store(false, Ordering::Relaxed);
     sh.iters.store(n, Ordering::Relaxed);
     sh.go.store(b, Ordering::Release);
     futex_wake(&sh.go, 1, false);
@@ -162,14 +188,23 @@ fn main_side<L: BenchLock>(sh: &Shared<L>, b: u32, n: u64) -> Result<(Duration, 
         5_000_000_000,
     )?;
     let t = Instant::now();
+    let over = || {
+        if t.elapsed() > cap {
+            sh.cut.store(true, Ordering::Release);
+        }
+        stop()
+    };
     sh.start.store(b, Ordering::Release);
-    pairs(&sh.lock, &sh.counter, n, stop);
+    let done = pairs(&sh.lock, &sh.counter, n, || {
+        over();
+        stop() || sh.cut.load(Ordering::Relaxed)
+    });
     let at = current_cpu();
     wait_until(
-        || sh.done.load(Ordering::Acquire) == b || failed() || stop(),
+        || over() || sh.done.load(Ordering::Acquire) == b || failed(),
         30_000_000_000,
     )?;
-    Ok((t.elapsed(), at))
+    Ok(((t.elapsed(), done), at))
 }
 
 /// The CPU the calling thread runs on now (-1 where the kernel cannot say).
@@ -219,12 +254,13 @@ fn partner_loop<L: BenchLock>(sh: &Shared<L>, cpus: &[usize]) {
         {
             return;
         }
-        pairs(
+        let done = pairs(
             &sh.lock,
             &sh.counter,
             sh.iters.load(Ordering::Relaxed),
-            stop,
+            || stop() || sh.cut.load(Ordering::Acquire),
         );
+        sh.partner_pairs.store(done, Ordering::Release);
         sh.partner_at.store(current_cpu(), Ordering::Release);
         sh.done.store(seen, Ordering::Release);
     }
@@ -253,11 +289,12 @@ fn lock_group<'a, L: BenchLock + 'static>(
     cancel: &'a Cancel,
     rows: Vec<(String, String, String, Seats)>,
     together: &'a [Cell<Option<bool>>],
+    cap: Duration,
 ) {
     for ((id, placement, note, seats), together) in rows.into_iter().zip(together) {
         let placed_by_kernel = placement == Placement::Unpinned.to_string();
         group.row_fresh(&id, Unit::Ns, placement, note, move || {
-            let mut pair = ContendedPair::<L>::start(seats.clone())?;
+            let mut pair = ContendedPair::<L>::start(seats.clone(), cap)?;
             Ok(move |n: u64| {
                 let (took, same) = pair.batch(n, cancel)?;
                 together.set(Some(same));
@@ -278,6 +315,8 @@ pub fn contended_metrics(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     let home = home_cpu();
     let all = ctx.env.allowed_cpus.clone();
     let min_batch = ctx.mode.sampler_config().min_batch.as_millis().max(1);
+    // A batch the sampler would re-size anyway is cut there.
+    let cap = ctx.mode.sampler_config().min_batch * RESIZE_FACTOR;
     for (prefix, lock, what) in CONTENDED_LOCKS {
         let mut rows = Vec::new();
         let placements: [(&str, Option<(Placement, Seats)>); 3] = [
@@ -331,7 +370,8 @@ pub fn contended_metrics(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
                 id,
                 placement.to_string(),
                 format!(
-                    "Per lock+unlock pair, 2 threads contending; {what}: two threads each run a batch of lock, load+store of a shared counter, unlock. Figure = batch wall time / pairs completed by both threads (aggregate cost per lock+unlock pair under contention, including the critical section and all waiting); the batch start handshake (one cache-line transfer) is included and is under 0.1% of a batch. {situation} A fresh lock and partner thread each trial (the partner sleeps in the kernel between batches); spread over trials of batches of >= {min_batch} ms; compare with the uncontended single-thread rows of sync."
+                    "Per lock+unlock pair, 2 threads contending; {what}: two threads each run a batch of lock, load+store of a shared counter, unlock. Figure = batch wall time / pairs completed by both threads (aggregate cost per lock+unlock pair under contention, including the critical section and all waiting); the batch start handshake (one cache-line transfer) is included and is under 0.1% of a batch. {situation} A fresh lock and partner thread each trial (the partner sleeps in the kernel between batches); spread over trials of batches of >= {min_batch} ms (a batch still running after {} ms, as one in a convoy can for seconds, is ended there and counted per pair it completed); compare with the uncontended single-thread rows of sync.",
+                    cap.as_millis()
                 ),
                 seats,
             ));
@@ -344,10 +384,10 @@ pub fn contended_metrics(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         let t = &together[..];
         let mut group = Interleaved::new();
         match *lock {
-            "pthread" => lock_group::<PthreadMutex>(&mut group, ctx.cancel, rows, t),
-            "std" => lock_group::<StdMutex>(&mut group, ctx.cancel, rows, t),
-            "parking_lot" => lock_group::<ParkingLotMutex>(&mut group, ctx.cancel, rows, t),
-            "ticket" => lock_group::<TicketLock<()>>(&mut group, ctx.cancel, rows, t),
+            "pthread" => lock_group::<PthreadMutex>(&mut group, ctx.cancel, rows, t, cap),
+            "std" => lock_group::<StdMutex>(&mut group, ctx.cancel, rows, t, cap),
+            "parking_lot" => lock_group::<ParkingLotMutex>(&mut group, ctx.cancel, rows, t, cap),
+            "ticket" => lock_group::<TicketLock<()>>(&mut group, ctx.cancel, rows, t, cap),
             other => return Err(Error::Fail(format!("unknown lock {other}"))),
         }
         group.measure(ctx, out)?;
@@ -366,7 +406,7 @@ fn measure(
     use crate::measure::sampler::InterleavedRow;
     fn row<'a, L: BenchLock + 'static>(seats: Seats, cancel: &'a Cancel) -> InterleavedRow<'a> {
         InterleavedRow::fresh(move || {
-            let mut pair = ContendedPair::<L>::start(seats.clone())?;
+            let mut pair = ContendedPair::<L>::start(seats.clone(), Duration::from_millis(100))?;
             Ok(move |n: u64| pair.batch(n, cancel).map(|(took, _)| took))
         })
     }
@@ -413,6 +453,27 @@ mod tests {
             let s = measure(lock, &sampler(&cancel), &cancel, seats).unwrap();
             assert!(s.median > 0.0 && s.n >= 6, "{lock}");
         }
+    }
+
+    #[test]
+    fn a_batch_past_its_cap_is_cut_and_its_pairs_still_add_up() {
+        // 2^40 pairs a side would take hours: only the cut ends this batch.
+        let cancel = Cancel::never();
+        let cpu = home_cpu();
+        let seats = Seats {
+            main: vec![cpu],
+            partner: vec![cpu],
+        };
+        let mut pair =
+            ContendedPair::<TicketLock<()>>::start(seats, Duration::from_millis(5)).unwrap();
+        let n = 1u64 << 40;
+        let (per_n, _) = pair.batch(n, &cancel).unwrap();
+        assert!(per_n > Duration::ZERO);
+        assert!(pair.completed > 0 && pair.completed < 2 * n);
+        // The next batch, uncut, is counted from where the cut one left the counter.
+        let before = pair.completed;
+        pair.batch(1000, &cancel).unwrap();
+        assert_eq!(pair.completed, before + 2000);
     }
 
     #[test]

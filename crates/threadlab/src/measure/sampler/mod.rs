@@ -37,7 +37,7 @@ use crate::measure::stats::Summary;
 pub use trials::{quiet_rounds, QUIET_MARGIN};
 
 /// A batch this many times longer than the calibrated length gets re-sized.
-const RESIZE_FACTOR: u32 = 20;
+pub const RESIZE_FACTOR: u32 = 20;
 
 /// Fewer trials than this never make a metric (the 95% interval of a median needs 6).
 pub const MIN_TRIALS: usize = 6;
