@@ -447,7 +447,8 @@ impl Experiment for Coop {
         let cpu = home_cpu();
         let target = ctx.mode.pick(
             Duration::from_millis(15),
-            Duration::from_millis(400),
+            // Just over the study's 1/3 s, so the 1/3 s yield happens once per job.
+            Duration::from_millis(350),
             Duration::from_millis(1000),
         );
         let reps = ctx.mode.pick(1, 2, 3);
@@ -508,6 +509,9 @@ struct Scores {
     scores: Vec<Vec<f64>>,
     yields: Vec<u64>,
     baselines: Vec<f64>,
+    /// The last rep's closing baseline: the next rep opens with it rather than running
+    /// another (the two would be back to back).
+    last: Option<JobRun>,
 }
 
 impl Scores {
@@ -516,12 +520,14 @@ impl Scores {
             scores: vec![Vec::new(); modes],
             yields: vec![0u64; modes],
             baselines: Vec::new(),
+            last: None,
         }
     }
 
     /// One rep: the baseline (`run(None)`), every mode (`run(Some(i))`), the baseline again.
     /// The baseline is run before and after the modes and averaged, so that a drift in the
-    /// machine's load during the rep does not bias every score one way.
+    /// machine's load during the rep does not bias every score one way; a rep after the first
+    /// opens with the previous rep's closing baseline.
     fn rep(
         &mut self,
         ctx: &Ctx,
@@ -530,8 +536,14 @@ impl Scores {
         check: &dyn Fn(&str, &JobRun) -> Result<()>,
         run: impl Fn(Option<usize>) -> Result<JobRun>,
     ) -> Result<()> {
-        let before = run(None)?;
-        check(baseline, &before)?;
+        let before = match self.last.take() {
+            Some(b) => b,
+            None => {
+                let b = run(None)?;
+                check(baseline, &b)?;
+                b
+            }
+        };
         let mut times = Vec::new();
         for (i, name) in names.iter().enumerate() {
             ctx.cancel.check()?;
@@ -544,6 +556,7 @@ impl Scores {
         check(baseline, &after)?;
         let base = (before.0 + after.0) / 2.0;
         self.baselines.push(base);
+        self.last = Some(after);
         for (i, t) in times.iter().enumerate() {
             self.scores[i].push(t / base);
         }
