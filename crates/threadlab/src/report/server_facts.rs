@@ -59,12 +59,12 @@ pub fn pinning_effect(e: &ExperimentResult, designs: &[String]) -> Option<String
     let p99 = ratio_range(e, designs, stat::RATE_P99)?;
     let cpu = ratio_range(e, designs, stat::CPU_PER_REQUEST);
     Some(format!(
-        "the default placement over the pinned one (server on its own CPUs, the generator on \
-         another) was {:.2}x to {:.2}x in p99{} across designs (pinned and default placement)",
+        "the default placement over the pinned one (server on its own CPUs, generator on \
+         another): p99 {:.2}x to {:.2}x{} across designs (pinned and default placement)",
         p99.0,
         p99.1,
         cpu.map_or(String::new(), |c| format!(
-            " and {:.2}x to {:.2}x in server CPU per request",
+            ", server CPU per request {:.2}x to {:.2}x",
             c.0, c.1
         ))
     ))

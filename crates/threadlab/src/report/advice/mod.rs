@@ -677,8 +677,8 @@ fn server_answer(e: &ExperimentResult) -> Option<Answer> {
     let mut text = format!("{}.", capitalise_first(&parts.join("; ")));
     if chosen_flagged {
         text.push_str(
-            " Where a design's figure is flagged, an unflagged design is chosen when there is \
-             one; a flagged choice is named with its flags (see what to know first).",
+            " A flagged figure is chosen only where every design's is flagged, and is named \
+             with its flags (see what to know first).",
         );
     }
     Some(Answer {

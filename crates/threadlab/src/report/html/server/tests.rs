@@ -265,8 +265,11 @@ fn the_default_placement_and_the_limits_step_get_charts_and_sentences() {
     assert!(p.numbers[0][1].starts_with("pinned (") && p.numbers[0][2].starts_with("default"));
     let ds = designs(&e);
     let effect = pinning_effect(&e, &ds).unwrap();
-    assert!(effect.contains("1.04x to 5.20x in p99"), "{effect}");
-    assert!(effect.contains("0.80x to 0.80x in server CPU"), "{effect}");
+    assert!(effect.contains("p99 1.04x to 5.20x"), "{effect}");
+    assert!(
+        effect.contains("server CPU per request 0.80x to 0.80x"),
+        "{effect}"
+    );
     let limits = limits_summary(&e, &ds).unwrap();
     assert!(
         limits.contains("served every time by epoll, green; fork_per_client 50% served, 50 BUSY"),
