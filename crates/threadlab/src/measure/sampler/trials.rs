@@ -106,12 +106,23 @@ fn select(readings: &[Reading], taken: usize, cpus: &[usize]) -> Selection {
 /// 2-vCPU guest whose speed moved 25-67% within `run switch`, 10 of 12 trials were disturbed, and
 /// the run kept all twelve: `switch.green.chan` read 22 ns in the slow phase and 14.5-15 ns in the
 /// quiet trials, and back-to-back runs differed by 43%. Until enough are quiet, a precise interval
-/// does not stop sampling either (it would be the interval of a mixture of phases).
-fn limits(quiet: bool, max_trials: usize, budget: Duration) -> (usize, Duration) {
-    if quiet {
+/// does not stop sampling either (it would be the interval of a mixture of phases). The extra
+/// trials are taken only while they can still bring the `good` (quiet, unstolen) trials of the
+/// `taken` ones to `min_trials`: in a quick suite on a host in a slow phase for the whole of a
+/// group, 17 or 18 of 18 trials of the server's 66 study rows were disturbed, and the six
+/// extra ones only made the suite 4 s longer.
+fn limits(
+    quiet: bool,
+    (good, taken): (usize, usize),
+    (min_trials, max_trials): (usize, usize),
+    budget: Duration,
+) -> (usize, Duration) {
+    let more = max_trials / 2;
+    let reachable = good + (max_trials + more).saturating_sub(taken) >= min_trials;
+    if quiet || !reachable {
         (max_trials, budget)
     } else {
-        (max_trials + max_trials / 2, budget + budget / 2)
+        (max_trials + more, budget + budget / 2)
     }
 }
 
@@ -227,9 +238,11 @@ pub(super) fn run(
         });
         let sel = select(&readings, trials.len(), &s.span.cpus);
         let spent = start.elapsed();
+        let good = trials.len() - sel.steal - sel.disturbed;
         let (max_trials, budget) = limits(
             sel.quiet && sel.kept.len() >= min_trials,
-            max_trials,
+            (good, trials.len()),
+            (min_trials, max_trials),
             budget,
         );
         if trials.len() >= max_trials {
@@ -466,8 +479,19 @@ mod tests {
         assert_eq!(sel.kept.len(), 12);
         assert!(!sel.quiet);
         assert!(sel.disturbed >= 10);
+        // Two quiet of twelve: six more can still make the eight a row needs.
         assert_eq!(
-            limits(sel.quiet, 12, Duration::from_secs(1)),
+            limits(sel.quiet, (2, 12), (8, 12), Duration::from_secs(1)),
+            (18, Duration::from_millis(1500))
+        );
+        // One quiet of twelve: six more cannot; the usual limits end it.
+        assert_eq!(
+            limits(sel.quiet, (1, 12), (8, 12), Duration::from_secs(1)),
+            (12, Duration::from_secs(1))
+        );
+        // Early on, the extension is still in reach whatever the first trials were.
+        assert_eq!(
+            limits(false, (0, 5), (8, 12), Duration::from_secs(1)),
             (18, Duration::from_millis(1500))
         );
     }
@@ -480,7 +504,7 @@ mod tests {
         assert!(sel.quiet);
         assert_eq!(sel.kept, vec![0, 1, 2, 5, 6, 7, 8]);
         assert_eq!(
-            limits(sel.quiet, 12, Duration::from_secs(1)),
+            limits(sel.quiet, (7, 9), (8, 12), Duration::from_secs(1)),
             (12, Duration::from_secs(1))
         );
     }
