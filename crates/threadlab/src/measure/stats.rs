@@ -128,6 +128,29 @@ impl TrialLog {
         s
     }
 
+    /// The logs of separate samplings of one figure added up, their per-trial readings in
+    /// order; `ci_pct` is left to the caller, who has the pooled values. None without a log.
+    pub fn pooled(logs: &[&TrialLog]) -> Option<TrialLog> {
+        let first = logs.first()?;
+        Some(TrialLog {
+            taken: logs.iter().map(|l| l.taken).sum(),
+            kept: logs.iter().map(|l| l.kept).sum(),
+            steal: logs.iter().map(|l| l.steal).sum(),
+            disturbed: logs.iter().map(|l| l.disturbed).sum(),
+            stop: first.stop,
+            target_pct: first.target_pct,
+            ci_pct: None,
+            pair_ns: logs
+                .iter()
+                .flat_map(|l| l.pair_ns.iter().copied())
+                .collect(),
+            colocated: logs
+                .iter()
+                .flat_map(|l| l.colocated.iter().copied())
+                .collect(),
+        })
+    }
+
     /// The median share of batches whose parties shared a CPU, over the kept trials.
     pub fn colocated_median(&self) -> Option<f64> {
         (!self.colocated.is_empty()).then(|| median(&self.colocated))
@@ -179,6 +202,27 @@ impl Summary {
         let mut s = Summary::from_samples(&values, batch)?;
         s.batches = batches;
         s.trials = log;
+        Some(s)
+    }
+
+    /// One figure sampled more than once (in separate processes, at different times) as one
+    /// summary of all their trials; the interval of the median is over them all. None when a
+    /// part has no trials.
+    pub fn pooled(parts: &[Summary]) -> Option<Summary> {
+        let first = parts.first()?;
+        let batches: Vec<Vec<f64>> = parts.iter().flat_map(|p| p.batches.clone()).collect();
+        if parts.iter().any(|p| p.batches.is_empty()) {
+            return None;
+        }
+        let logs: Option<Vec<&TrialLog>> = parts.iter().map(|p| p.trials.as_ref()).collect();
+        let mut s = Summary::from_trials(
+            batches,
+            first.batch,
+            logs.and_then(|l| TrialLog::pooled(&l)),
+        )?;
+        if let Some(t) = s.trials.as_mut() {
+            t.ci_pct = median_ci_pct(&s.values);
+        }
         Some(s)
     }
 
@@ -352,6 +396,38 @@ pub fn jain_index(xs: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sampled(values: &[f64], taken: usize, disturbed: usize) -> Summary {
+        let log = TrialLog {
+            taken,
+            kept: values.len(),
+            steal: 0,
+            disturbed,
+            stop: Stop::Precision,
+            target_pct: 3.0,
+            ci_pct: Some(1.0),
+            pair_ns: Vec::new(),
+            colocated: Vec::new(),
+        };
+        let batches = values.iter().map(|&v| vec![v, v]).collect();
+        Summary::from_trials(batches, 1000, Some(log)).unwrap()
+    }
+
+    #[test]
+    fn samplings_of_one_figure_pool_their_trials_and_their_spread() {
+        // One process read 4.9 ns in every trial, the next 6.3: pooled, the spread shows it.
+        let a = sampled(&[4.9; 8], 10, 2);
+        let b = sampled(&[6.3; 8], 8, 0);
+        let p = Summary::pooled(&[a, b]).unwrap();
+        assert_eq!(p.values.len(), 16);
+        assert_eq!((p.min, p.max), (4.9, 6.3));
+        let t = p.trials.unwrap();
+        assert_eq!((t.taken, t.kept, t.disturbed), (18, 16, 2));
+        assert!(t.ci_pct.unwrap() > 10.0, "{:?}", t.ci_pct);
+        // A part without trials cannot be pooled.
+        let plain = Summary::from_samples(&[1.0, 2.0], 1).unwrap();
+        assert!(Summary::pooled(&[plain]).is_none());
+    }
 
     #[test]
     fn odd_count_median_is_middle_value() {

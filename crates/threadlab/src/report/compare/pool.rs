@@ -202,24 +202,7 @@ fn pooled_log(all: &[&Metric]) -> Option<TrialLog> {
         .iter()
         .map(|m| m.trials.as_ref())
         .collect::<Option<_>>()?;
-    let first = logs[0];
-    Some(TrialLog {
-        taken: logs.iter().map(|l| l.taken).sum(),
-        kept: logs.iter().map(|l| l.kept).sum(),
-        steal: logs.iter().map(|l| l.steal).sum(),
-        disturbed: logs.iter().map(|l| l.disturbed).sum(),
-        stop: first.stop,
-        target_pct: first.target_pct,
-        ci_pct: None,
-        pair_ns: logs
-            .iter()
-            .flat_map(|l| l.pair_ns.iter().copied())
-            .collect(),
-        colocated: logs
-            .iter()
-            .flat_map(|l| l.colocated.iter().copied())
-            .collect(),
-    })
+    TrialLog::pooled(&logs)
 }
 
 /// Which trial each pooled value came from, the runs' trials numbered one after another; empty
