@@ -436,14 +436,23 @@ impl Experiment for SyncCosts {
         }
 
         ctx.step("sync.mutex.single_thread")?;
-        let first = single_thread_probe(ctx, cpu);
+        let first = match single_thread_probe(ctx, cpu) {
+            Ok(s) => Ok(s),
+            Err(Error::Skip(r)) => Err(r),
+            Err(e) => return Err(e),
+        };
 
         wake_group(ctx, out)?;
 
         contended::contended_metrics(ctx, out)?;
 
-        ctx.step("sync.mutex.single_thread, again")?;
-        let second = first.and_then(|a| Ok((a, single_thread_probe(ctx, cpu)?)));
+        let second = match first {
+            Ok(a) => {
+                ctx.step("sync.mutex.single_thread, again")?;
+                single_thread_probe(ctx, cpu).map(|b| (a, b))
+            }
+            Err(r) => Err(Error::Skip(r)),
+        };
         match second {
             Ok((a, b)) => {
                 let s = Summary::pooled(&[a, b]).ok_or_else(|| {
