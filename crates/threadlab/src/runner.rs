@@ -292,7 +292,17 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
                 None => remaining_s * pace,
             });
             let after_s = remaining_s - estimates[i];
-            remeasure.next(after_s * if budget.is_some() { scale } else { pace });
+            // The deadline never counts on the experiments still to run being faster than
+            // their estimates: one that ran fast says little about the next (a --full whose
+            // sync took half its estimate re-measured switch twice and took 622.7 s).
+            remeasure.next(
+                after_s
+                    * if budget.is_some() {
+                        scale
+                    } else {
+                        pace.max(1.0)
+                    },
+            );
             progress.experiment(round * n + i, repeat * n, name);
             let r = run_with_drift_control(
                 *exp,

@@ -96,12 +96,13 @@ impl Mode {
     /// with 10 s one took 112 s (switch 5.8 s again, then ordering, whose second attempt took
     /// 4.7 s against the first's 3.5 s).
     pub fn remeasure_budget(self) -> Duration {
-        // --full: a minute, so that re-measured experiments (one drifted fairness or switch
-        // added 52-74 s) cannot take the run past its ten minutes.
+        // --full: half a minute, so that re-measured experiments (one drifted fairness or
+        // switch added 52-74 s; switch measured three times added 55 s) cannot take the run
+        // past its ten minutes.
         self.pick(
             Duration::from_secs(5),
             Duration::from_secs(8),
-            Duration::from_secs(60),
+            Duration::from_secs(30),
         )
     }
 }
