@@ -222,10 +222,14 @@ fn choose(r: &RunResults, width: usize, shown: &[&ExperimentResult], detail: boo
 /// The warnings that matter, then the files.
 fn closing(r: &RunResults, width: usize, files: Files) -> String {
     let mut out = String::new();
+    // A busy machine at start says what the competing tasks at start would: the terminal
+    // gives the one (the results file and the report keep both).
+    let busy = r.warnings.iter().any(|w| w.kind == "busy_machine");
     let warnings: Vec<_> = r
         .warnings
         .iter()
         .filter(|w| !INFORMATIONAL.contains(&w.kind.as_str()))
+        .filter(|w| !(busy && w.kind == "competing_tasks_start"))
         .collect();
     if !warnings.is_empty() {
         out.push_str("\nWarnings\n");
