@@ -145,7 +145,9 @@ impl Remeasure {
     }
 
     /// Sets the deadline for the next experiment, with `after_s` of experiments estimated after
-    /// it.
+    /// it, counted at the run's pace when that is slower than the estimates, never faster (one
+    /// experiment that ran fast says little about the next: a --full whose sync took half its
+    /// estimate re-measured switch twice and took 622.7 s).
     fn next(&mut self, after_s: f64) {
         self.deadline = self.target.map(|(target, what)| Deadline {
             started: self.started,
@@ -291,18 +293,9 @@ pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults 
                 Some(b) => (remaining_s * scale).min(b.left_s()),
                 None => remaining_s * pace,
             });
-            let after_s = remaining_s - estimates[i];
-            // The deadline never counts on the experiments still to run being faster than
-            // their estimates: one that ran fast says little about the next (a --full whose
-            // sync took half its estimate re-measured switch twice and took 622.7 s).
-            remeasure.next(
-                after_s
-                    * if budget.is_some() {
-                        scale
-                    } else {
-                        pace.max(1.0)
-                    },
-            );
+            // The deadline never counts on what is still to run being faster than estimated.
+            let rate = budget.as_ref().map_or(pace.max(1.0), |_| scale);
+            remeasure.next((remaining_s - estimates[i]) * rate);
             progress.experiment(round * n + i, repeat * n, name);
             let r = run_with_drift_control(
                 *exp,
