@@ -210,10 +210,10 @@ impl Summary {
     /// part has no trials.
     pub fn pooled(parts: &[Summary]) -> Option<Summary> {
         let first = parts.first()?;
-        let batches: Vec<Vec<f64>> = parts.iter().flat_map(|p| p.batches.clone()).collect();
         if parts.iter().any(|p| p.batches.is_empty()) {
             return None;
         }
+        let batches: Vec<Vec<f64>> = parts.iter().flat_map(|p| p.batches.clone()).collect();
         let logs: Option<Vec<&TrialLog>> = parts.iter().map(|p| p.trials.as_ref()).collect();
         let mut s = Summary::from_trials(
             batches,

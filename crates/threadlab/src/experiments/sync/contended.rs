@@ -196,8 +196,7 @@ fn main_side<L: BenchLock>(
     };
     sh.start.store(b, Ordering::Release);
     let done = pairs(&sh.lock, &sh.counter, n, || {
-        over();
-        stop() || sh.cut.load(Ordering::Relaxed)
+        over() || sh.cut.load(Ordering::Relaxed)
     });
     let at = current_cpu();
     wait_until(
