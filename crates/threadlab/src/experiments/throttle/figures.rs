@@ -6,10 +6,11 @@ use crate::experiments::Outcome;
 use crate::measure::placement::Placement;
 use crate::measure::stats::median;
 use crate::measure::units::{Direction, Unit};
+use crate::results::ids::throttle as ids;
 use crate::results::{HistoricalSeries, Metric, Series, Table};
 use crate::seeds;
 
-use super::plateau::{rule_text, verdict_text, Best};
+use super::plateau::{rule_text, verdict_text, Best, EXTRA_REPS, EXTRA_ROUNDS};
 use super::sweep::{label, PerN};
 use super::{PLATEAU_MARGIN, UNTHROTTLED_X, WORKERS};
 
@@ -214,6 +215,51 @@ pub(super) fn metrics(f: &Found, out: &mut Outcome) -> Result<()> {
         ),
     ));
     Ok(())
+}
+
+/// Every run's time at each N, one metric per N and scheduler: the samples behind the curve,
+/// the table and the best N, kept so that `compare` can test them and the rule can be read
+/// again from the file.
+pub(super) fn per_n_metrics(f: &Found, out: &mut Outcome) {
+    let kernel = format!(
+        "kernel threads placed by the kernel; {}, plus {EXTRA_REPS} more (at most \
+         {EXTRA_ROUNDS} times) for a close call's N and the fastest",
+        f.work
+    );
+    let green = format!(
+        "{} uthread carriers (one per allowed CPU, pinned) sharing one uthread::Throttle; {}, \
+         plus {EXTRA_REPS} more (at most {EXTRA_ROUNDS} times) for a close call's N and the \
+         fastest",
+        f.carriers, f.work
+    );
+    let sweeps = [
+        (
+            ids::KERNEL,
+            &f.kernel,
+            Placement::Unpinned.to_string(),
+            kernel,
+        ),
+        (
+            ids::UTHREAD,
+            &f.green,
+            format!("{} uthread carriers, pinned", f.carriers),
+            green,
+        ),
+    ];
+    for (scheduler, rows, placement, how) in sweeps {
+        for r in rows {
+            let n = (r.n != UNTHROTTLED_X).then_some(r.n);
+            let id = ids::time_at(scheduler, &ids::at(n));
+            let note = format!(
+                "wall time of one run with {} admitted at once, each value one run (fresh \
+                 threads and semaphore); {how}",
+                n.map_or("all 64".to_string(), |n| n.to_string())
+            );
+            if let Some(m) = Metric::from_values(&id, Unit::S, &r.seconds(), 1, &placement, note) {
+                out.add(m.with_direction(Direction::LowerIsBetter));
+            }
+        }
+    }
 }
 
 /// The table: today beside the study, with the evidence behind the best N.

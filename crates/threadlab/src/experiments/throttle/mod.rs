@@ -146,6 +146,7 @@ impl Experiment for ThrottleExperiment {
         };
         figures::series(&found, out);
         figures::metrics(&found, out)?;
+        figures::per_n_metrics(&found, out);
         out.tables.push(figures::table(&found));
         out.conclusion = Some(conclusion::conclusion(&found, found.penalty()));
         Ok(())

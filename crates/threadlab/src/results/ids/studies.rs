@@ -113,6 +113,8 @@ pub mod throttle {
     /// The schedulers: the kernel's threads, uthread's carriers.
     pub const KERNEL: &str = "kernel";
     pub const UTHREAD: &str = "uthread";
+    /// The N that stands for no throttle at all, in ids.
+    pub const UNTHROTTLED: &str = "unthrottled";
 
     /// `throttle.<figure>`.
     pub fn id(figure: &str) -> String {
@@ -122,6 +124,17 @@ pub mod throttle {
     /// `throttle.<scheduler>.<figure>`.
     pub fn of(scheduler: &str, figure: &str) -> String {
         id(&format!("{scheduler}.{figure}"))
+    }
+
+    /// The N of an id: `n3`, or `unthrottled` for `None`.
+    pub fn at(n: Option<usize>) -> String {
+        n.map_or(UNTHROTTLED.to_string(), |n| format!("n{n}"))
+    }
+
+    /// `throttle.<scheduler>.time.<at>` (`at`: `n3`, `unthrottled`): every run's wall time at
+    /// one N.
+    pub fn time_at(scheduler: &str, at: &str) -> String {
+        of(scheduler, &format!("time.{at}"))
     }
 }
 
@@ -306,6 +319,8 @@ pub fn all() -> Vec<String> {
         throttle::of(throttle::UTHREAD, throttle::BEST_CONCURRENCY),
         throttle::of(throttle::KERNEL, throttle::TIME_VS_N),
         throttle::of(throttle::UTHREAD, throttle::TIME_VS_N),
+        throttle::time_at("<scheduler>", "n<N>"),
+        throttle::time_at("<scheduler>", throttle::UNTHROTTLED),
     ]);
     for f in [
         preempt::TIMER_SIGNAL,
@@ -370,6 +385,14 @@ mod tests {
         assert_eq!(
             throttle::of(throttle::UTHREAD, throttle::BEST_CONCURRENCY),
             "throttle.uthread.best_concurrency"
+        );
+        assert_eq!(
+            throttle::time_at(throttle::KERNEL, &throttle::at(Some(3))),
+            "throttle.kernel.time.n3"
+        );
+        assert_eq!(
+            throttle::time_at(throttle::UTHREAD, &throttle::at(None)),
+            "throttle.uthread.time.unthrottled"
         );
         assert_eq!(priority::share(0, 10), "priority.share.0_vs_10");
         assert_eq!(
