@@ -45,6 +45,11 @@ pub struct Verdict {
 /// instead let an N whose penalty sits near the margin (N = 2 at +3-16% on a 2-vCPU guest, its
 /// interval mostly straddling 5%) win in 4 of 31 runs; taking it as not shown, the same 31
 /// runs' intervals give one answer in 30.
+///
+/// Two exceptions, for N that noise alone keeps from being shown (`not_told_apart`): a close N
+/// just below the first shown whose median is within the margin and whose interval reaches 1
+/// (no difference from the fastest shown at all), and, where no N but the fastest is shown, two
+/// or more close N below it whose intervals reach 1.
 pub fn best_concurrency(points: &[(usize, Vec<f64>)]) -> Option<Best> {
     let medians: Vec<f64> = points.iter().map(|(_, v)| median(v)).collect();
     let (fi, _) = medians
@@ -82,31 +87,49 @@ pub fn best_concurrency(points: &[(usize, Vec<f64>)]) -> Option<Best> {
         .collect();
     let shown = verdicts.iter().find(|v| v.standing == Standing::Plateau)?.n;
     Some(Best {
-        n: not_shown_apart(&verdicts, shown, fastest.0).unwrap_or(shown),
+        n: not_told_apart(&verdicts, shown, fastest.0).unwrap_or(shown),
         shown,
         fastest_n: fastest.0,
         verdicts,
     })
 }
 
-/// Where equivalence was shown for no N but the fastest itself, and two or more N below it are
-/// not shown different from it at all (their intervals reach 1): the smallest of those. The
-/// plateau then spans several N, and the fastest is whichever of them the noise favoured: on a
-/// 2-vCPU guest whose speed moved 25-67% within a run, N = 3, 4, 8 and 64 all read within 4% of
-/// the unthrottled run but each interval reached past 5% (N = 3: +0.7% [-1.8%, +14.8%]), and
-/// the answer was 65 in 3 of 30 quick runs, 3 in 26. An N with a real penalty stays apart (N = 2
-/// there: +34.6% [+28.2%, +41.3%]). A single close N beside the fastest is still not on the
-/// plateau (`a_close_call_is_not_on_the_plateau_until_shown_to_be`).
-fn not_shown_apart(verdicts: &[Verdict], shown: usize, fastest: usize) -> Option<usize> {
-    if shown != fastest {
-        return None;
-    }
-    let mut together = verdicts
+/// The smallest N below the first shown on the plateau that noise alone kept off it, if any:
+///
+/// * the close N just below `shown` (each of them, down to this one) whose median is within the
+///   margin and whose interval reaches 1: told apart from the fastest neither way. On a 2-vCPU
+///   guest N = 3 and N = 4 read within 0-4% of each other run after run, and whichever the noise
+///   made fastest was the answer: N = 4, with N = 3 at +0.4% [-5.7%, +8.0%], in 5 of 15 `run
+///   throttle`; with this, 1 of 15, and N = 2 (+6% to +56%, its interval above 1 in all 15)
+///   never;
+/// * where equivalence was shown for no N but the fastest itself, and two or more N below it are
+///   not shown different from it at all (their intervals reach 1): the smallest of those, even
+///   with medians past the margin. The plateau then spans several N, and the fastest is whichever
+///   of them the noise favoured: on a 2-vCPU guest whose speed moved 25-67% within a run, N = 3,
+///   4, 8 and 64 all read within 4% of the unthrottled run but each interval reached past 5% (N
+///   = 3: +0.7% [-1.8%, +14.8%]), and the answer was 65 in 3 of 30 quick runs, 3 in 26.
+///
+/// An N with a real penalty stays apart (N = 2 there: +34.6% [+28.2%, +41.3%]), and so does a
+/// close N whose interval lies above 1 (`a_close_call_shown_slower_is_not_on_the_plateau`).
+fn not_told_apart(verdicts: &[Verdict], shown: usize, fastest: usize) -> Option<usize> {
+    let band = 1.0 + PLATEAU_MARGIN;
+    let within = verdicts
         .iter()
-        .filter(|v| v.n < fastest && v.standing == Standing::Close && v.ci.0 <= 1.0)
+        .rev()
+        .filter(|v| v.n < shown)
+        .take_while(|v| v.standing == Standing::Close && v.ratio <= band && v.ci.0 <= 1.0)
+        .last()
         .map(|v| v.n);
-    let first = together.next()?;
-    together.next().map(|_| first)
+    let spread = if shown == fastest {
+        let mut together = verdicts
+            .iter()
+            .filter(|v| v.n < fastest && v.standing == Standing::Close && v.ci.0 <= 1.0)
+            .map(|v| v.n);
+        together.next().filter(|_| together.next().is_some())
+    } else {
+        None
+    };
+    within.into_iter().chain(spread).min()
 }
 
 /// What `best_concurrency` found: the answer, the fastest N, and every N's verdict (ascending).
@@ -114,7 +137,7 @@ fn not_shown_apart(verdicts: &[Verdict], shown: usize, fastest: usize) -> Option
 pub struct Best {
     pub n: usize,
     /// The smallest N shown on the plateau (the fastest, where no other was): `n` unless the
-    /// rule fell back to an N not shown apart from the fastest.
+    /// rule took an N below it that was not told apart from the fastest.
     pub shown: usize,
     pub fastest_n: usize,
     pub verdicts: Vec<Verdict>,
@@ -141,9 +164,11 @@ pub fn rule_text() -> String {
         "the start of the plateau: the smallest N whose median time is within {:.0}% of the \
          fastest N's with 95% confidence (a bootstrap interval of the ratio of medians wholly \
          below {:.2}); an N whose interval straddles the margin is run {EXTRA_REPS} more times \
-         (at most {EXTRA_ROUNDS} times), and is not on the plateau if it still does; where no \
-         N but the fastest is shown on it and two or more below it are not shown apart from it \
-         at all (their intervals reach 1), the smallest of those",
+         (at most {EXTRA_ROUNDS} times), and is not on the plateau if it still does, unless its \
+         median is within the margin and its interval reaches 1 (not told apart from the \
+         fastest at all; likewise each N between it and the plateau); where no N but the \
+         fastest is shown on it and two or more below it are not shown apart from it at all \
+         (their intervals reach 1), the smallest of those",
         PLATEAU_MARGIN * 100.0,
         1.0 + PLATEAU_MARGIN
     )
