@@ -51,7 +51,8 @@ impl Found {
 pub(super) fn work_text(per_worker: u64, reps: usize) -> String {
     format!(
         "64 workers sum 1..{} ({} additions each), total checked against n(n+1)/2; time = \
-         median of {reps} runs taken round-robin over N, switches = median",
+         median of an N's runs: {reps} taken round-robin over N, and {EXTRA_REPS} more (at most \
+         {EXTRA_ROUNDS} times) for a close call's N and the fastest; switches = median",
         WORKERS * per_worker,
         per_worker
     )
@@ -221,15 +222,9 @@ pub(super) fn metrics(f: &Found, out: &mut Outcome) -> Result<()> {
 /// the table and the best N, kept so that `compare` can test them and the rule can be read
 /// again from the file.
 pub(super) fn per_n_metrics(f: &Found, out: &mut Outcome) {
-    let kernel = format!(
-        "kernel threads placed by the kernel; {}, plus {EXTRA_REPS} more (at most \
-         {EXTRA_ROUNDS} times) for a close call's N and the fastest",
-        f.work
-    );
+    let kernel = format!("kernel threads placed by the kernel; {}", f.work);
     let green = format!(
-        "{} uthread carriers (one per allowed CPU, pinned) sharing one uthread::Throttle; {}, \
-         plus {EXTRA_REPS} more (at most {EXTRA_ROUNDS} times) for a close call's N and the \
-         fastest",
+        "{} uthread carriers (one per allowed CPU, pinned) sharing one uthread::Throttle; {}",
         f.carriers, f.work
     );
     let sweeps = [
@@ -282,7 +277,8 @@ pub(super) fn table(f: &Found) -> Table {
     );
     table.note = format!(
         "{}; vs fastest = the ratio of medians against N = {} with its 95% bootstrap \
-         interval, and where that puts the N (plateau: interval wholly within +{:.0}%)",
+         interval, and where that puts the N (plateau: interval wholly within +{:.0}%; not told \
+         apart: close, its median within the margin and its interval reaching 1, so on it too)",
         f.work,
         best.fastest_n,
         PLATEAU_MARGIN * 100.0
@@ -310,6 +306,9 @@ pub(super) fn table(f: &Found) -> Table {
             v.map_or("-".to_string(), |v| {
                 if v.n == best.fastest_n {
                     "fastest".to_string()
+                } else if v.n < best.shown && v.n >= best.n {
+                    // Taken by the rule's exception: say so beside "close".
+                    format!("{}, not told apart", verdict_text(v))
                 } else {
                     verdict_text(v)
                 }
