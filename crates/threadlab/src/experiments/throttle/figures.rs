@@ -306,7 +306,7 @@ pub(super) fn table(f: &Found) -> Table {
             v.map_or("-".to_string(), |v| {
                 if v.n == best.fastest_n {
                     "fastest".to_string()
-                } else if v.n < best.shown && v.n >= best.n {
+                } else if (best.n..best.shown).contains(&v.n) && v.ci.0 <= 1.0 {
                     // Taken by the rule's exception: say so beside "close".
                     format!("{}, not told apart", verdict_text(v))
                 } else {
