@@ -134,15 +134,12 @@ fn headline(e: &ExperimentResult, width: usize) -> String {
     let (id_w, now_w, spread_w) = (col(0), col(1), col(2));
     let mut out = String::new();
     for (k, [id, now, spread, tail]) in rows.iter().enumerate() {
-        let (figure, line) = if aligned.contains(&k) {
-            let figure = format!("  {id:<id_w$}  {now:>now_w$}  {spread:<spread_w$}");
-            let line = format!("{figure}  {tail}");
-            (figure, line)
+        let figure = if aligned.contains(&k) {
+            format!("  {id:<id_w$}  {now:>now_w$}  {spread:<spread_w$}")
         } else {
-            let figure = format!("  {id}  {now}  {spread}");
-            let line = format!("{figure}  {tail}");
-            (figure, line)
+            format!("  {id}  {now}  {spread}")
         };
+        let line = format!("{figure}  {tail}");
         if line.trim_end().chars().count() <= width {
             out.push_str(line.trim_end());
             out.push('\n');

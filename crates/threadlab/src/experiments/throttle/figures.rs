@@ -39,6 +39,19 @@ impl Found {
             .map_or(f64::NAN, |r| median(&r.seconds()))
     }
 
+    /// How uthread's sweep ran, with the work: the notes of its series and per-N metrics.
+    fn green_text(&self) -> String {
+        format!(
+            "{} uthread carriers (one per allowed CPU, pinned) sharing one uthread::Throttle; {}",
+            self.carriers, self.work
+        )
+    }
+
+    /// Where uthread's sweep ran: the placement of its metrics.
+    fn green_placement(&self) -> String {
+        format!("{} uthread carriers, pinned", self.carriers)
+    }
+
     /// (unthrottled - best N) / best N, percent, of the kernel threads' medians.
     pub(super) fn penalty(&self) -> f64 {
         let best_s = self.kernel_median(self.best.n);
@@ -121,11 +134,7 @@ pub(super) fn series(f: &Found, out: &mut Outcome) {
             pick: time,
             y_label: "wall time",
             y_unit: Unit::S,
-            note: format!(
-                "{} uthread carriers (one per allowed CPU, pinned) sharing one \
-                 uthread::Throttle; {}",
-                f.carriers, f.work
-            ),
+            note: f.green_text(),
             historical: Some(seeds::throttle_curve()),
         },
         SeriesSpec {
@@ -156,8 +165,7 @@ pub(super) fn series(f: &Found, out: &mut Outcome) {
 /// The best N (kernel threads and uthread), the unthrottled penalty and the pool size to use.
 pub(super) fn metrics(f: &Found, out: &mut Outcome) -> Result<()> {
     let (best, green_best) = (&f.best, &f.green_best);
-    let (reps, carriers, physical, logical, cg) =
-        (f.reps, f.carriers, f.physical, f.logical, &f.cg);
+    let (reps, physical, logical, cg) = (f.reps, f.physical, f.logical, &f.cg);
     let best_s = f.kernel_median(best.n);
     let unthrottled_s = f.kernel_median(UNTHROTTLED_X);
     let penalty = f.penalty();
@@ -199,7 +207,7 @@ pub(super) fn metrics(f: &Found, out: &mut Outcome) -> Result<()> {
         "throttle.uthread.best_concurrency",
         Unit::Threads,
         green_best.n as f64,
-        format!("{carriers} uthread carriers, pinned"),
+        f.green_placement(),
         format!("{rule}; uthread carriers (one per allowed CPU, pinned) sharing one Throttle"),
     ));
     out.add(Metric::single(
@@ -223,10 +231,6 @@ pub(super) fn metrics(f: &Found, out: &mut Outcome) -> Result<()> {
 /// again from the file.
 pub(super) fn per_n_metrics(f: &Found, out: &mut Outcome) {
     let kernel = format!("kernel threads placed by the kernel; {}", f.work);
-    let green = format!(
-        "{} uthread carriers (one per allowed CPU, pinned) sharing one uthread::Throttle; {}",
-        f.carriers, f.work
-    );
     let sweeps = [
         (
             ids::KERNEL,
@@ -234,12 +238,7 @@ pub(super) fn per_n_metrics(f: &Found, out: &mut Outcome) {
             Placement::Unpinned.to_string(),
             kernel,
         ),
-        (
-            ids::UTHREAD,
-            &f.green,
-            format!("{} uthread carriers, pinned", f.carriers),
-            green,
-        ),
+        (ids::UTHREAD, &f.green, f.green_placement(), f.green_text()),
     ];
     for (scheduler, rows, placement, how) in sweeps {
         for r in rows {
