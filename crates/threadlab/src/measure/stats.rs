@@ -78,6 +78,13 @@ pub struct TrialLog {
     /// wake-up; a new thread on its creator's CPU or on the other).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub colocated: Vec<f64>,
+    /// Per kept trial, the throughput-bound phase probe beside it (40,000 iterations of the
+    /// register loop, the slower of the readings before and after the trial), ns: the CPU's
+    /// speed where the kept figures were taken, which the readings around the whole experiment
+    /// can miss when the sampler set the slow trials aside. Empty when the phase filter was off
+    /// and in files that predate it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phase_wide_ns: Vec<f64>,
 }
 
 impl TrialLog {
@@ -147,6 +154,10 @@ impl TrialLog {
             colocated: logs
                 .iter()
                 .flat_map(|l| l.colocated.iter().copied())
+                .collect(),
+            phase_wide_ns: logs
+                .iter()
+                .flat_map(|l| l.phase_wide_ns.iter().copied())
                 .collect(),
         })
     }
@@ -408,6 +419,7 @@ mod tests {
             ci_pct: Some(1.0),
             pair_ns: Vec::new(),
             colocated: Vec::new(),
+            phase_wide_ns: Vec::new(),
         };
         let batches = values.iter().map(|&v| vec![v, v]).collect();
         Summary::from_trials(batches, 1000, Some(log)).unwrap()

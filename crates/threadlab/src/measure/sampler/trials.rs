@@ -286,7 +286,7 @@ pub(super) fn run(
             },
         );
     }
-    Ok(summaries(rows, state, &trials, &sel, stop))
+    Ok(summaries(rows, state, (&trials, &readings), &sel, stop))
 }
 
 /// Each row's summary over the kept trials, with the log of how they were taken; a skipped
@@ -294,11 +294,12 @@ pub(super) fn run(
 fn summaries(
     rows: &[InterleavedRow<'_>],
     state: Vec<RowState>,
-    trials: &[Trial],
+    (trials, readings): (&[Trial], &[Reading]),
     sel: &Selection,
     stop: Stop,
 ) -> Vec<std::result::Result<Summary, String>> {
     let pair_ns: Vec<f64> = sel.kept.iter().filter_map(|&k| trials[k].pair_ns).collect();
+    let phase_wide_ns = kept_phase_wide_ns(readings, &sel.kept);
     rows.iter()
         .zip(state)
         .enumerate()
@@ -327,9 +328,22 @@ fn summaries(
                     .iter()
                     .filter_map(|&k| trials[k].colocated[i])
                     .collect(),
+                phase_wide_ns: phase_wide_ns.clone(),
             };
             Summary::from_trials(batches, iters, Some(log))
                 .ok_or_else(|| "the samples were not finite numbers".to_string())
+        })
+        .collect()
+}
+
+/// The throughput-bound probe beside each kept trial, the slower of its readings before and
+/// after (trial k lies between readings k and k + 1); empty when the filter was off.
+fn kept_phase_wide_ns(readings: &[Reading], kept: &[usize]) -> Vec<f64> {
+    kept.iter()
+        .filter_map(|&k| {
+            let before = readings.get(k)?.phase?;
+            let after = readings.get(k + 1)?.phase?;
+            Some(before[0].max(after[0]))
         })
         .collect()
 }

@@ -12,7 +12,8 @@
 //!    run's spread of that metric between trials (fresh threads, objects and placement each),
 //!    IQR / median; each run's CPU drift during that experiment (its throughput-bound reference
 //!    loop before and after); and, when both files come from the same machine and kernel, how
-//!    far the throughput-bound reference loop moved between the two runs.
+//!    far the CPU's speed moved between the two runs where the metric's kept trials were taken
+//!    (the phase probe beside each, or the reference loop around the experiment in older files).
 //! 4. A metric has changed only when its Holm-adjusted p < alpha *and* its whole interval lies
 //!    beyond the floor: above 1 + floor, or below 1 / (1 + floor). Direction (from the schema)
 //!    says whether that is slower, faster, or just changed. A metric that changed but whose

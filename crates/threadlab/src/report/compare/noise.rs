@@ -265,6 +265,23 @@ pub(super) fn machine_shift_pct(ea: &ExperimentResult, eb: &ExperimentResult) ->
     Some((b / a - 1.0).abs() * 100.0)
 }
 
+/// How far the CPU's speed moved between the two runs where a metric's kept trials were taken,
+/// percent: the median of the phase probe beside each kept trial (`TrialLog::phase_wide_ns`),
+/// A against B. The readings around the experiment can be slow while every kept trial was
+/// quiet: in one A/A pair the register loop read 496 and 566 us around A's `create` and 417
+/// us around B's, 21% apart, while the sampler had set A's one disturbed trial aside; with
+/// that move in its floor, `destroy.thread` planted x1.2 read "within noise". None unless both
+/// runs kept the readings.
+pub(super) fn kept_trials_shift_pct(ma: &Metric, mb: &Metric) -> Option<f64> {
+    let side = |m: &Metric| {
+        let v = &m.trials.as_ref()?.phase_wide_ns;
+        let med = (!v.is_empty()).then(|| median(v))?;
+        (med > 0.0 && med.is_finite()).then_some(med)
+    };
+    let (a, b) = (side(ma)?, side(mb)?);
+    Some((b / a - 1.0).abs() * 100.0)
+}
+
 /// How far the memory reference (the walk through 64 MiB) moved during the kept attempt of an
 /// experiment, percent (its slower reading against its faster): the host's memory phase while
 /// a memory-bound figure was taken, which joins that figure's floor as the CPU's drift joins

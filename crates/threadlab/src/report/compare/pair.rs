@@ -196,11 +196,19 @@ fn noise_floor(
     if !filtered(mb) {
         raise(cpu_drift_pct(eb), "B's drift during the experiment".into());
     }
+    // How far the CPU's speed moved between the runs: beside the kept trials where both files
+    // say, otherwise around the experiment.
     if same_machine {
-        raise(
-            machine_shift_pct(ea, eb),
-            "the machine's reference loop, A vs B".into(),
-        );
+        match kept_trials_shift_pct(ma, mb) {
+            Some(v) => raise(
+                Some(v),
+                "the CPU's speed beside the kept trials, A vs B".into(),
+            ),
+            None => raise(
+                machine_shift_pct(ea, eb),
+                "the machine's reference loop, A vs B".into(),
+            ),
+        }
     }
     // The memory walk's own move, for a memory-bound figure whose walk stayed under
     // `MEMORY_REGIME_PCT` (the caller's `memory_walk`), as the CPU's drift for every figure.

@@ -244,6 +244,7 @@ mod tests {
             ci_pct: Some(1.0),
             pair_ns: vec![pair; values.len()],
             colocated: vec![],
+            phase_wide_ns: vec![],
         });
         m
     }

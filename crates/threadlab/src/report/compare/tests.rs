@@ -279,6 +279,7 @@ fn trial_metric(id: &str, values: &[f64], pair_ns: f64) -> Metric {
         ci_pct: None,
         pair_ns: vec![pair_ns; values.len()],
         colocated: vec![],
+        phase_wide_ns: vec![],
     });
     m
 }
@@ -831,4 +832,48 @@ fn windows_of_one_trial_are_one_value_and_trials_of_windows_still_catch_a_change
     let c = compare_pair(&a, &b, &o).unwrap();
     assert_eq!(c.rows[0].a.samples, 10);
     assert_eq!(c.rows[0].verdict, Verdict::Slower, "{c:#?}");
+}
+
+#[test]
+fn slow_readings_around_an_experiment_whose_slow_trials_were_set_aside_do_not_hide_a_change() {
+    let o = gated();
+    // One A/A pair seen here: the register loop read 496 and 566 us around A's `create` and
+    // 417 us around B's, 21% apart, while A's sampler set its one disturbed trial aside and
+    // every kept trial of both runs sat beside probe readings of about 13.4 us.
+    let destroy = |base: f64, probe: f64| {
+        let mut m = trial_metric("x.destroy", &steady(base), 45.0);
+        if let Some(t) = m.trials.as_mut() {
+            t.taken += 1;
+            t.disturbed = 1;
+            t.phase_wide_ns = vec![probe; t.kept];
+        }
+        m
+    };
+    let slow_around = |mut r: Run| {
+        r.results.experiments[0].attempts[0].reference_wide_ns = [496.0, 566.0];
+        r
+    };
+    let a = slow_around(with_metrics(run("a", &[]), vec![destroy(9.7, 13.4)]));
+    let b = with_metrics(run("b", &[]), vec![destroy(9.7 * 1.2, 13.5)]);
+    let c = compare_pair(&a, &b, &o).unwrap();
+    assert_eq!(c.rows[0].verdict, Verdict::Slower, "{c:#?}");
+    assert!(c.rows[0].floor_pct < 6.0, "{c:#?}");
+    assert_eq!(c.exit_status(), 1);
+    // A file without the per-trial readings falls back on the readings around the experiment:
+    // the same planted change is within that 21% floor.
+    let bare = |mut r: Run| {
+        for m in &mut r.results.experiments[0].metrics {
+            if let Some(t) = m.trials.as_mut() {
+                t.phase_wide_ns.clear();
+            }
+        }
+        r
+    };
+    let c = compare_pair(&bare(a.clone()), &bare(b.clone()), &o).unwrap();
+    assert_eq!(c.rows[0].verdict, Verdict::WithinNoise, "{c:#?}");
+    // Kept trials taken at different CPU speeds carry that move in the floor.
+    let b = with_metrics(run("b", &[]), vec![destroy(9.7 * 1.2, 16.8)]);
+    let c = compare_pair(&a, &b, &o).unwrap();
+    assert!(c.rows[0].floor_pct > 20.0, "{c:#?}");
+    assert_eq!(c.exit_status(), 0);
 }

@@ -18,7 +18,7 @@ pub fn rule_text(c: &Comparison) -> String {
         c.options.resamples,
         crate::report::fmt_tick(c.options.noise_pct),
         if c.same_machine() {
-            ", how far the machine's throughput-bound reference loop moved between the runs"
+            ", how far the CPU's speed moved between the runs (beside the kept trials)"
         } else {
             ""
         }
