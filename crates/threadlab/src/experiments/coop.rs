@@ -435,7 +435,7 @@ const INFO: Info = Info {
     name: "coop",
     study: &seeds::MAC_1997,
     measures: "a CPU-bound job's time relative to never yielding: cooperative (1/3 s, 1 ms, every 4096 iterations), preemptive, foreground/background, balance; uthread on one carrier and kernel threads on one CPU",
-    rough_secs: [0.5, 12.0, 53.0],
+    rough_secs: [0.5, 12.0, 49.0],
 };
 
 impl Experiment for Coop {

@@ -201,7 +201,7 @@ const INFO: Info = Info {
     name: "create",
     study: &seeds::PTHREADS_1999,
     measures: "thread and process creation and destruction (create+join, fork+exit+wait, posix_spawn), green threads, Tokio tasks and goroutines beside them, and creation time vs number created (Fig. 1)",
-    rough_secs: [1.0, 6.0, 50.0],
+    rough_secs: [1.0, 11.0, 46.0],
 };
 
 impl Experiment for Create {

@@ -480,7 +480,7 @@ const INFO: Info = Info {
     name: "preempt",
     study: &seeds::ERLANGEN_MACH,
     measures: "cost of interrupting a running thread: timer signal (loss per signal, expiry latency), tgkill round trip, polled flag (per check, cross-CPU latency), uthread's signal-driven switch, throughput loss vs quantum",
-    rough_secs: [1.0, 5.0, 17.0],
+    rough_secs: [1.0, 5.0, 15.0],
 };
 
 impl Experiment for Preempt {

@@ -297,7 +297,7 @@ const INFO: Info = Info {
     name: "switch",
     study: &seeds::PTHREADS_1999,
     measures: "one context switch between kernel threads and between processes: sched_yield, futex hand-off, pipes (lmbench lat_ctx style), same CPU and across CPUs, with green threads, Tokio tasks and goroutines beside them",
-    rough_secs: [2.0, 9.0, 20.0],
+    rough_secs: [2.0, 5.0, 23.0],
 };
 
 /// A kernel hand-off row: who the partner is and how it waits.

@@ -109,7 +109,7 @@ const INFO: Info = Info {
     name: "ordering",
     study: &seeds::DELPHI_2010S,
     measures: "relaxed outcomes of the MP (K/L), SB, LB and IRIW litmus tests under four orderings",
-    rough_secs: [0.3, 4.0, 11.0],
+    rough_secs: [0.3, 3.0, 11.0],
 };
 
 impl Experiment for MemoryOrdering {

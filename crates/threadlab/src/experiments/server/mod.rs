@@ -70,7 +70,7 @@ const INFO: Info = Info {
     name: "server",
     study: &seeds::PTHREADS_1999,
     measures: "the study's client/server model (Figs. 4-5: thread vs fork per client, short and long connections) beside thread-per-request, prefork, a pool, epoll, epoll per core, io_uring, Tokio and Go: open-loop latency without coordinated omission, CPU and memory per connection, blocking work, pinned and in the default placement, and a well-behaved client beside misbehaving ones",
-    rough_secs: [5.0, 24.0, 190.0],
+    rough_secs: [5.0, 26.0, 183.0],
 };
 
 impl Experiment for ServerExperiment {

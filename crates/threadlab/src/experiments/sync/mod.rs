@@ -378,7 +378,7 @@ const INFO: Info = Info {
     name: "sync",
     study: &seeds::PTHREADS_1999,
     measures: "uncontended mutex and semaphore pairs (multi- and single-threaded process), and futex wake-up latency on the same and different CPUs",
-    rough_secs: [1.0, 6.0, 21.0],
+    rough_secs: [1.0, 5.0, 22.0],
 };
 
 impl Experiment for SyncCosts {

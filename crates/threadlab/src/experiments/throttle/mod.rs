@@ -92,7 +92,7 @@ const INFO: Info = Info {
     name: "throttle",
     study: &seeds::DELPHI_2010S,
     measures: "64 CPU-bound workers admitted N at a time: time and context switches per N, best N, pool size to use",
-    rough_secs: [0.3, 8.0, 28.0],
+    rough_secs: [0.3, 10.0, 35.0],
 };
 
 impl Experiment for ThrottleExperiment {
