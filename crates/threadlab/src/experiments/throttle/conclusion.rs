@@ -13,18 +13,23 @@ pub(super) fn conclusion(c: &Found, penalty: f64) -> String {
     let cores = c.physical;
     let mut s = format!(
         "The time stops falling at N = {best} here ({}). {} logical CPUs, {cores} physical \
-         cores, {}. Running all 64 at once costs {:+.1}% against N = {best} (the study: +21.8% on \
-         Windows 7). ",
+         cores, {}. Running all 64 at once took {:.1}% {} time than N = {best} (the study: 21.8% \
+         more on Windows 7). ",
         rule_text(),
         c.logical,
         c.cg,
-        penalty
+        penalty.abs(),
+        if penalty < 0.0 { "less" } else { "more" }
     );
     s.push_str(if penalty.abs() <= 5.0 {
         "Linux's fair scheduler shares the CPUs among 64 runnable threads with little loss, so the \
          throttle's value is fewer runnable threads (memory, latency for others), not speed. "
-    } else {
+    } else if penalty > 0.0 {
         "A loss this large is not the fair scheduler's usual cost: check the load warnings. "
+    } else {
+        "The plateau rule did not tell this N apart from the fastest, so read the sooner finish \
+         as this run's noise within the plateau, not as a gain from running everything at once: \
+         check the load warnings. "
     });
     if best == cores {
         s.push_str(&format!(

@@ -118,6 +118,14 @@ fn not_measured(topic: &'static str, run: &str) -> Answer {
     }
 }
 
+/// "12.5% more time" or "12.5% less time" for a penalty of +12.5% or -12.5%: negative where
+/// the noise made a larger N the fastest and the plateau rule still started at a smaller one
+/// (its interval reached 1).
+fn more_or_less_time(pct: f64) -> String {
+    let more = if pct < 0.0 { "less" } else { "more" };
+    format!("{:.1}% {more} time", pct.abs())
+}
+
 fn pool_size(r: &RunResults) -> Answer {
     let topic = "Pool size";
     let Some(e) = experiment(r, throttle::EXPERIMENT) else {
@@ -140,7 +148,8 @@ fn pool_size(r: &RunResults) -> Answer {
         if let Some(p) = median(e, &throttle::id(throttle::PENALTY_PCT)) {
             let _ = write!(
                 text,
-                "; running all 64 workers at once took {p:+.1}% against it"
+                "; running all 64 workers at once took {} than that",
+                more_or_less_time(p)
             );
         }
         text.push_str(" (the study: best at its 2 physical cores, +21.8% unthrottled).");

@@ -241,8 +241,9 @@ fn throttle(e: &ExperimentResult) -> Verdict {
     let mut text = format!("Size a pool of CPU-bound workers to {pool:.0} threads");
     if let (Some(best), Some(p)) = (median(e, &figures[1]), median(e, &figures[2])) {
         text.push_str(&format!(
-            "; the time stopped falling at N = {best:.0}, and running all 64 at once cost \
-             {p:+.1}% against it (the study: +21.8%)"
+            "; the time stopped falling at N = {best:.0}, and running all 64 at once took {} \
+             than that (the study: 21.8% more)",
+            super::more_or_less_time(p)
         ));
     }
     text.push('.');
@@ -498,5 +499,31 @@ mod tests {
             text.contains("took 89.00 ns (70% of trials) or 10.70 us: a race decides"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn running_everything_at_once_reads_as_more_or_less_time_never_a_negative_cost() {
+        let run = |penalty: f64| {
+            let m = |id: String, v: f64| {
+                Metric::from_values(&id, Unit::Count, &[v], 1, "unpinned", "n").unwrap()
+            };
+            let mut e = ExperimentResult::new(throttle::EXPERIMENT, Status::Ok);
+            e.metrics = vec![
+                m(throttle::id(throttle::RECOMMENDED_POOL), 3.0),
+                m(throttle::id(throttle::BEST_CONCURRENCY), 3.0),
+                m(throttle::id(throttle::PENALTY_PCT), penalty),
+            ];
+            of(&e).1.unwrap()
+        };
+        // A quick suite on a contended host: N = 64 finished 12.5% sooner than N = 3, which the
+        // plateau rule had not told apart from it.
+        let sooner = run(-12.5263);
+        assert!(
+            sooner.contains("running all 64 at once took 12.5% less time than that"),
+            "{sooner}"
+        );
+        assert!(!sooner.contains("-12.5"), "{sooner}");
+        let later = run(21.8);
+        assert!(later.contains("took 21.8% more time than that"), "{later}");
     }
 }
