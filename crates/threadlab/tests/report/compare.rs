@@ -4,10 +4,13 @@ use super::*;
 
 /// The metric a slowdown is planted in: the stablest (smallest max/min) of those whose
 /// samples times 1.3 cannot overlap the originals, with distinct samples (so the U test is
-/// exact, as in any quick run), on one CPU and not flagged `race`: `compare` calls a move of a
-/// race unstable, and of a figure on two CPUs too when the host moved the vCPUs during the
-/// run (which it does at times: a tiny run's `create.tokio.tree` was picked once, and the
-/// planted slowdown read as unstable).
+/// exact, as in any quick run), on one CPU, flagged neither `race` nor `idle_vcpu`, and not
+/// memory bound: `compare` calls a move of a race or an idle vCPU's wake-up unstable, of a
+/// figure on two CPUs too when the host moved the vCPUs during the run (which it does at
+/// times: a tiny run's `create.tokio.tree` was picked once, and the planted slowdown read as
+/// unstable), and of a memory-bound one when the memory walk moved more than 15% around its
+/// experiment (a tiny run's `create.process.spawn` was picked on a host whose walk read
+/// 183-362 ns that day, and read as unstable).
 fn stable_metric(r: &RunResults) -> (usize, usize) {
     let mut best: Option<(f64, usize, usize)> = None;
     for (i, e) in r.experiments.iter().enumerate() {
@@ -20,8 +23,10 @@ fn stable_metric(r: &RunResults) -> (usize, usize) {
                 && m.min > 0.0
                 && m.direction == Direction::LowerIsBetter
                 && m.ratio_of.is_none()
-                // A race-flagged figure's move is called unstable, never slower, by design.
-                && !m.flags.iter().any(|f| f == threadlab::results::RACE_FLAG)
+                // A flagged figure's move (a race, an idle vCPU) is called unstable, never
+                // slower, by design; so is a memory-bound one's when the host's memory moved.
+                && m.flags.is_empty()
+                && !m.memory_bound
                 && !threadlab::measure::placement::spans_two_cpus(&m.placement)
             {
                 let spread = m.max / m.min;
