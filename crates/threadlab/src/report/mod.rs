@@ -115,8 +115,19 @@ pub fn fmt_now(m: &Metric) -> String {
 }
 
 /// The spread shown beside a median: half the IQR relative to the median, "noisy" past 10%,
-/// "bimodal" when the samples fall in two clusters.
+/// "bimodal" when the samples fall in two clusters, and "busy host" when every trial was kept
+/// although most were taken while the host was slowing the CPU (the trials then agree with
+/// each other and not with the next run).
 pub fn fmt_spread(m: &Metric) -> String {
+    let spread = spread_only(m);
+    if m.trials.as_ref().is_some_and(|t| t.disturbed_throughout()) {
+        format!("{spread} busy host")
+    } else {
+        spread
+    }
+}
+
+fn spread_only(m: &Metric) -> String {
     if m.samples <= 1 {
         return "-".into();
     }
@@ -210,6 +221,36 @@ mod tests {
         assert_eq!(fmt_with_unit(3.0, Unit::Percent), "3.00%");
         assert_eq!(fmt_with_unit(3.0, Unit::Ns), "3.00 ns");
         assert_eq!(fmt_with_unit(104.0, Unit::Ratio), "104.0x");
+    }
+
+    #[test]
+    fn a_figure_taken_while_the_host_was_busy_throughout_says_so_beside_its_spread() {
+        let mut m = Metric::from_values("x", Unit::Ns, &[4.7, 4.71, 4.72], 1, "p", "n").unwrap();
+        let log = |taken: usize, kept: usize, disturbed: usize| crate::measure::stats::TrialLog {
+            taken,
+            kept,
+            steal: 0,
+            disturbed,
+            stop: crate::measure::stats::Stop::Limit,
+            target_pct: 5.0,
+            ci_pct: None,
+            pair_ns: vec![],
+            colocated: vec![],
+            phase_wide_ns: vec![],
+        };
+        // All 12 kept, 12 beside a slow reading: too few quiet ones to set any aside.
+        m.trials = Some(log(12, 12, 12));
+        assert!(
+            fmt_spread(&m).ends_with("% busy host"),
+            "{}",
+            fmt_spread(&m)
+        );
+        // The disturbed ones set aside: the kept trials are quiet.
+        m.trials = Some(log(12, 9, 3));
+        assert!(!fmt_spread(&m).contains("busy"), "{}", fmt_spread(&m));
+        // A few disturbed among all kept: the spread says the rest.
+        m.trials = Some(log(12, 12, 5));
+        assert!(!fmt_spread(&m).contains("busy"), "{}", fmt_spread(&m));
     }
 
     #[test]

@@ -228,9 +228,8 @@ fn host_phases(ma: &Metric, mb: &Metric) -> Option<String> {
         .iter()
         .filter_map(|(k, m)| {
             let t = m.trials.as_ref()?;
-            let slow = t.steal + t.disturbed;
-            (t.kept == t.taken && slow * 2 > t.taken)
-                .then(|| format!("{slow} of {k}'s {} trials", t.taken))
+            t.disturbed_throughout()
+                .then(|| format!("{} of {k}'s {} trials", t.steal + t.disturbed, t.taken))
         })
         .collect();
     (!mixed.is_empty()).then(|| {
