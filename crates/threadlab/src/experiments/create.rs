@@ -783,18 +783,9 @@ mod tests {
             "create.process.spawn.unpinned",
         ] {
             let mut m = Metric::from_values(id, Unit::Us, &[1.0, 1.1], 1, "p", "n").unwrap();
-            m.trials = Some(stats::TrialLog {
-                taken: 2,
-                kept: 2,
-                steal: 0,
-                disturbed: 0,
-                stop: stats::Stop::Limit,
-                target_pct: 5.0,
-                ci_pct: None,
-                pair_ns: vec![],
-                colocated: vec![together; 2],
-                phase_wide_ns: vec![],
-            });
+            let mut log = stats::TrialLog::for_test(2, 2, 0);
+            log.colocated = vec![together; 2];
+            m.trials = Some(log);
             out.add(m);
         }
         out

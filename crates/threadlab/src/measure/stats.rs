@@ -162,6 +162,24 @@ impl TrialLog {
         })
     }
 
+    /// A log for tests: `taken` trials, `kept` of them, `disturbed` set aside or (when all are
+    /// kept) disturbed, no per-trial readings.
+    #[cfg(test)]
+    pub fn for_test(taken: usize, kept: usize, disturbed: usize) -> TrialLog {
+        TrialLog {
+            taken,
+            kept,
+            steal: 0,
+            disturbed,
+            stop: Stop::Limit,
+            target_pct: 5.0,
+            ci_pct: None,
+            pair_ns: Vec::new(),
+            colocated: Vec::new(),
+            phase_wide_ns: Vec::new(),
+        }
+    }
+
     /// Every trial was kept although most lay beside a slow reference or host steal: too few
     /// were quiet to set the others aside, and the figure is what the host's busy phase gave
     /// (a quick suite on a contended host read `switch.green.yield` at 4.71 ns so, its trials

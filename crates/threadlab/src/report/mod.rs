@@ -226,18 +226,7 @@ mod tests {
     #[test]
     fn a_figure_taken_while_the_host_was_busy_throughout_says_so_beside_its_spread() {
         let mut m = Metric::from_values("x", Unit::Ns, &[4.7, 4.71, 4.72], 1, "p", "n").unwrap();
-        let log = |taken: usize, kept: usize, disturbed: usize| crate::measure::stats::TrialLog {
-            taken,
-            kept,
-            steal: 0,
-            disturbed,
-            stop: crate::measure::stats::Stop::Limit,
-            target_pct: 5.0,
-            ci_pct: None,
-            pair_ns: vec![],
-            colocated: vec![],
-            phase_wide_ns: vec![],
-        };
+        let log = crate::measure::stats::TrialLog::for_test;
         // All 12 kept, 12 beside a slow reading: too few quiet ones to set any aside.
         m.trials = Some(log(12, 12, 12));
         assert!(
