@@ -210,6 +210,16 @@ pub(super) fn metrics(f: &Found, out: &mut Outcome) -> Result<()> {
         f.green_placement(),
         format!("{rule}; uthread carriers (one per allowed CPU, pinned) sharing one Throttle"),
     ));
+    if pool == UNTHROTTLED_X {
+        // "65 threads" is no pool size: every throttled N was slower than none at all.
+        out.skip(
+            "throttle.recommended_pool",
+            "no throttle was fastest in this run: admitting all 64 workers at once beat every \
+             N admitted at once, so this run gives no pool size (run again while the host is \
+             quiet)",
+        );
+        return Ok(());
+    }
     out.add(Metric::single(
         "throttle.recommended_pool",
         Unit::Threads,

@@ -28,7 +28,7 @@ pub struct ThrottleExperiment;
 pub const WORKERS: u64 = 64;
 
 /// N = this value stands for "unthrottled" in series (as in the study's curve: 65).
-pub const UNTHROTTLED_X: usize = 65;
+pub const UNTHROTTLED_X: usize = crate::results::ids::throttle::UNTHROTTLED_X;
 
 /// The plateau's margin: an N whose time is within this fraction of the fastest N's is on the
 /// plateau (a difference this small is not worth a thread).

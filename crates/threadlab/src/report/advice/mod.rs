@@ -132,7 +132,11 @@ fn pool_size(r: &RunResults) -> Answer {
         return not_measured(topic, throttle::EXPERIMENT);
     };
     let mut text = String::new();
-    if let Some(pool) = median(e, &throttle::id(throttle::RECOMMENDED_POOL)) {
+    let unthrottled = throttle::UNTHROTTLED_X as f64;
+    let best = median(e, &throttle::id(throttle::BEST_CONCURRENCY));
+    // A file written before the pool was left out when no throttle won holds 65 there.
+    let pool = median(e, &throttle::id(throttle::RECOMMENDED_POOL)).filter(|&p| p != unthrottled);
+    if let Some(pool) = pool {
         let _ = write!(
             text,
             "Size a pool of CPU-bound workers to {pool:.0} threads where the kernel places them \
@@ -140,7 +144,16 @@ fn pool_size(r: &RunResults) -> Answer {
              rule)."
         );
     }
-    if let Some(best) = median(e, &throttle::id(throttle::BEST_CONCURRENCY)) {
+    if best == Some(unthrottled) {
+        let _ = write!(
+            text,
+            "No throttle was fastest in this run: admitting all 64 workers at once beat every N \
+             admitted at once, the throttle's own lock and hand-offs costing more than extra \
+             runnable threads (as on a 2-vCPU guest while its host was busy). No pool size \
+             follows from it: run 'threadlab run throttle' again when the load warnings are \
+             quiet (the study: best at its 2 physical cores, +21.8% unthrottled)."
+        );
+    } else if let Some(best) = best {
         let _ = write!(
             text,
             " The plateau of N admitted at once started at {best:.0}"
@@ -158,10 +171,14 @@ fn pool_size(r: &RunResults) -> Answer {
         e,
         &throttle::of(throttle::UTHREAD, throttle::BEST_CONCURRENCY),
     ) {
-        let _ = write!(
-            text,
-            " Pinned one per CPU (uthread's carriers) it started at {g:.0}."
-        );
+        if g == unthrottled {
+            text.push_str(" Pinned one per CPU (uthread's carriers), no throttle was fastest too.");
+        } else {
+            let _ = write!(
+                text,
+                " Pinned one per CPU (uthread's carriers) it started at {g:.0}."
+            );
+        }
     }
     if text.is_empty() {
         return not_measured(topic, throttle::EXPERIMENT);

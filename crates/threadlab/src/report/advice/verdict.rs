@@ -237,6 +237,12 @@ fn throttle(e: &ExperimentResult) -> Verdict {
         throttle::id(throttle::BEST_CONCURRENCY),
         throttle::id(throttle::PENALTY_PCT),
     ];
+    if median(e, &figures[1]) == Some(throttle::UNTHROTTLED_X as f64) {
+        let text = "No throttle was fastest in this run: admitting all 64 workers at once beat \
+                    every N admitted at once, so it gives no pool size; run it again when the \
+                    load warnings are quiet.";
+        return Some((figures[1..].to_vec(), text.to_string()));
+    }
     let pool = median(e, &figures[0])?;
     let mut text = format!("Size a pool of CPU-bound workers to {pool:.0} threads");
     if let (Some(best), Some(p)) = (median(e, &figures[1]), median(e, &figures[2])) {
@@ -525,5 +531,32 @@ mod tests {
         assert!(!sooner.contains("-12.5"), "{sooner}");
         let later = run(21.8);
         assert!(later.contains("took 21.8% more time than that"), "{later}");
+    }
+
+    #[test]
+    fn no_throttle_fastest_gives_no_pool_size_of_65_threads() {
+        // A run on a busy 2-vCPU guest: every throttled N slower than none (N = 3 +21.6%).
+        let m = |id: String, v: f64| {
+            Metric::from_values(&id, Unit::Count, &[v], 1, "unpinned", "n").unwrap()
+        };
+        let mut e = ExperimentResult::new(throttle::EXPERIMENT, Status::Ok);
+        e.metrics = vec![
+            // As a file written before the pool was left out in this case holds it.
+            m(throttle::id(throttle::RECOMMENDED_POOL), 65.0),
+            m(throttle::id(throttle::BEST_CONCURRENCY), 65.0),
+            m(throttle::id(throttle::PENALTY_PCT), 0.0),
+            m(
+                throttle::of(throttle::UTHREAD, throttle::BEST_CONCURRENCY),
+                2.0,
+            ),
+        ];
+        let verdict = of(&e).1.unwrap();
+        assert!(verdict.starts_with("No throttle was fastest"), "{verdict}");
+        assert!(!verdict.contains("65"), "{verdict}");
+        let r = crate::results::RunResults::new("quick", vec![e]);
+        let answer = super::super::pool_size(&r).text;
+        assert!(answer.starts_with("No throttle was fastest"), "{answer}");
+        assert!(!answer.contains("65 threads"), "{answer}");
+        assert!(answer.ends_with("it started at 2."), "{answer}");
     }
 }

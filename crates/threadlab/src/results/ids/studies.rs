@@ -115,6 +115,8 @@ pub mod throttle {
     pub const UTHREAD: &str = "uthread";
     /// The N that stands for no throttle at all, in ids.
     pub const UNTHROTTLED: &str = "unthrottled";
+    /// The same as a number, in series and in `best_concurrency` (as in the study's curve).
+    pub const UNTHROTTLED_X: usize = 65;
 
     /// `throttle.<figure>`.
     pub fn id(figure: &str) -> String {
