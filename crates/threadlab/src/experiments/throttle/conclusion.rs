@@ -72,9 +72,10 @@ pub(super) fn conclusion(c: &Found, penalty: f64) -> String {
              them all at once ({}): the throttle's own lock and hand-offs cost more in this run \
              than running more threads than CPUs. On a 2-vCPU guest this happened in the runs \
              taken while the host was busy (N = 1 at 0.176-0.243 s against 0.143-0.168 s in \
-             quiet runs): a vCPU the host deschedules while it holds the throttle's lock stalls \
-             every worker that needs it, and each hand-off waits for an idle vCPU to wake. So no \
-             pool size follows from this run: run again when the load warnings are quiet.",
+             quiet runs); the likely causes, not measured here: a vCPU the host deschedules \
+             while it holds the throttle's lock stalls every worker that needs it, and each \
+             hand-off waits for an idle vCPU to wake. So no pool size follows from this run: run \
+             again when the load warnings are quiet.",
             evidence(64)
         ));
     } else if best > cores {
