@@ -507,18 +507,24 @@ mod tests {
         );
     }
 
+    /// A throttle experiment holding these single figures.
+    fn throttle_run(figures: &[(String, f64)]) -> ExperimentResult {
+        let mut e = ExperimentResult::new(throttle::EXPERIMENT, Status::Ok);
+        e.metrics = figures
+            .iter()
+            .map(|(id, v)| Metric::from_values(id, Unit::Count, &[*v], 1, "unpinned", "n").unwrap())
+            .collect();
+        e
+    }
+
     #[test]
     fn running_everything_at_once_reads_as_more_or_less_time_never_a_negative_cost() {
         let run = |penalty: f64| {
-            let m = |id: String, v: f64| {
-                Metric::from_values(&id, Unit::Count, &[v], 1, "unpinned", "n").unwrap()
-            };
-            let mut e = ExperimentResult::new(throttle::EXPERIMENT, Status::Ok);
-            e.metrics = vec![
-                m(throttle::id(throttle::RECOMMENDED_POOL), 3.0),
-                m(throttle::id(throttle::BEST_CONCURRENCY), 3.0),
-                m(throttle::id(throttle::PENALTY_PCT), penalty),
-            ];
+            let e = throttle_run(&[
+                (throttle::id(throttle::RECOMMENDED_POOL), 3.0),
+                (throttle::id(throttle::BEST_CONCURRENCY), 3.0),
+                (throttle::id(throttle::PENALTY_PCT), penalty),
+            ]);
             of(&e).1.unwrap()
         };
         // A quick suite on a contended host: N = 64 finished 12.5% sooner than N = 3, which the
@@ -536,20 +542,16 @@ mod tests {
     #[test]
     fn no_throttle_fastest_gives_no_pool_size_of_65_threads() {
         // A run on a busy 2-vCPU guest: every throttled N slower than none (N = 3 +21.6%).
-        let m = |id: String, v: f64| {
-            Metric::from_values(&id, Unit::Count, &[v], 1, "unpinned", "n").unwrap()
-        };
-        let mut e = ExperimentResult::new(throttle::EXPERIMENT, Status::Ok);
-        e.metrics = vec![
+        let e = throttle_run(&[
             // As a file written before the pool was left out in this case holds it.
-            m(throttle::id(throttle::RECOMMENDED_POOL), 65.0),
-            m(throttle::id(throttle::BEST_CONCURRENCY), 65.0),
-            m(throttle::id(throttle::PENALTY_PCT), 0.0),
-            m(
+            (throttle::id(throttle::RECOMMENDED_POOL), 65.0),
+            (throttle::id(throttle::BEST_CONCURRENCY), 65.0),
+            (throttle::id(throttle::PENALTY_PCT), 0.0),
+            (
                 throttle::of(throttle::UTHREAD, throttle::BEST_CONCURRENCY),
                 2.0,
             ),
-        ];
+        ]);
         let verdict = of(&e).1.unwrap();
         assert!(verdict.starts_with("No throttle was fastest"), "{verdict}");
         assert!(!verdict.contains("65"), "{verdict}");
