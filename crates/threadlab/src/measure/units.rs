@@ -179,6 +179,13 @@ pub fn fmt_fixed(v: f64, decimals: usize) -> String {
     }
 }
 
+/// "12.5% more time" or "12.5% less time" for a change of +12.5% or -12.5%: a signed change in
+/// time as words (the throttle's "running all 64 at once" against its best N).
+pub fn fmt_more_or_less_time(pct: f64) -> String {
+    let more = if pct < 0.0 { "less" } else { "more" };
+    format!("{}% {more} time", fmt_fixed(pct.abs(), 1))
+}
+
 /// A value with about four significant digits, trimmed for reading; at most about 16
 /// characters whatever the value.
 pub fn fmt_value(v: f64) -> String {

@@ -266,25 +266,22 @@ impl fmt::Display for EnvWarning {
             EnvWarning::BusyMachine {
                 load_1min,
                 cpus,
-                idle_at_start: false,
+                idle_at_start,
             } => write!(
                 f,
                 "busy machine: 1-minute load average {load_1min:.2} at start is above 0.5 per CPU \
-                 ({cpus} CPUs): other work shares the CPUs with the measurements; stop it, or run \
-                 when the machine is idle"
-            ),
-            // The average decays over minutes: right after a run of the suite (whose server
-            // experiment holds a thousand threads) it still read 24 with nothing else running.
-            EnvWarning::BusyMachine {
-                load_1min,
-                cpus,
-                idle_at_start: true,
-            } => write!(
-                f,
-                "busy machine: 1-minute load average {load_1min:.2} at start is above 0.5 per CPU \
-                 ({cpus} CPUs), though no other task was runnable as the run began: work that had \
-                 just ended (a run before this one counts) or that comes and goes; if figures \
-                 look out of line, run again once the load average has fallen"
+                 ({cpus} CPUs){}",
+                if *idle_at_start {
+                    // The average decays over minutes: right after a run of the suite (whose
+                    // server experiment holds a thousand threads) it still read 24 with nothing
+                    // else running.
+                    ", though no other task was runnable as the run began: work that had just \
+                     ended (a run before this one counts) or that comes and goes; if figures \
+                     look out of line, run again once the load average has fallen"
+                } else {
+                    ": other work shares the CPUs with the measurements; stop it, or run when \
+                     the machine is idle"
+                }
             ),
             EnvWarning::CompetingTasksAtStart { tasks } => write!(
                 f,

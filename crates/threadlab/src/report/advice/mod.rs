@@ -11,6 +11,7 @@ mod verdict;
 
 use std::fmt::Write;
 
+use crate::measure::units::fmt_more_or_less_time;
 use crate::report::server_facts as server;
 use crate::report::{fmt_value, fmt_with_unit, readable_ns};
 use crate::results::flag::Flag;
@@ -118,24 +119,16 @@ fn not_measured(topic: &'static str, run: &str) -> Answer {
     }
 }
 
-/// "12.5% more time" or "12.5% less time" for a penalty of +12.5% or -12.5%: negative where
-/// the noise made a larger N the fastest and the plateau rule still started at a smaller one
-/// (its interval reached 1).
-fn more_or_less_time(pct: f64) -> String {
-    let more = if pct < 0.0 { "less" } else { "more" };
-    format!("{:.1}% {more} time", pct.abs())
-}
-
 fn pool_size(r: &RunResults) -> Answer {
     let topic = "Pool size";
     let Some(e) = experiment(r, throttle::EXPERIMENT) else {
         return not_measured(topic, throttle::EXPERIMENT);
     };
     let mut text = String::new();
-    let unthrottled = throttle::UNTHROTTLED_X as f64;
     let best = median(e, &throttle::id(throttle::BEST_CONCURRENCY));
     // A file written before the pool was left out when no throttle won holds 65 there.
-    let pool = median(e, &throttle::id(throttle::RECOMMENDED_POOL)).filter(|&p| p != unthrottled);
+    let pool = median(e, &throttle::id(throttle::RECOMMENDED_POOL))
+        .filter(|&p| !throttle::is_unthrottled(p));
     if let Some(pool) = pool {
         let _ = write!(
             text,
@@ -144,7 +137,7 @@ fn pool_size(r: &RunResults) -> Answer {
              rule)."
         );
     }
-    if best == Some(unthrottled) {
+    if best.is_some_and(throttle::is_unthrottled) {
         let _ = write!(
             text,
             "No throttle was fastest in this run: admitting all 64 workers at once beat every N \
@@ -162,7 +155,7 @@ fn pool_size(r: &RunResults) -> Answer {
             let _ = write!(
                 text,
                 "; running all 64 workers at once took {} than that",
-                more_or_less_time(p)
+                fmt_more_or_less_time(p)
             );
         }
         text.push_str(" (the study: best at its 2 physical cores, +21.8% unthrottled).");
@@ -171,7 +164,7 @@ fn pool_size(r: &RunResults) -> Answer {
         e,
         &throttle::of(throttle::UTHREAD, throttle::BEST_CONCURRENCY),
     ) {
-        if g == unthrottled {
+        if throttle::is_unthrottled(g) {
             text.push_str(" Pinned one per CPU (uthread's carriers), no throttle was fastest too.");
         } else {
             let _ = write!(

@@ -4,7 +4,7 @@
 //! metrics with a historical figure and the first sentences of its conclusion.
 
 use super::{best_design, first_sentences, median, readable, readable_ns, server};
-use crate::measure::units::fmt_fixed;
+use crate::measure::units::{fmt_fixed, fmt_more_or_less_time};
 use crate::results::ids::server::{self as sid, stat};
 use crate::results::ids::{
     self, coop, create, fairness, latency, ordering, preempt, priority, shm, switch, sync,
@@ -237,7 +237,7 @@ fn throttle(e: &ExperimentResult) -> Verdict {
         throttle::id(throttle::BEST_CONCURRENCY),
         throttle::id(throttle::PENALTY_PCT),
     ];
-    if median(e, &figures[1]) == Some(throttle::UNTHROTTLED_X as f64) {
+    if median(e, &figures[1]).is_some_and(throttle::is_unthrottled) {
         let text = "No throttle was fastest in this run: admitting all 64 workers at once beat \
                     every N admitted at once, so it gives no pool size; run it again when the \
                     load warnings are quiet.";
@@ -249,7 +249,7 @@ fn throttle(e: &ExperimentResult) -> Verdict {
         text.push_str(&format!(
             "; the time stopped falling at N = {best:.0}, and running all 64 at once took {} \
              than that (the study: 21.8% more)",
-            super::more_or_less_time(p)
+            fmt_more_or_less_time(p)
         ));
     }
     text.push('.');

@@ -128,6 +128,11 @@ pub mod throttle {
         id(&format!("{scheduler}.{figure}"))
     }
 
+    /// A `best_concurrency` read from a results file that says no throttle was fastest.
+    pub fn is_unthrottled(n: f64) -> bool {
+        n == UNTHROTTLED_X as f64
+    }
+
     /// The N of an id: `n3`, or `unthrottled` for `None`.
     pub fn at(n: Option<usize>) -> String {
         n.map_or(UNTHROTTLED.to_string(), |n| format!("n{n}"))
