@@ -247,6 +247,42 @@ impl Comparison {
             .collect()
     }
 
+    /// The gate's reach: how many metrics `--fail-if-slower` covers (those with a better
+    /// direction), and each of them this pair could not have shown `pct` percent slower, with
+    /// why: too few trials for the test, no ratio, a regime that changed (unstable: never
+    /// slower), or a `detects` wider than `pct`: by the part of the floor that set it when the
+    /// floor alone reaches `pct`, else by the width of the ratio's interval. A metric already
+    /// failing the gate is not among them.
+    pub fn blind_to(&self, pct: f64) -> (usize, Vec<(&Row, String)>) {
+        let covered: Vec<&Row> = self
+            .rows
+            .iter()
+            .filter(|r| r.direction != Direction::Neither)
+            .collect();
+        let failing = self.slower_than(pct);
+        let blind = covered
+            .iter()
+            .filter(|r| !failing.iter().any(|f| std::ptr::eq(*f, **r)))
+            .filter_map(|r| {
+                let why = if r.verdict == Verdict::Unstable {
+                    "unstable".to_string()
+                } else {
+                    match r.detectable_pct {
+                        None if r.ratio.is_none() => "no ratio".to_string(),
+                        None => "too few trials to test".to_string(),
+                        // The floor alone reaches the gate: the part that set it; below it,
+                        // the interval's width took the rest.
+                        Some(d) if d > pct && r.floor_pct >= pct => r.floor_from.clone(),
+                        Some(d) if d > pct => "the width of B/A's interval".to_string(),
+                        Some(_) => return None,
+                    }
+                };
+                Some((*r, why))
+            })
+            .collect();
+        (covered.len(), blind)
+    }
+
     /// 1 when `--fail-if-slower` was given and a metric is slower by more than it, else 0.
     pub fn exit_status(&self) -> i32 {
         match self.options.fail_if_slower_pct {
@@ -268,5 +304,7 @@ pub use pair::*;
 pub use pool::pool;
 pub use text::*;
 
+#[cfg(test)]
+mod reach_tests;
 #[cfg(test)]
 mod tests;

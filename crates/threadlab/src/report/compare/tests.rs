@@ -4,7 +4,7 @@ use super::*;
 use crate::results::{Attempt, ExperimentResult};
 
 /// A run with one experiment whose metrics take the given samples.
-fn run(label: &str, metrics: &[(&str, Unit, Vec<f64>)]) -> Run {
+pub(super) fn run(label: &str, metrics: &[(&str, Unit, Vec<f64>)]) -> Run {
     let mut e = ExperimentResult::new("x", crate::results::Status::Ok);
     e.wall_s = 1.0;
     e.metrics = metrics
@@ -42,14 +42,14 @@ fn run(label: &str, metrics: &[(&str, Unit, Vec<f64>)]) -> Run {
 }
 
 /// The options of a CI gate: `--fail-if-slower 10`.
-fn gated() -> Options {
+pub(super) fn gated() -> Options {
     Options {
         fail_if_slower_pct: Some(10.0),
         ..Options::default()
     }
 }
 
-fn samples(base: f64, n: usize) -> Vec<f64> {
+pub(super) fn samples(base: f64, n: usize) -> Vec<f64> {
     // A spread of about +-1% around base, in a fixed order.
     (0..n)
         .map(|i| base * (1.0 + ((i * 7) % n) as f64 / n as f64 * 0.02 - 0.01))

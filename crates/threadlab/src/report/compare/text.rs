@@ -228,8 +228,52 @@ pub fn render_pair_text(c: &Comparison) -> String {
                 list.join(", ")
             ));
         }
+        out.push_str(&reach_text(c, pct));
+        out.push('\n');
     }
     out
+}
+
+/// The gate's reach in a sentence or two: whether this pair could have shown each metric the
+/// gate covers `pct` percent slower, and, where not, why, grouped (the largest groups first).
+pub fn reach_text(c: &Comparison, pct: f64) -> String {
+    let (covered, blind) = c.blind_to(pct);
+    let tick = crate::report::fmt_tick(pct);
+    if blind.is_empty() {
+        return format!(
+            "This pair could have shown a {tick}% slowdown in each of the {covered} metrics the \
+             gate covers."
+        );
+    }
+    let mut groups: Vec<(String, usize)> = Vec::new();
+    for (_, why) in &blind {
+        match groups.iter_mut().find(|g| g.0 == *why) {
+            Some(g) => g.1 += 1,
+            None => groups.push((why.clone(), 1)),
+        }
+    }
+    // Stable: equal counts keep the order the rows came in.
+    groups.sort_by_key(|g| std::cmp::Reverse(g.1));
+    let shown = groups.len().min(4);
+    let mut parts: Vec<String> = groups[..shown]
+        .iter()
+        .map(|(why, n)| match why.as_str() {
+            "unstable" | "no ratio" | "too few trials to test" => format!("{n} {why}"),
+            _ => format!("{n} by {why}"),
+        })
+        .collect();
+    let rest: usize = groups[shown..].iter().map(|g| g.1).sum();
+    if rest > 0 {
+        parts.push(format!("{rest} for other reasons"));
+    }
+    format!(
+        "This pair could not have shown a {tick}% slowdown in {} of the {covered} metrics the \
+         gate covers ('detects' wider than {tick}%, or no test): {}. The gate says nothing about \
+         them: measure both sides again while the machine is quiet, or pool more runs of each \
+         (--also-a, --also-b).",
+        blind.len(),
+        parts.join(", ")
+    )
 }
 
 /// "2 slower (a +30.2%, b +12.0%), 1 faster, ..."

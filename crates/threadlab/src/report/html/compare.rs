@@ -10,8 +10,8 @@ use super::svg::{esc, ratio_chart, Line, RatioRow};
 use super::{figure, page, Chart, Page};
 use crate::measure::units::Unit;
 use crate::report::compare::{
-    column_name, fmt_detectable, machines_banner, rule_text, summary, verdict_text, Comparison,
-    Fleet, Row, Run, Verdict,
+    column_name, fmt_detectable, machines_banner, reach_text, rule_text, summary, verdict_text,
+    Comparison, Fleet, Row, Run, Verdict,
 };
 use crate::report::{fmt_value, fmt_with_unit};
 
@@ -203,6 +203,7 @@ fn verdict_section(c: &Comparison) -> String {
                     .join(", "))
             }
         );
+        let _ = write!(body, "<li>{}</li>", esc(&reach_text(c, pct)));
     }
     for n in &c.notes {
         let _ = write!(body, "<li>{}</li>", esc(n));
