@@ -111,6 +111,34 @@ impl Verdict {
     }
 }
 
+/// Why a pair could not have shown a metric slower by the gate's percent
+/// (`Comparison::blind_to`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blind<'a> {
+    /// Its regime changed between the runs: never slower.
+    Unstable,
+    /// A median at or below zero, or units that differ.
+    NoRatio,
+    /// Too few trials for the test to survive Holm's correction.
+    TooFewTrials,
+    /// Its floor alone reaches the gate's percent: the part of the floor that set it.
+    Floor(&'a str),
+    /// Its floor is below the gate's percent, and the width of B/A's interval took the rest.
+    Interval,
+}
+
+impl std::fmt::Display for Blind<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Blind::Unstable => f.write_str("unstable"),
+            Blind::NoRatio => f.write_str("no ratio"),
+            Blind::TooFewTrials => f.write_str("too few trials to test"),
+            Blind::Floor(part) => write!(f, "by {part}"),
+            Blind::Interval => f.write_str("by the width of B/A's interval"),
+        }
+    }
+}
+
 /// One file's side of a row.
 #[derive(Debug, Clone)]
 pub struct Side {
@@ -249,11 +277,8 @@ impl Comparison {
 
     /// The gate's reach: how many metrics `--fail-if-slower` covers (those with a better
     /// direction), and each of them this pair could not have shown `pct` percent slower, with
-    /// why: too few trials for the test, no ratio, a regime that changed (unstable: never
-    /// slower), or a `detects` wider than `pct`: by the part of the floor that set it when the
-    /// floor alone reaches `pct`, else by the width of the ratio's interval. A metric already
-    /// failing the gate is not among them.
-    pub fn blind_to(&self, pct: f64) -> (usize, Vec<(&Row, String)>) {
+    /// why. A metric already failing the gate is not among them.
+    pub fn blind_to(&self, pct: f64) -> (usize, Vec<(&Row, Blind<'_>)>) {
         let covered: Vec<&Row> = self
             .rows
             .iter()
@@ -265,15 +290,13 @@ impl Comparison {
             .filter(|r| !failing.iter().any(|f| std::ptr::eq(*f, **r)))
             .filter_map(|r| {
                 let why = if r.verdict == Verdict::Unstable {
-                    "unstable".to_string()
+                    Blind::Unstable
                 } else {
                     match r.detectable_pct {
-                        None if r.ratio.is_none() => "no ratio".to_string(),
-                        None => "too few trials to test".to_string(),
-                        // The floor alone reaches the gate: the part that set it; below it,
-                        // the interval's width took the rest.
-                        Some(d) if d > pct && r.floor_pct >= pct => r.floor_from.clone(),
-                        Some(d) if d > pct => "the width of B/A's interval".to_string(),
+                        None if r.ratio.is_none() => Blind::NoRatio,
+                        None => Blind::TooFewTrials,
+                        Some(d) if d > pct && r.floor_pct >= pct => Blind::Floor(&r.floor_from),
+                        Some(d) if d > pct => Blind::Interval,
                         Some(_) => return None,
                     }
                 };

@@ -245,11 +245,11 @@ pub fn reach_text(c: &Comparison, pct: f64) -> String {
              gate covers."
         );
     }
-    let mut groups: Vec<(String, usize)> = Vec::new();
+    let mut groups: Vec<(Blind<'_>, usize)> = Vec::new();
     for (_, why) in &blind {
         match groups.iter_mut().find(|g| g.0 == *why) {
             Some(g) => g.1 += 1,
-            None => groups.push((why.clone(), 1)),
+            None => groups.push((*why, 1)),
         }
     }
     // Stable: equal counts keep the order the rows came in.
@@ -257,10 +257,7 @@ pub fn reach_text(c: &Comparison, pct: f64) -> String {
     let shown = groups.len().min(4);
     let mut parts: Vec<String> = groups[..shown]
         .iter()
-        .map(|(why, n)| match why.as_str() {
-            "unstable" | "no ratio" | "too few trials to test" => format!("{n} {why}"),
-            _ => format!("{n} by {why}"),
-        })
+        .map(|(why, n)| format!("{n} {why}"))
         .collect();
     let rest: usize = groups[shown..].iter().map(|g| g.1).sum();
     if rest > 0 {
