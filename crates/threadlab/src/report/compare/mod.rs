@@ -115,7 +115,8 @@ impl Verdict {
 /// (`Comparison::blind_to`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Blind<'a> {
-    /// Its regime changed between the runs: never slower.
+    /// Its regime is the host's or a race's (`Row::regime`, whether or not it moved): a
+    /// change of it reads as unstable, never slower.
     Unstable,
     /// A median at or below zero, or units that differ.
     NoRatio,
@@ -130,7 +131,7 @@ pub enum Blind<'a> {
 impl std::fmt::Display for Blind<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Blind::Unstable => f.write_str("unstable"),
+            Blind::Unstable => f.write_str("unstable if moved (the host's or a race's regime)"),
             Blind::NoRatio => f.write_str("no ratio"),
             Blind::TooFewTrials => f.write_str("too few trials to test"),
             Blind::Floor(part) => write!(f, "by {part}"),
@@ -289,7 +290,7 @@ impl Comparison {
             .iter()
             .filter(|r| !failing.iter().any(|f| std::ptr::eq(*f, **r)))
             .filter_map(|r| {
-                let why = if r.verdict == Verdict::Unstable {
+                let why = if r.regime.is_some() {
                     Blind::Unstable
                 } else {
                     match r.detectable_pct {
@@ -327,6 +328,8 @@ pub use pair::*;
 pub use pool::pool;
 pub use text::*;
 
+#[cfg(test)]
+mod guest_tests;
 #[cfg(test)]
 mod reach_tests;
 #[cfg(test)]

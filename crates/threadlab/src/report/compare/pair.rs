@@ -14,6 +14,10 @@ pub(super) fn smallest_p(na: usize, nb: usize) -> f64 {
 pub fn compare_pair(a: &Run, b: &Run, o: &Options) -> Result<Comparison> {
     let diffs = machine_differences(&a.results, &b.results);
     let same_machine = diffs.is_empty();
+    // A guest's memory-bound figures move with the host's other tenants (`GUEST_MEMORY`).
+    let guest = [a, b]
+        .iter()
+        .any(|r| r.results.environment.virtualized == Some(true));
     let mut rows: Vec<Row> = Vec::new();
     let mut only_in_a = Vec::new();
     let mut only_in_b = Vec::new();
@@ -29,7 +33,7 @@ pub fn compare_pair(a: &Run, b: &Run, o: &Options) -> Result<Comparison> {
             if !seen_b.insert((eb.name.clone(), mb.id.clone())) {
                 continue; // a duplicate id in a hand-edited file: the first one counts
             }
-            rows.push(pair_row(ea, eb, ma, mb, same_machine, o));
+            rows.push(pair_row(ea, eb, ma, mb, (same_machine, guest), o));
         }
     }
     for eb in &b.results.experiments {
@@ -233,7 +237,7 @@ pub(super) fn pair_row(
     eb: &ExperimentResult,
     ma: &Metric,
     mb: &Metric,
-    same_machine: bool,
+    (same_machine, guest): (bool, bool),
     o: &Options,
 ) -> Row {
     // One value per trial, the unit of replication: a server step's windows share one
@@ -250,10 +254,11 @@ pub(super) fn pair_row(
     // A figure that walks shared memory moves with what the host's other tenants do to the
     // cache and memory, which the register loops do not see. When the memory reference moved
     // more than `MEMORY_REGIME_PCT`, a change of it is the host's as much as the code's
-    // (unstable); below that, the walk's own move joins its floor (`noise_floor`).
+    // (unstable); below that, the walk's own move joins its floor (`noise_floor`). In a guest
+    // such a figure moves between runs with the reference at rest too: unstable there.
     let memory_bound = ma.memory_bound || mb.memory_bound;
     let memory_regime = memory_bound
-        .then(|| memory_regime(ea, eb, same_machine))
+        .then(|| memory_regime(ea, eb, same_machine).or_else(|| guest.then(|| GUEST_MEMORY.into())))
         .flatten();
     let floor = noise_floor(
         (ea, eb),

@@ -452,7 +452,7 @@ fn a_figure_kept_from_a_run_disturbed_throughout_is_unstable_and_a_quiet_pair_is
     assert_eq!(c.exit_status(), 1);
 }
 
-fn with_metrics(mut r: Run, metrics: Vec<Metric>) -> Run {
+pub(super) fn with_metrics(mut r: Run, metrics: Vec<Metric>) -> Run {
     r.results.experiments[0].metrics = metrics;
     r
 }
@@ -673,7 +673,7 @@ fn a_metric_whose_trials_disagree_gets_a_floor_as_wide_as_they_do() {
 
 /// Two steady figures around `base`: a memory-bound read (`x.read.64mib`) and a switch that
 /// stays in the core's caches (`x.switch`).
-fn memory_and_core(base: f64) -> Vec<Metric> {
+pub(super) fn memory_and_core(base: f64) -> Vec<Metric> {
     let mut big =
         Metric::from_values("x.read.64mib", Unit::Us, &steady(base), 1, "p", "n").unwrap();
     big.memory_bound = true;
