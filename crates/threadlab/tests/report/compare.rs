@@ -267,6 +267,23 @@ fn cross_cpu_hand_offs_carry_race_and_idle_vcpu_wake_ups_their_flag_in_a_guest()
         }
     }
     assert_eq!(idle("sync.wake.same_cpu"), Some(false));
+    // Across two CPUs, a pipe's and a green-to-OS-thread channel's hand-offs wake a sleeper on
+    // the other CPU every time; on one CPU they wake none.
+    let switch_idle = |id: &str| {
+        e.metric(id)
+            .map(|m| m.flags.iter().any(|f| f == "idle_vcpu"))
+    };
+    for id in [
+        "switch.process.pipe.cross_cpu",
+        "switch.green.chan.os_thread",
+    ] {
+        match switch_idle(id) {
+            Some(flagged) => assert_eq!(flagged, guest, "{id}"),
+            None => assert!(e.skipped_metrics.iter().any(|s| s.id == id), "{id} missing"),
+        }
+    }
+    assert_eq!(switch_idle("switch.process.pipe"), Some(false));
+    assert_eq!(switch_idle("switch.green.chan"), Some(false));
 }
 
 #[test]
