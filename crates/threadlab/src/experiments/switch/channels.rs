@@ -244,8 +244,9 @@ fn chan_row<'a>(
 /// thread in a futex, the carrier in epoll_wait), so in a guest (`guest`) each one waits for the
 /// host to bring back an idle vCPU, and the row carries `idle_vcpu` as the pipe rows across two
 /// CPUs do. In back-to-back quick runs of one build on a 2-vCPU KVM guest it read 18.0 us and
-/// 27.7 us a message (+53%) beside `switch.process.pipe.cross_cpu` 14.4 and 21.5 us, and three
-/// other A/A pairs called it faster.
+/// 27.7 us a message (+53%) beside `switch.process.pipe.cross_cpu` 14.4 and 21.5 us; over 21
+/// earlier A/A pairs its medians ranged 17.4-35.5 us, two pairs called it faster (24.6% and
+/// 17.1%) and one unstable (+80.6%).
 fn cross_cpu_rows<'a>(group: &mut Interleaved<'a>, c: &'a CrossCpu, guest: bool) {
     group
         .row(
