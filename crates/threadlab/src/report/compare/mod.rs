@@ -190,6 +190,12 @@ impl Row {
         flags_of(&[&self.flags_a, &self.flags_b])
     }
 
+    /// Whether `--fail-if-slower pct` fails on this row: slower by the rule, and by more than
+    /// `pct` percent.
+    pub fn fails_gate(&self, pct: f64) -> bool {
+        self.verdict == Verdict::Slower && self.slowdown_pct().is_some_and(|s| s > pct)
+    }
+
     /// How much slower B is, percent (time per operation), or None when not slower.
     pub fn slowdown_pct(&self) -> Option<f64> {
         let r = self.ratio?;
@@ -270,10 +276,7 @@ impl Comparison {
 
     /// Metrics slower by the rule and by more than `pct` percent.
     pub fn slower_than(&self, pct: f64) -> Vec<&Row> {
-        self.rows
-            .iter()
-            .filter(|r| r.verdict == Verdict::Slower && r.slowdown_pct().is_some_and(|s| s > pct))
-            .collect()
+        self.rows.iter().filter(|r| r.fails_gate(pct)).collect()
     }
 
     /// The gate's reach: how many metrics `--fail-if-slower` covers (those with a better
@@ -285,10 +288,9 @@ impl Comparison {
             .iter()
             .filter(|r| r.direction != Direction::Neither)
             .collect();
-        let failing = self.slower_than(pct);
         let blind = covered
             .iter()
-            .filter(|r| !failing.iter().any(|f| std::ptr::eq(*f, **r)))
+            .filter(|r| !r.fails_gate(pct))
             .filter_map(|r| {
                 let why = if r.regime.is_some() {
                     Blind::Unstable

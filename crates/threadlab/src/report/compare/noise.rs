@@ -319,14 +319,22 @@ pub const GUEST_MEMORY: &str = "it walks memory the host's other tenants share, 
      a 2-vCPU guest, 23 of 139 moved more than 20% between back-to-back runs of one build, up \
      to 3.4x): compare them on bare metal, or run both again";
 
-/// Why a memory-bound figure (`Metric::memory_bound`) cannot be compared between A and B, when
-/// the memory reference says so: it moved more than `MEMORY_REGIME_PCT` during either run's
-/// experiment or, on one machine, between the runs. None for files that predate it.
+/// Why a memory-bound figure (`Metric::memory_bound`) cannot be compared between A and B: the
+/// memory reference moved more than `MEMORY_REGIME_PCT` during either run's experiment or, on
+/// one machine, between the runs; or, whatever it did, either run is in a virtual machine
+/// (`guest`, `GUEST_MEMORY`). None otherwise, and for bare-metal files that predate the walk.
 pub(super) fn memory_regime(
     ea: &ExperimentResult,
     eb: &ExperimentResult,
     same_machine: bool,
+    guest: bool,
 ) -> Option<String> {
+    walk_moved(ea, eb, same_machine).or_else(|| guest.then(|| GUEST_MEMORY.to_string()))
+}
+
+/// The memory reference's move around the two runs' experiments, when it passed
+/// `MEMORY_REGIME_PCT`.
+fn walk_moved(ea: &ExperimentResult, eb: &ExperimentResult, same_machine: bool) -> Option<String> {
     let read = |e: &ExperimentResult| {
         let [x, y] = kept(e)?.reference_memory_ns;
         (x > 0.0 && y > 0.0).then_some([x, y])

@@ -258,7 +258,7 @@ pub(super) fn pair_row(
     // such a figure moves between runs with the reference at rest too: unstable there.
     let memory_bound = ma.memory_bound || mb.memory_bound;
     let memory_regime = memory_bound
-        .then(|| memory_regime(ea, eb, same_machine).or_else(|| guest.then(|| GUEST_MEMORY.into())))
+        .then(|| memory_regime(ea, eb, same_machine, guest))
         .flatten();
     let floor = noise_floor(
         (ea, eb),
