@@ -214,9 +214,11 @@ pub(super) fn metrics(f: &Found, out: &mut Outcome) -> Result<()> {
         // "65 threads" is no pool size: every throttled N was slower than none at all.
         out.skip(
             "throttle.recommended_pool",
-            "no throttle was fastest in this run: admitting all 64 workers at once beat every \
-             N admitted at once, so this run gives no pool size (run again while the host is \
-             quiet)",
+            format!(
+                "no throttle was fastest in this run: {}, so this run gives no pool size (run \
+                 again while the host is quiet)",
+                ids::NO_THROTTLE_WHY
+            ),
         );
         return Ok(());
     }

@@ -140,11 +140,12 @@ fn pool_size(r: &RunResults) -> Answer {
     if best.is_some_and(throttle::is_unthrottled) {
         let _ = write!(
             text,
-            "No throttle was fastest in this run: admitting all 64 workers at once beat every N \
-             admitted at once, the throttle's own lock and hand-offs costing more than extra \
-             runnable threads (as on a 2-vCPU guest while its host was busy). No pool size \
-             follows from it: run 'threadlab run throttle' again when the load warnings are \
-             quiet (the study: best at its 2 physical cores, +21.8% unthrottled)."
+            "No throttle was fastest in this run: {}, the throttle's own lock and hand-offs \
+             costing more than extra runnable threads (as on a 2-vCPU guest while its host was \
+             busy). No pool size follows from it: run 'threadlab run throttle' again when the \
+             load warnings are quiet (the study: best at its 2 physical cores, +21.8% \
+             unthrottled).",
+            throttle::NO_THROTTLE_WHY
         );
     } else if let Some(best) = best {
         let _ = write!(

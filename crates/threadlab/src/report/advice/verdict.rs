@@ -238,10 +238,12 @@ fn throttle(e: &ExperimentResult) -> Verdict {
         throttle::id(throttle::PENALTY_PCT),
     ];
     if median(e, &figures[1]).is_some_and(throttle::is_unthrottled) {
-        let text = "No throttle was fastest in this run: admitting all 64 workers at once beat \
-                    every N admitted at once, so it gives no pool size; run it again when the \
-                    load warnings are quiet.";
-        return Some((figures[1..].to_vec(), text.to_string()));
+        let text = format!(
+            "No throttle was fastest in this run: {}, so it gives no pool size; run it again \
+             when the load warnings are quiet.",
+            throttle::NO_THROTTLE_WHY
+        );
+        return Some((figures[1..].to_vec(), text));
     }
     let pool = median(e, &figures[0])?;
     let mut text = format!("Size a pool of CPU-bound workers to {pool:.0} threads");

@@ -128,6 +128,11 @@ pub mod throttle {
         id(&format!("{scheduler}.{figure}"))
     }
 
+    /// What "no throttle was fastest" means, for every text that says it (the skipped pool's
+    /// reason, the verdict, the advice).
+    pub const NO_THROTTLE_WHY: &str =
+        "admitting all 64 workers at once beat every N admitted at once";
+
     /// A `best_concurrency` read from a results file that says no throttle was fastest.
     pub fn is_unthrottled(n: f64) -> bool {
         n == UNTHROTTLED_X as f64
