@@ -5,6 +5,13 @@ use serde::{Deserialize, Serialize};
 /// A metric whose IQR exceeds this fraction of its median is flagged noisy.
 pub const NOISY_IQR_FRACTION: f64 = 0.10;
 
+/// Fewer trials than this never make a metric (the 95% interval of a median needs 6).
+pub const MIN_TRIALS: usize = 6;
+
+/// A reading of the machine beside a trial counts as quiet when both of its parts are within
+/// `QUIET_MARGIN` of the best reading of its group (measure::sampler keeps those trials).
+pub const QUIET_MARGIN: f64 = 0.10;
+
 /// Statistics over a metric's values, and the values themselves in the order they were taken.
 ///
 /// A value is one trial's figure (the median of the trial's batches: `batches[i]`) when the
@@ -174,7 +181,6 @@ impl TrialLog {
     /// us, against 4.92-4.96 ns in the runs around it. The trials set aside count as disturbed
     /// (a part that kept all does not say which of its trials overlapped steal).
     fn quiet_across(&mut self, parts: &[&TrialLog]) -> Option<Vec<usize>> {
-        use crate::measure::sampler::{MIN_TRIALS, QUIET_MARGIN};
         let phases = &self.phase_wide_ns;
         if phases.len() != self.kept || phases.iter().any(|p| !p.is_finite() || *p <= 0.0) {
             return None;

@@ -34,13 +34,11 @@ use crate::error::Result;
 use crate::measure::host::HostLog;
 use crate::measure::stats::Summary;
 
-pub use trials::{quiet_rounds, QUIET_MARGIN};
+pub use crate::measure::stats::{MIN_TRIALS, QUIET_MARGIN};
+pub use trials::quiet_rounds;
 
 /// A batch this many times longer than the calibrated length gets re-sized.
 pub const RESIZE_FACTOR: u32 = 20;
-
-/// Fewer trials than this never make a metric (the 95% interval of a median needs 6).
-pub const MIN_TRIALS: usize = 6;
 
 /// How precisely a row's median must be known before sampling may stop: the half-width of the
 /// distribution-free 95% interval of the median over the trials, as a percentage of it.

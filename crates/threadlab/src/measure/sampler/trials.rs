@@ -4,16 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use super::{BatchFn, InterleavedRow, Sampler, Source, MIN_TRIALS, RESIZE_FACTOR};
+use super::{BatchFn, InterleavedRow, Sampler, Source, MIN_TRIALS, QUIET_MARGIN, RESIZE_FACTOR};
 use crate::error::{Error, Result};
 use crate::measure::drift::phase_probe;
 use crate::measure::host::{delay_between, run_delays, steal_between, steal_ticks};
 use crate::measure::pair::round_trip_ns;
 use crate::measure::stats::{median, median_ci_pct, Stop, Summary, TrialLog};
-
-/// A reading counts as quiet when both of its parts are within `QUIET_MARGIN` of the best
-/// reading of its group.
-pub const QUIET_MARGIN: f64 = 0.10;
 
 /// The trials taken while the machine was quiet: `phases[k]` is read before trial k and
 /// `phases[k + 1]` after it, and a trial is quiet when both are (a phase of the host that began
