@@ -105,14 +105,34 @@ fn create_join_batch_placed(n: u64, share: &Cell<Option<f64>>) -> Result<Duratio
 /// vCPU adapts to how often it is woken.
 const SETTLE: Duration = Duration::from_millis(40);
 
-/// `create_join_batch_placed` after `SETTLE` of the same, untimed.
-fn settled_batch(n: u64, share: &Cell<Option<f64>>) -> Result<Duration> {
+/// How long the default-placed fork and spawn rows fork or spawn, untimed, before each timed
+/// batch. Their batches are a few children (3-13 in a quick run), each after the round's pinned
+/// rows have left the other vCPU idle. A C loop on a 2-vCPU KVM guest, unpinned, batches of 4
+/// posix_spawns of /bin/true after 20 ms of work on one CPU: 648-834 us each with nothing
+/// before them, 533-645 us after 5-35 untimed spawns (3-19 ms), 525-556 us back to back, where
+/// `hyperfine -N` times them; fork + _exit + waitpid in batches of 10 the same way: 185-196,
+/// 149-177 and 156-171 us (docs/agreement.md, "Children, settled and cold").
+const SETTLE_CHILDREN: Duration = Duration::from_millis(5);
+
+/// `batch(n)` after `lead` of the same (batches of `step`), untimed: the figure of a steady
+/// stream of the operation, not of its first few after a pause.
+fn after_lead_in(
+    lead: Duration,
+    step: u64,
+    n: u64,
+    mut batch: impl FnMut(u64) -> Result<Duration>,
+) -> Result<Duration> {
     let t = Instant::now();
-    let scratch = Cell::new(None);
-    while t.elapsed() < SETTLE {
-        create_join_batch_placed(32, &scratch)?;
+    while t.elapsed() < lead {
+        batch(step)?;
     }
-    create_join_batch_placed(n, share)
+    batch(n)
+}
+
+/// `create_join_batch_placed` after `SETTLE` of the same, untimed (the share is the timed
+/// batch's: each call sets it).
+fn settled_batch(n: u64, share: &Cell<Option<f64>>) -> Result<Duration> {
+    after_lead_in(SETTLE, 32, n, |k| create_join_batch_placed(k, share))
 }
 
 /// Sum over `n` threads of (join returned - thread about to exit).
@@ -567,11 +587,14 @@ fn process_rows<'a>(group: &mut Interleaved<'a>, s: &'a Setup, map: &'a SharedMa
             Placement::Unpinned,
             format!(
                 "fork + child _exit(0) at once + waitpid, neither parent nor child pinned: \
-                 the kernel places the child ({state})"
+                 the kernel places the child ({state}), in a steady stream of forks: each \
+                 batch follows {} ms of the same, untimed (docs/agreement.md, \"Children, \
+                 settled and cold\")",
+                SETTLE_CHILDREN.as_millis()
             ),
             move |n| {
                 s.count_maps();
-                s.default_placed(|| fork_batch(n))
+                s.default_placed(|| after_lead_in(SETTLE_CHILDREN, 1, n, fork_batch))
             },
         )
         .row(
@@ -612,9 +635,14 @@ fn spawn_rows<'a>(group: &mut Interleaved<'a>, s: &'a Setup, prog: &'a CString) 
             Placement::Unpinned,
             format!(
                 "posix_spawn of {name} + waitpid, nothing pinned: the kernel places the child, \
-                 as `hyperfine -N {name}` runs it"
+                 as `hyperfine -N {name}` runs it, in a steady stream of spawns as hyperfine's \
+                 loop is: each batch follows {} ms of the same, untimed (docs/agreement.md, \
+                 \"Children, settled and cold\")",
+                SETTLE_CHILDREN.as_millis()
             ),
-            move |n| s.default_placed(|| spawn_batch(prog, n)),
+            move |n| {
+                s.default_placed(|| after_lead_in(SETTLE_CHILDREN, 1, n, |k| spawn_batch(prog, k)))
+            },
         );
 }
 
