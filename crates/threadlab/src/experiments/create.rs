@@ -107,11 +107,11 @@ const SETTLE: Duration = Duration::from_millis(40);
 
 /// How long the default-placed fork and spawn rows fork or spawn, untimed, before each timed
 /// batch. Their batches are a few children (3-13 in a quick run), each after the round's pinned
-/// rows have left the other vCPU idle. A C loop on a 2-vCPU KVM guest, unpinned, batches of 4
-/// posix_spawns of /bin/true after 20 ms of work on one CPU: 648-834 us each with nothing
-/// before them, 533-645 us after 5-35 untimed spawns (3-19 ms), 525-556 us back to back, where
-/// `hyperfine -N` times them; fork + _exit + waitpid in batches of 10 the same way: 185-196,
-/// 149-177 and 156-171 us (docs/agreement.md, "Children, settled and cold").
+/// rows have left the other vCPU idle. `scripts/agreement/child_gap.c` on a 2-vCPU KVM guest,
+/// unpinned, loops of 4 posix_spawns of /bin/true after 20 ms of work on one CPU: 625-639 us
+/// each with nothing before them, 566-570 us after 10 untimed spawns (~5 ms), 533-543 us back
+/// to back, as `hyperfine -N` times them; fork + _exit + waitpid in loops of 10 the same way:
+/// 168-185, 151-165 and 134-148 us (docs/agreement.md, "Children, settled and cold").
 const SETTLE_CHILDREN: Duration = Duration::from_millis(5);
 
 /// `batch(n)` after `lead` of the same (batches of `step`), untimed: the figure of a steady

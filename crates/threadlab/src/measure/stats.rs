@@ -169,13 +169,14 @@ impl TrialLog {
         })
     }
 
-    /// Sets aside, in a log pooled from `parts`, the kept trials that one part kept only because
-    /// too few of its own were quiet, where enough of all parts' trials were: a kept trial is
-    /// quiet when its phase probe (`phase_wide_ns`, the slower reading beside it) is within
-    /// `QUIET_MARGIN` of the best beside any pooled trial, and when at least `MIN_TRIALS` are,
-    /// only those stay. Returns the indices of the trials kept (into the pooled kept trials), or
-    /// None when all stay: every trial quiet, too few quiet, or a trial without its reading. A
-    /// part disturbed throughout would otherwise set the figure: on a 2-vCPU guest
+    /// Judges the kept trials of a log pooled from `parts` again, against all of them: a kept
+    /// trial is quiet when its phase probe (`phase_wide_ns`, the slower reading beside it) is
+    /// within `QUIET_MARGIN` of the best beside any pooled trial, and when at least `MIN_TRIALS`
+    /// are, only those stay. Returns the indices of the trials kept (into the pooled kept
+    /// trials), or None when all stay: every trial quiet, too few quiet, or a trial without its
+    /// reading. Each part judged its trials against its own best reading only, so a part that
+    /// spent all of them in a slow phase of the host kept them all, and would otherwise set the
+    /// figure: on a 2-vCPU guest
     /// `sync.mutex.single_thread` read 6.32 ns in a quick suite, pooled from one process's 8
     /// trials at 4.9 ns beside a probe of 32.5 us and another's 12, all kept, beside 53.6-58.8
     /// us, against 4.92-4.96 ns in the runs around it. The trials set aside count as disturbed

@@ -470,8 +470,9 @@ impl Experiment for SyncCosts {
                      contended rows and one after them, their trials pooled: on a 2-vCPU guest \
                      one process's trials agreed within 2-3% while processes a few seconds \
                      apart read 4.9, 5.3 or 6.3 ns, so one process alone would hide that move \
-                     from the spread; where one process was disturbed throughout and enough \
-                     trials of the two were quiet, only the quiet ones are kept",
+                     from the spread; the trials of both are then judged against the best \
+                     machine reading beside either, and only the quiet ones kept where at least \
+                     6 are",
                 )?;
             }
             Err(Error::Skip(r)) => out.skip("sync.mutex.single_thread", r),
