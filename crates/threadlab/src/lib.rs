@@ -9,6 +9,7 @@ pub mod cancel;
 pub mod cli;
 pub mod error;
 pub mod experiments;
+pub mod launch;
 pub mod measure;
 pub mod proctree;
 pub mod report;

@@ -15,6 +15,9 @@ static ALLOC: uthread::PreemptSafeAlloc = uthread::PreemptSafeAlloc::system();
 const STACK: usize = 8 << 20;
 
 fn main() {
+    // Before anything else, while this is the only thread: children must not inherit the
+    // library path `cargo run` adds (threadlab::launch).
+    threadlab::launch::drop_cargo_library_path();
     // A panic inside an experiment is caught and reported as that experiment's failure. The
     // default hook would print a backtrace hint; this one prints one line instead, and never
     // panics itself on a closed stderr.

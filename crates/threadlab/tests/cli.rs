@@ -173,6 +173,37 @@ fn matches_pattern(id: &str, pattern: &str) -> bool {
 }
 
 #[test]
+fn started_by_cargo_the_lab_takes_cargos_library_path_out_and_records_it() {
+    // `cargo run` puts the target directory (and the toolchain's) in front of LD_LIBRARY_PATH;
+    // the lab's children must not search them, and the user's own entries must stay.
+    let dir = scratch("cargo-env");
+    let json = dir.join("r.json");
+    let exe = Path::new(env!("CARGO_BIN_EXE_threadlab"));
+    let deps = exe.parent().unwrap().join("deps").display().to_string();
+    let value = format!("{deps}:/opt/threadlab-test-lib");
+    let run_shm = |cargo: bool| {
+        let mut c = threadlab();
+        c.env("LD_LIBRARY_PATH", &value);
+        if cargo {
+            c.env("CARGO", "cargo");
+        } else {
+            c.env_remove("CARGO");
+        }
+        let o = c
+            .args(["run", "shm", "--tiny", "--allow-debug", "--json"])
+            .arg(&json)
+            .output()
+            .expect("threadlab runs");
+        assert!(o.status.success(), "status {:?}: {}", o.status, stderr(&o));
+        let r: RunResults = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        r.environment.cargo_library_path_removed
+    };
+    assert_eq!(run_shm(true), vec![deps.clone()]);
+    // Not started by cargo: the variable is the user's, all of it.
+    assert!(run_shm(false).is_empty());
+}
+
+#[test]
 fn tiny_end_to_end_run_writes_a_sane_documented_results_file() {
     let dir = scratch("e2e");
     let json = dir.join("r.json");

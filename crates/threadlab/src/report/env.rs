@@ -255,6 +255,19 @@ fn system_rows(env: &Environment) -> Vec<Row> {
         ("net_core_busy_poll", opt(&env.net_core_busy_poll)),
         ("glibc_version", env.glibc_version.clone()),
         ("build_profile", env.build_profile.clone()),
+        (
+            "cargo_library_path_removed",
+            if env.cargo_library_path_removed.is_empty() {
+                "nothing (not started by cargo run, or no library path of its own)".to_string()
+            } else {
+                format!(
+                    "{} directories cargo run had put in front of LD_LIBRARY_PATH, taken out \
+                     before any child started: {}",
+                    env.cargo_library_path_removed.len(),
+                    env.cargo_library_path_removed.join(":")
+                )
+            },
+        ),
         ("target", env.target.clone()),
         (
             "memory_total_mib",

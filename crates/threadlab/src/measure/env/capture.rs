@@ -186,6 +186,7 @@ fn with_limits_and_build(env: Environment) -> Environment {
             "release"
         }
         .to_string(),
+        cargo_library_path_removed: crate::launch::removed().to_vec(),
         target: format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
         memory_total_mib: read("/proc/meminfo")
             .as_deref()

@@ -264,6 +264,10 @@ pub struct Environment {
     pub glibc_version: String,
     /// "debug" or "release".
     pub build_profile: String,
+    /// The directories `cargo run` had put in front of `LD_LIBRARY_PATH`, which threadlab took
+    /// out before starting any child (`threadlab::launch`); empty when it was not started so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cargo_library_path_removed: Vec<String>,
     /// ARCH-OS, e.g. "x86_64-linux".
     pub target: String,
     pub memory_total_mib: Option<u64>,
