@@ -33,7 +33,9 @@ pub fn drop_cargo_library_path() {
         std::env::current_exe(),
     ) {
         (Some(_), Ok(value), Ok(exe)) => {
-            let dir = exe.parent().unwrap_or(Path::new("/"));
+            // A program in the root directory (or without one) has no directory of its own to
+            // recognise: every absolute path would start with it.
+            let dir = exe.parent().filter(|d| d.parent().is_some());
             let (removed, kept) = split_cargo_prefix(&value, dir, |p| p.join("rustlib").is_dir());
             if !removed.is_empty() {
                 if kept.is_empty() {
@@ -59,14 +61,16 @@ pub fn removed() -> &'static [String] {
 /// `rustlib`).
 fn split_cargo_prefix(
     value: &str,
-    exe_dir: &Path,
+    exe_dir: Option<&Path>,
     is_sysroot_lib: impl Fn(&Path) -> bool,
 ) -> (Vec<String>, String) {
     let entries: Vec<&str> = value.split(':').collect();
     let cargos = |e: &&&str| {
         let p = Path::new(**e);
         !e.is_empty()
-            && (p.starts_with(exe_dir) || e.contains("/lib/rustlib/") || is_sysroot_lib(p))
+            && (exe_dir.is_some_and(|d| p.starts_with(d))
+                || e.contains("/lib/rustlib/")
+                || is_sysroot_lib(p))
     };
     let n = entries.iter().take_while(cargos).count();
     let removed = entries[..n].iter().map(|e| e.to_string()).collect();
@@ -85,7 +89,7 @@ mod tests {
 
     #[test]
     fn cargos_leading_directories_come_out_and_the_users_stay() {
-        let exe = Path::new("/work/main/target/release");
+        let exe = Some(Path::new("/work/main/target/release"));
         let cargo = format!(
             "/work/main/target/release:/work/main/target/release/deps:\
              {TOOLCHAIN}/lib/rustlib/x86_64-unknown-linux-gnu/lib:{TOOLCHAIN}/lib"
@@ -109,5 +113,10 @@ mod tests {
         let (removed, kept) = split_cargo_prefix(":/work/main/target/release", exe, sysroot_lib);
         assert!(removed.is_empty());
         assert_eq!(kept, ":/work/main/target/release");
+        // Without a directory of the program's own (a program in `/`), its entries are not
+        // recognised, and as they lead, nothing comes out.
+        let (removed, kept) = split_cargo_prefix(&user, None, sysroot_lib);
+        assert!(removed.is_empty(), "{removed:?}");
+        assert_eq!(kept, user);
     }
 }
