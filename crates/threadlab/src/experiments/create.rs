@@ -460,7 +460,7 @@ fn creation(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     ratio_rows(&mut group);
     group.measure(ctx, out)?;
     note_mappings(out, &setup);
-    flag_idle_vcpu(ctx.env.virtualized == Some(true), out);
+    flag_idle_vcpu(ctx.env.is_guest(), out);
     drop(started);
 
     count_series(ctx, out)

@@ -519,7 +519,7 @@ fn handoff_group(
             group.flag(Flag::Race);
         }
     }
-    let guest = ctx.env.virtualized == Some(true);
+    let guest = ctx.env.is_guest();
     pipe_rows(&mut group, &pipe, placement, guest, cpus, &overhead_pipe);
     if !cross && unpinned.len() > 1 {
         unpinned_rows(&mut group, unpinned, &counts_unpinned);

@@ -207,7 +207,7 @@ pub fn env_warnings(env: &Environment) -> Vec<EnvWarning> {
             });
         }
     }
-    if env.virtualized == Some(true) {
+    if env.is_guest() {
         w.push(EnvWarning::Virtualized {
             hypervisor: env.hypervisor.clone(),
         });

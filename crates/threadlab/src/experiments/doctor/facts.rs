@@ -147,7 +147,7 @@ fn virtualisation(env: &Environment) -> Fact {
         (Some(false), _) => "bare metal".into(),
         (None, _) => "unknown".into(),
     };
-    let meaning = if env.virtualized == Some(true) {
+    let meaning = if env.is_guest() {
         "an inter-processor interrupt and the wake-up of a halted vCPU each cost an exit to the \
          host, and the host may give this vCPU's core to something else (steal)"
     } else {

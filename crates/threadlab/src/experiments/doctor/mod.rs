@@ -216,7 +216,7 @@ impl Experiment for Doctor {
             machine: machine.as_ref().map_err(|e| e.clone()),
         });
         let plan = plan(ctx.mode);
-        let mut report = tables::Report::new(replayed, ctx.env.virtualized == Some(true));
+        let mut report = tables::Report::new(replayed, ctx.env.is_guest());
         for p in &planned {
             if let Some(why) = self.selected(ctx.mode, p) {
                 report.not_tried(p, &why, out);

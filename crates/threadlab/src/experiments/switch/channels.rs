@@ -376,7 +376,7 @@ pub fn measure(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
         ctx.cancel,
     );
     match &cross {
-        Some(c) => cross_cpu_rows(&mut group, c, ctx.env.virtualized == Some(true)),
+        Some(c) => cross_cpu_rows(&mut group, c, ctx.env.is_guest()),
         None => {
             for id in [
                 "switch.green.chan.cross_carrier",

@@ -299,7 +299,7 @@ fn wake_group(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     // from run to run: in 22 quick runs of this week's builds on a 2-vCPU KVM guest, the runs'
     // medians of sync.wake.cross_cpu spread 22% (10th to 90th percentile) and of
     // sync.wake.unpinned 17%, while each run's trials agreed within about 5%.
-    let guest = ctx.env.virtualized == Some(true);
+    let guest = ctx.env.is_guest();
     let mut group = Interleaved::new();
     let mut add =
         |id: &str, placement: Placement, waker: Vec<usize>, waiter: Vec<usize>, note: &str| {

@@ -318,6 +318,13 @@ pub struct Environment {
 }
 
 impl Environment {
+    /// Whether the run was in a virtual machine (known to be: an unknown answer is not a guest).
+    /// In a guest the host serves idle-vCPU wake-ups and shares caches and memory with other
+    /// tenants, which the figures that depend on them carry (`idle_vcpu`, compare's rules).
+    pub fn is_guest(&self) -> bool {
+        self.virtualized == Some(true)
+    }
+
     /// What decides the cost of waking an idle CPU here, for the notes of cross-CPU wake-up
     /// metrics whose samples fall in two clusters: the cpuidle driver and governor and, on a
     /// KVM guest, the halt-polling parameters (a CPU still polling in its idle loop sees a

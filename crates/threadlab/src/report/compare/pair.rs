@@ -15,9 +15,7 @@ pub fn compare_pair(a: &Run, b: &Run, o: &Options) -> Result<Comparison> {
     let diffs = machine_differences(&a.results, &b.results);
     let same_machine = diffs.is_empty();
     // A guest's memory-bound figures move with the host's other tenants (`GUEST_MEMORY`).
-    let guest = [a, b]
-        .iter()
-        .any(|r| r.results.environment.virtualized == Some(true));
+    let guest = [a, b].iter().any(|r| r.results.environment.is_guest());
     let mut rows: Vec<Row> = Vec::new();
     let mut only_in_a = Vec::new();
     let mut only_in_b = Vec::new();
