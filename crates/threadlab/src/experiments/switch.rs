@@ -20,6 +20,9 @@ use crate::subjects::peers::{self, Started};
 use crate::sys::{futex_wait_for, futex_wake, sched_yield};
 
 pub mod channels;
+mod placement;
+
+use placement::placement_advice;
 
 pub struct Switch;
 
@@ -372,42 +375,6 @@ fn unpinned_note(row: &Row, waits: f64) -> String {
          switch, on two a cross-CPU wake-up), as it does for a program that sets no affinity; \
          {waits:.2} waits per hand-off"
     )
-}
-
-/// What the default placement does to a futex hand-off between two threads, against pinning
-/// both to one CPU, from this run's figures.
-fn placement_advice(out: &Outcome) -> String {
-    let (Some(free), Some(pinned)) = (
-        out.median("switch.thread.futex.unpinned"),
-        out.median("switch.thread.futex"),
-    ) else {
-        return String::new();
-    };
-    let ratio = out
-        .median("switch.thread.futex.unpinned.vs_pinned")
-        .unwrap_or(free / pinned);
-    if ratio < 0.9 {
-        format!(
-            " Two threads handing off by futex where the kernel places them take {free:.0} ns \
-             per hand-off here against {pinned:.0} ns pinned to one CPU: on two CPUs the partner \
-             is often still running when the turn arrives, so no switch happens; pinning \
-             partners to one CPU would make each hand-off {:.1}x dearer.",
-            1.0 / ratio
-        )
-    } else if ratio > 1.1 {
-        format!(
-            " Two threads handing off by futex where the kernel places them take {free:.0} ns \
-             per hand-off here against {pinned:.0} ns pinned to one CPU: each hand-off wakes a \
-             thread on another CPU; pinning partners that talk often to one CPU cuts it \
-             {ratio:.1}x."
-        )
-    } else {
-        format!(
-            " Two threads handing off by futex cost about the same where the kernel places them \
-             ({free:.0} ns) as pinned to one CPU ({pinned:.0} ns): pinning would not change it \
-             here."
-        )
-    }
 }
 
 /// The trial log's clause of a metric's note, for notes written after measuring.
