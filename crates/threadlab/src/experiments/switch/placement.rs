@@ -4,12 +4,13 @@
 //! Where the kernel places the pair, a hand-off has two regimes on two CPUs: the partner is
 //! still running on the other CPU when the turn arrives (its wait returns at once, no switch:
 //! a few hundred ns), or it has gone to sleep and every hand-off wakes it there (an idle CPU's
-//! wake-up: tens of us on a VM). Which one a run gets lasts as long as its threads and follows
-//! what they did before (docs/agreement.md, "Two threads passing a turn where the kernel places
-//! them"), so advice read from one run's median said "pinning cuts it 6.4x" in one quick suite
-//! and "pinning would make each hand-off 9.0x dearer" in another, of the same build. The advice
-//! names the regimes this run's trials fell into, each beside the pinned figure, and recommends
-//! the same thing whichever it saw.
+//! wake-up: tens of us on a VM). Which one a pair falls into is a race whose outcome can hold
+//! for a whole run, fresh threads and all (docs/compare.md, "Unstable"; where the kernel puts
+//! the pair follows what its threads did just before: docs/agreement.md, "Two threads passing a
+//! turn where the kernel places them"). So advice read from one run's median said "pinning cuts
+//! it 6.4x" in one quick suite and "pinning would make each hand-off 9.0x dearer" in another, of
+//! the same build. The advice names the regimes this run's trials fell into, each beside the
+//! pinned figure, and recommends the same thing whichever it saw.
 
 use crate::experiments::Outcome;
 use crate::measure::stats::median;
@@ -88,9 +89,9 @@ pub(super) fn placement_advice(out: &Outcome) -> String {
     };
     format!(
         "{seen}; pinned to one CPU, {pinned:.0} ns every time. Which of the two a pair falls \
-         into lasts as long as its threads and follows what they did before: pin partners that \
-         talk often to one CPU where a hand-off must cost the same every time; left free, they \
-         are faster only while both stay running."
+         into is a race whose outcome can hold for a whole run: pin partners that talk often to \
+         one CPU where a hand-off must cost the same every time; left free, they are faster only \
+         while both stay running."
     )
 }
 
