@@ -8,9 +8,16 @@ pub const NOISY_IQR_FRACTION: f64 = 0.10;
 /// Fewer trials than this never make a metric (the 95% interval of a median needs 6).
 pub const MIN_TRIALS: usize = 6;
 
-/// A reading of the machine beside a trial counts as quiet when both of its parts are within
-/// `QUIET_MARGIN` of the best reading of its group (measure::sampler keeps those trials).
+/// A reading of the machine beside a trial counts as quiet when it is within `QUIET_MARGIN` of
+/// the best reading of its group (`quiet_beside`).
 pub const QUIET_MARGIN: f64 = 0.10;
+
+/// Whether a reading of the machine (a phase probe's) is quiet: within `QUIET_MARGIN` of `best`,
+/// the best reading of its group. The sampler judges each trial by it (both parts of the probe
+/// before and after), and a log pooled from several processes judges its trials again.
+pub fn quiet_beside(reading: f64, best: f64) -> bool {
+    reading <= best * (1.0 + QUIET_MARGIN)
+}
 
 /// Statistics over a metric's values, and the values themselves in the order they were taken.
 ///
@@ -188,7 +195,7 @@ impl TrialLog {
         }
         let best = phases.iter().copied().fold(f64::INFINITY, f64::min);
         let keep: Vec<usize> = (0..phases.len())
-            .filter(|&k| phases[k] <= best * (1.0 + QUIET_MARGIN))
+            .filter(|&k| quiet_beside(phases[k], best))
             .collect();
         if keep.len() < MIN_TRIALS || keep.len() == self.kept {
             return None;

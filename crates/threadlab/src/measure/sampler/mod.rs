@@ -34,7 +34,7 @@ use crate::error::Result;
 use crate::measure::host::HostLog;
 use crate::measure::stats::Summary;
 
-pub use crate::measure::stats::{MIN_TRIALS, QUIET_MARGIN};
+pub use crate::measure::stats::MIN_TRIALS;
 pub use trials::quiet_rounds;
 
 /// A batch this many times longer than the calibrated length gets re-sized.

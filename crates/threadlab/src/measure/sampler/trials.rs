@@ -4,12 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use super::{BatchFn, InterleavedRow, Sampler, Source, MIN_TRIALS, QUIET_MARGIN, RESIZE_FACTOR};
+use super::{BatchFn, InterleavedRow, Sampler, Source, MIN_TRIALS, RESIZE_FACTOR};
 use crate::error::{Error, Result};
 use crate::measure::drift::phase_probe;
 use crate::measure::host::{delay_between, run_delays, steal_between, steal_ticks};
 use crate::measure::pair::round_trip_ns;
-use crate::measure::stats::{median, median_ci_pct, Stop, Summary, TrialLog};
+use crate::measure::stats::{median, median_ci_pct, quiet_beside, Stop, Summary, TrialLog};
 
 /// The trials taken while the machine was quiet: `phases[k]` is read before trial k and
 /// `phases[k + 1]` after it, and a trial is quiet when both are (a phase of the host that began
@@ -17,8 +17,7 @@ use crate::measure::stats::{median, median_ci_pct, Stop, Summary, TrialLog};
 pub fn quiet_rounds(phases: &[[f64; 2]]) -> Vec<usize> {
     let best = |k: usize| phases.iter().map(|p| p[k]).fold(f64::INFINITY, f64::min);
     let (bw, bs) = (best(0), best(1));
-    let quiet =
-        |p: &[f64; 2]| p[0] <= bw * (1.0 + QUIET_MARGIN) && p[1] <= bs * (1.0 + QUIET_MARGIN);
+    let quiet = |p: &[f64; 2]| quiet_beside(p[0], bw) && quiet_beside(p[1], bs);
     (0..phases.len().saturating_sub(1))
         .filter(|&k| quiet(&phases[k]) && quiet(&phases[k + 1]))
         .collect()
