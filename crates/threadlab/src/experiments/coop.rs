@@ -493,12 +493,10 @@ impl Experiment for Coop {
         } else {
             reference_checksum(jobs.short)
         };
-        let expect = [(jobs.long, expect_long), (jobs.short, expect_short)];
         let flag = ctx.cancel.shared_flag();
-        let check = |what: &str, chunks: u64, r: &JobRun| -> Result<()> {
+        let check = |what: &str, want: u64, r: &JobRun| -> Result<()> {
             // An interrupted job stopped early: say so, not that its checksum is wrong.
             ctx.cancel.check()?;
-            let want = expect.iter().find(|e| e.0 == chunks).map_or(0, |e| e.1);
             if r.1 != want {
                 return Err(Error::Fail(format!(
                     "{what}: checksum {:#x} differs from the reference {want:#x}",
@@ -518,9 +516,10 @@ impl Experiment for Coop {
                 .filter(|&i| if split { U_MODES[i].long == long } else { long })
                 .collect()
         };
-        let mut u_long = Scores::new(U_MODES.len(), of_length(true), jobs.long);
-        let mut u_short = Scores::new(U_MODES.len(), of_length(false), jobs.short);
-        let mut kernel = Scores::new(K_MODES.len(), (0..K_MODES.len()).collect(), jobs.short);
+        let mut u_long = Scores::new(U_MODES.len(), of_length(true), jobs.long, expect_long);
+        let mut u_short = Scores::new(U_MODES.len(), of_length(false), jobs.short, expect_short);
+        let kernel_modes = (0..K_MODES.len()).collect();
+        let mut kernel = Scores::new(K_MODES.len(), kernel_modes, jobs.short, expect_short);
         for rep in 0..reps {
             ctx.step(&format!("coop.uthread rep {}", rep + 1))?;
             for u in [&mut u_long, &mut u_short] {
@@ -559,8 +558,9 @@ impl Experiment for Coop {
 struct Scores {
     /// The modes (indices into the substrate's list) this holds.
     modes: Vec<usize>,
-    /// The job's length, chunks of 4096 iterations.
+    /// The job's length, chunks of 4096 iterations, and the checksum every run of it must give.
     chunks: u64,
+    expect: u64,
     /// Per mode of the substrate's list; empty for a mode this does not hold.
     scores: Vec<Vec<f64>>,
     yields: Vec<u64>,
@@ -571,10 +571,11 @@ struct Scores {
 }
 
 impl Scores {
-    fn new(all: usize, modes: Vec<usize>, chunks: u64) -> Scores {
+    fn new(all: usize, modes: Vec<usize>, chunks: u64, expect: u64) -> Scores {
         Scores {
             modes,
             chunks,
+            expect,
             scores: vec![Vec::new(); all],
             yields: vec![0u64; all],
             baselines: Vec::new(),
@@ -601,7 +602,7 @@ impl Scores {
             Some(b) => b,
             None => {
                 let b = run(None)?;
-                check(baseline, self.chunks, &b)?;
+                check(baseline, self.expect, &b)?;
                 b
             }
         };
@@ -609,12 +610,12 @@ impl Scores {
         for &i in &self.modes {
             ctx.cancel.check()?;
             let r = run(Some(i))?;
-            check(names[i], self.chunks, &r)?;
+            check(names[i], self.expect, &r)?;
             times.push((i, r.0));
             self.yields[i] = r.2;
         }
         let after = run(None)?;
-        check(baseline, self.chunks, &after)?;
+        check(baseline, self.expect, &after)?;
         let base = (before.0 + after.0) / 2.0;
         self.baselines.push(base);
         self.last = Some(after);

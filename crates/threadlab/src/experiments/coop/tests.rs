@@ -48,8 +48,8 @@ fn a_mode_that_yields_less_often_than_the_short_job_lasts_runs_the_long_one() {
 
 #[test]
 fn the_short_and_long_jobs_are_scored_against_their_own_baselines() {
-    let mut long = Scores::new(3, vec![0], 40);
-    let mut short = Scores::new(3, vec![1, 2], 20);
+    let mut long = Scores::new(3, vec![0], 40, 0);
+    let mut short = Scores::new(3, vec![1, 2], 20, 0);
     let ctx_owner = crate::experiments::Standalone::new();
     let ctx = ctx_owner.ctx(crate::experiments::Mode::Tiny);
     let ok = |_: &str, _: u64, _: &JobRun| Ok(());

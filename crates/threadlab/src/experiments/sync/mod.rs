@@ -18,7 +18,7 @@ use crate::measure::probe::run_probe;
 use crate::measure::process::{mono_ns, wait_until};
 use crate::measure::sampler::Sampler;
 use crate::measure::spawn::spawn;
-use crate::measure::stats::Summary;
+use crate::measure::stats::{Summary, MIN_TRIALS};
 use crate::measure::units::Unit;
 use crate::results::flag::{add_flag, Flag};
 use crate::seeds;
@@ -463,16 +463,18 @@ impl Experiment for SyncCosts {
                     Unit::Ns,
                     &s,
                     placement,
-                    "pthread_mutex_lock + unlock in a process that has never created a thread \
-                     (threadlab re-runs itself for this, so it cannot be interleaved with the \
-                     rows above): glibc then takes its single-thread shortcut without atomic \
-                     instructions. Measured in two such processes, one before the wake-up and \
-                     contended rows and one after them, their trials pooled: on a 2-vCPU guest \
-                     one process's trials agreed within 2-3% while processes a few seconds \
-                     apart read 4.9, 5.3 or 6.3 ns, so one process alone would hide that move \
-                     from the spread; the trials of both are then judged against the best \
-                     machine reading beside either, and only the quiet ones kept where at least \
-                     6 are",
+                    format!(
+                        "pthread_mutex_lock + unlock in a process that has never created a \
+                         thread (threadlab re-runs itself for this, so it cannot be interleaved \
+                         with the rows above): glibc then takes its single-thread shortcut \
+                         without atomic instructions. Measured in two such processes, one before \
+                         the wake-up and contended rows and one after them, their trials pooled: \
+                         on a 2-vCPU guest one process's trials agreed within 2-3% while \
+                         processes a few seconds apart read 4.9, 5.3 or 6.3 ns, so one process \
+                         alone would hide that move from the spread; the trials of both are then \
+                         judged against the best machine reading beside either, and only the \
+                         quiet ones kept where at least {MIN_TRIALS} are"
+                    ),
                 )?;
             }
             Err(Error::Skip(r)) => out.skip("sync.mutex.single_thread", r),
