@@ -105,6 +105,10 @@ pub fn reference_pair_ns() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The cache-line distance between the two CPUs moved more than this (either way): the host
+/// placed the vCPUs differently, and every cross-CPU figure may follow.
+pub const PAIR_REGIME_RATIO: f64 = 1.3;
+
 #[cfg(test)]
 mod tests {
     use super::*;

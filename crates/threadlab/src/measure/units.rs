@@ -207,6 +207,19 @@ pub fn fmt_value(v: f64) -> String {
     }
 }
 
+/// "12.3 ns" etc.; percentages without a space, counts and ratios bare, "x" after a ratio.
+pub fn fmt_with_unit(v: f64, unit: Unit) -> String {
+    match unit {
+        Unit::Percent => format!("{}%", fmt_value(v)),
+        Unit::Ratio => format!("{}x", fmt_value(v)),
+        // A whole number of threads or events is written whole: a pool of 3, not of 3.00.
+        Unit::Count | Unit::Threads if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
+        Unit::Count | Unit::Score | Unit::Index | Unit::Threads => fmt_value(v),
+        Unit::PerS => format!("{}/s", fmt_value(v)),
+        u => format!("{} {u}", fmt_value(v)),
+    }
+}
+
 impl std::fmt::Display for Unit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

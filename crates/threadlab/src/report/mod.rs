@@ -70,20 +70,7 @@ pub fn machine_text(env: &Environment) -> String {
     env::one_line(env)
 }
 
-pub use crate::measure::units::fmt_value;
-
-/// "12.3 ns" etc.; percentages without a space, counts and ratios bare, "x" after a ratio.
-pub fn fmt_with_unit(v: f64, unit: Unit) -> String {
-    match unit {
-        Unit::Percent => format!("{}%", fmt_value(v)),
-        Unit::Ratio => format!("{}x", fmt_value(v)),
-        // A whole number of threads or events is written whole: a pool of 3, not of 3.00.
-        Unit::Count | Unit::Threads if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
-        Unit::Count | Unit::Score | Unit::Index | Unit::Threads => fmt_value(v),
-        Unit::PerS => format!("{}/s", fmt_value(v)),
-        u => format!("{} {u}", fmt_value(v)),
-    }
-}
+pub use crate::measure::units::{fmt_value, fmt_with_unit};
 
 /// A time in ns in the unit that keeps it short.
 pub fn readable_ns(ns: f64) -> String {

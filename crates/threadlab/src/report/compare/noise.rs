@@ -72,9 +72,7 @@ pub(super) fn side(m: &Metric, values: &[f64]) -> Side {
     }
 }
 
-/// The cache-line distance between the two CPUs moved more than this (either way) between the
-/// runs: the host placed the vCPUs differently, and every cross-CPU figure may follow.
-pub const PAIR_REGIME_RATIO: f64 = 1.3;
+pub use crate::measure::pair::PAIR_REGIME_RATIO;
 
 /// The share of operations whose threads shared a CPU moved more than this between the runs:
 /// the kernel placed them differently (a hand-off on one CPU is a switch, on two a wake-up). A
