@@ -15,6 +15,8 @@ use std::time::Instant;
 use crate::error::{Error, Result};
 use crate::measure::placement::{pin_current_thread, PinGuard};
 use crate::measure::spawn::spawn_scoped;
+use crate::measure::stats::median;
+use crate::measure::units::{fmt_value, fmt_with_unit, Unit};
 
 /// Round trips per reading; two readings, the faster kept.
 const ROUND_TRIPS: u64 = 1_000;
@@ -109,10 +111,127 @@ pub fn reference_pair_ns() -> f64 {
 /// placed the vCPUs differently, and every cross-CPU figure may follow.
 pub const PAIR_REGIME_RATIO: f64 = 1.3;
 
+/// A trial's reading this many times the nearest of its metric's trials counts as far apart
+/// (`placement_split`): single readings within one placement spread more than the medians
+/// `PAIR_REGIME_RATIO` compares (62-81 ns within one quick run on the guest below, against
+/// 307-354 ns for the far placement).
+pub const SPLIT_RATIO: f64 = 2.0;
+
+/// The far trials' median and the near ones' differ by more than this, percent, for a metric's
+/// note to set them side by side (`placement_split`).
+pub const SPLIT_PCT: f64 = 10.0;
+
+/// One kept trial of a metric: its value and the pair's distance read as it started, ns.
+type TrialAt = (f64, f64);
+
+/// For the note of a metric on two CPUs whose kept trials met the host's vCPUs both near and
+/// far (a reading `SPLIT_RATIO` times the nearest of them or more), at least two trials each,
+/// and read apart in the two (every trial of one group beyond every trial of the other, the
+/// groups' medians more than `SPLIT_PCT` apart): what each group read, with its distances.
+/// `values` and `pair_ns` are per kept trial, in the same order; None when they do not pair
+/// up. On the 2-vCPU guest this was written on, Tokio's fan-out tree read about 5.5 ms in
+/// trials whose pair read 60-70 ns and about 12 ms in those at 303-354 ns, while uthread's read
+/// the same either way (docs/compare.md has the trials).
+pub fn placement_split(values: &[f64], pair_ns: &[f64], unit: Unit) -> Option<String> {
+    if values.len() != pair_ns.len() || pair_ns.iter().any(|p| !(*p > 0.0 && p.is_finite())) {
+        return None;
+    }
+    let nearest = pair_ns.iter().copied().reduce(f64::min)?;
+    let trials = values.iter().copied().zip(pair_ns.iter().copied());
+    let (near, far): (Vec<TrialAt>, Vec<TrialAt>) =
+        trials.partition(|&(_, p)| p < nearest * SPLIT_RATIO);
+    if near.len() < 2 || far.len() < 2 {
+        return None;
+    }
+    let range = |g: &[TrialAt], pick: fn(&TrialAt) -> f64| {
+        let lo = g.iter().map(pick).fold(f64::INFINITY, f64::min);
+        let hi = g.iter().map(pick).fold(f64::NEG_INFINITY, f64::max);
+        (lo, hi)
+    };
+    let value = |t: &TrialAt| t.0;
+    let med = |g: &[TrialAt]| median(&g.iter().map(value).collect::<Vec<_>>());
+    let (a, b) = (med(&near), med(&far));
+    let ((near_lo, near_hi), (far_lo, far_hi)) = (range(&near, value), range(&far, value));
+    let apart = near_hi < far_lo || far_hi < near_lo;
+    if !(a > 0.0 && b > 0.0 && apart) || (b / a).max(a / b) <= 1.0 + SPLIT_PCT / 100.0 {
+        return None;
+    }
+    let span = |g: &[TrialAt]| {
+        let (lo, hi) = range(g, |t| t.1);
+        if lo.round() == hi.round() {
+            format!("{lo:.0}")
+        } else {
+            format!("{lo:.0}-{hi:.0}")
+        }
+    };
+    Some(format!(
+        "; the host moved the vCPUs during its trials: the {} with the two CPUs {} ns apart (a \
+         cache line's round trip) read {}, the {} with them {} ns apart {} ({}x)",
+        near.len(),
+        span(&near),
+        fmt_with_unit(a, unit),
+        far.len(),
+        span(&far),
+        fmt_with_unit(b, unit),
+        fmt_value(b / a)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::measure::placement::cpu_pair;
+
+    #[test]
+    fn trials_near_and_far_read_apart_are_set_side_by_side() {
+        // create.tokio.tree's trials in one quick run: four near, four far.
+        let values = [6.3, 5.9, 5.8, 6.3, 12.1, 12.6, 12.1, 11.9];
+        let pair = [70.0, 64.0, 60.0, 63.0, 320.0, 320.0, 318.0, 311.0];
+        let s = placement_split(&values, &pair, Unit::Ms).unwrap();
+        assert!(
+            s.contains("the 4 with the two CPUs 60-70 ns apart") && s.contains("read 6.10 ms"),
+            "{s}"
+        );
+        assert!(
+            s.contains("the 4 with them 311-320 ns apart 12.10 ms (1.98x)"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn no_split_when_the_groups_agree_are_too_small_or_do_not_pair_up() {
+        let pair = [64.0, 66.0, 320.0, 330.0];
+        // uthread's tree: the same either way.
+        assert_eq!(
+            placement_split(&[6.0, 6.2, 6.1, 6.3], &pair, Unit::Ms),
+            None
+        );
+        // Readings within one placement's spread (62-81 ns) are one group.
+        let jitter = [62.0, 81.0, 64.0, 79.0];
+        assert_eq!(
+            placement_split(&[6.0, 12.0, 6.1, 12.1], &jitter, Unit::Ms),
+            None
+        );
+        // One far trial is not a group.
+        let one_far = [64.0, 66.0, 65.0, 330.0];
+        assert_eq!(
+            placement_split(&[6.0, 6.2, 6.1, 12.0], &one_far, Unit::Ms),
+            None
+        );
+        // Every trial near.
+        let near = [64.0, 66.0, 65.0, 70.0];
+        assert_eq!(
+            placement_split(&[6.0, 6.2, 12.1, 12.0], &near, Unit::Ms),
+            None
+        );
+        // Values and readings that do not pair up, or a missing reading.
+        assert_eq!(placement_split(&[6.0, 12.0], &pair, Unit::Ms), None);
+        let missing = [64.0, 0.0, 320.0, 330.0];
+        assert_eq!(
+            placement_split(&[6.0, 6.2, 12.0, 12.1], &missing, Unit::Ms),
+            None
+        );
+    }
 
     #[test]
     fn a_round_trip_between_two_cpus_is_positive_and_finite() {

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::measure::env::Environment;
 use crate::measure::host::HostActivity;
+use crate::measure::pair;
 use crate::measure::stats::{two_modes, ModeCluster, Summary, TrialLog};
 use crate::measure::units::{Direction, Unit};
 
@@ -471,6 +472,18 @@ impl Metric {
         } else {
             None
         };
+        let placement = placement.to_string();
+        let note = {
+            let mut n: String = note.into();
+            if let Some(t) = &s.trials {
+                n.push_str(&t.note());
+                if crate::measure::placement::spans_two_cpus(&placement) {
+                    let split = pair::placement_split(&s.values, &t.pair_ns, unit);
+                    n.push_str(&split.unwrap_or_default());
+                }
+            }
+            n
+        };
         Metric {
             id: id.to_string(),
             unit,
@@ -484,14 +497,8 @@ impl Metric {
             samples: s.n,
             batch: s.batch,
             noisy: s.is_noisy(),
-            placement: placement.to_string(),
-            note: {
-                let mut n: String = note.into();
-                if let Some(t) = &s.trials {
-                    n.push_str(&t.note());
-                }
-                n
-            },
+            placement,
+            note,
             historical: None,
             direction: unit.default_direction(),
             values: s.values.clone(),
