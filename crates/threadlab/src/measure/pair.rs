@@ -111,10 +111,10 @@ pub fn reference_pair_ns() -> f64 {
 /// placed the vCPUs differently, and every cross-CPU figure may follow.
 pub const PAIR_REGIME_RATIO: f64 = 1.3;
 
-/// A trial's reading this many times the nearest of its metric's trials counts as far apart
+/// A step this wide between a metric's trials' readings, in order, separates two placements
 /// (`placement_split`): single readings within one placement spread more than the medians
 /// `PAIR_REGIME_RATIO` compares (62-81 ns within one quick run on the guest below, against
-/// 307-354 ns for the far placement).
+/// 303-354 ns for the far placement; a third, 29-53 ns, is less than 2x from the first).
 pub const SPLIT_RATIO: f64 = 2.0;
 
 /// The far trials' median and the near ones' differ by more than this, percent, for a metric's
@@ -125,7 +125,8 @@ pub const SPLIT_PCT: f64 = 10.0;
 type TrialAt = (f64, f64);
 
 /// For the note of a metric on two CPUs whose kept trials met the host's vCPUs both near and
-/// far (a reading `SPLIT_RATIO` times the nearest of them or more), at least two trials each,
+/// far (their readings in order step up `SPLIT_RATIO` times or more; split at the widest
+/// step), at least two trials each,
 /// and read apart in the two (every trial of one group beyond every trial of the other, the
 /// groups' medians more than `SPLIT_PCT` apart): what each group read, with its distances.
 /// `values` and `pair_ns` are per kept trial, in the same order; None when they do not pair
@@ -136,10 +137,20 @@ pub fn placement_split(values: &[f64], pair_ns: &[f64], unit: Unit) -> Option<St
     if values.len() != pair_ns.len() || pair_ns.iter().any(|p| !(*p > 0.0 && p.is_finite())) {
         return None;
     }
-    let nearest = pair_ns.iter().copied().reduce(f64::min)?;
-    let trials = values.iter().copied().zip(pair_ns.iter().copied());
-    let (near, far): (Vec<TrialAt>, Vec<TrialAt>) =
-        trials.partition(|&(_, p)| p < nearest * SPLIT_RATIO);
+    // Split at the widest step between the readings in order, if it is wide enough.
+    let mut trials: Vec<TrialAt> = values
+        .iter()
+        .copied()
+        .zip(pair_ns.iter().copied())
+        .collect();
+    trials.sort_by(|x, y| x.1.total_cmp(&y.1));
+    let (cut, step) = (1..trials.len())
+        .map(|i| (i, trials[i].1 / trials[i - 1].1))
+        .max_by(|x, y| x.1.total_cmp(&y.1))?;
+    if step < SPLIT_RATIO {
+        return None;
+    }
+    let (near, far) = trials.split_at(cut);
     if near.len() < 2 || far.len() < 2 {
         return None;
     }
@@ -150,8 +161,8 @@ pub fn placement_split(values: &[f64], pair_ns: &[f64], unit: Unit) -> Option<St
     };
     let value = |t: &TrialAt| t.0;
     let med = |g: &[TrialAt]| median(&g.iter().map(value).collect::<Vec<_>>());
-    let (a, b) = (med(&near), med(&far));
-    let ((near_lo, near_hi), (far_lo, far_hi)) = (range(&near, value), range(&far, value));
+    let (a, b) = (med(near), med(far));
+    let ((near_lo, near_hi), (far_lo, far_hi)) = (range(near, value), range(far, value));
     let apart = near_hi < far_lo || far_hi < near_lo;
     if !(a > 0.0 && b > 0.0 && apart) || (b / a).max(a / b) <= 1.0 + SPLIT_PCT / 100.0 {
         return None;
@@ -168,10 +179,10 @@ pub fn placement_split(values: &[f64], pair_ns: &[f64], unit: Unit) -> Option<St
         "; the host moved the vCPUs during its trials: the {} with the two CPUs {} ns apart (a \
          cache line's round trip) read {}, the {} with them {} ns apart {} ({}x)",
         near.len(),
-        span(&near),
+        span(near),
         fmt_with_unit(a, unit),
         far.len(),
-        span(&far),
+        span(far),
         fmt_with_unit(b, unit),
         fmt_value(b / a)
     ))
@@ -212,6 +223,10 @@ mod tests {
             placement_split(&[6.0, 12.0, 6.1, 12.1], &jitter, Unit::Ms),
             None
         );
+        // Three placements: split at the widest step (70 -> 311), which leaves one far trial.
+        let three = [29.0, 53.0, 62.0, 65.0, 70.0, 311.0];
+        let v = [62.0, 60.0, 55.0, 56.0, 55.0, 54.0];
+        assert_eq!(placement_split(&v, &three, Unit::Us), None);
         // One far trial is not a group.
         let one_far = [64.0, 66.0, 65.0, 330.0];
         assert_eq!(
