@@ -237,8 +237,9 @@ fn chan_row<'a>(
 /// carrier spins briefly before it sleeps, crossbeam backs off before it parks), a race whose
 /// regime can outlast a run: in 24 quick runs this week with the two vCPUs close (a cache
 /// line's round trip about 45 ns), two carriers read 179-226 ns a message while most runs'
-/// trials agreed within 2-8%, and in two runs the trials split in two (one read 118 ns). The
-/// two pairs' rows and their ratio carry `race`.
+/// trials agreed within 2-8%, and in two runs the trials split in two (one read 118 ns); in two
+/// runs whose trials met the vCPUs 313-325 ns apart it read 858 and 1000 ns. The two pairs'
+/// rows and their ratio carry `race`.
 ///
 /// A green thread and an OS thread: each message wakes a party asleep on the other CPU (the OS
 /// thread in a futex, the carrier in epoll_wait), so in a guest (`guest`) each one waits for the
