@@ -126,11 +126,10 @@ type TrialAt = (f64, f64);
 
 /// For the note of a metric on two CPUs whose kept trials met the host's vCPUs both near and
 /// far (their readings in order step up `SPLIT_RATIO` times or more; split at the widest
-/// step), at least two trials each,
-/// and read apart in the two (every trial of one group beyond every trial of the other, the
-/// groups' medians more than `SPLIT_PCT` apart): what each group read, with its distances.
-/// `values` and `pair_ns` are per kept trial, in the same order; None when they do not pair
-/// up. On the 2-vCPU guest this was written on, Tokio's fan-out tree read about 5.5 ms in
+/// step), at least two trials each, and read apart in the two (every trial of one group beyond
+/// every trial of the other, the groups' medians more than `SPLIT_PCT` apart): what each group
+/// read, with its distances. `values` and `pair_ns` are per kept trial, in the same order;
+/// None when they do not pair up. On the 2-vCPU guest this was written on, Tokio's fan-out tree read about 5.5 ms in
 /// trials whose pair read 60-70 ns and about 12 ms in those at 303-354 ns, while uthread's read
 /// the same either way (docs/compare.md has the trials).
 pub fn placement_split(values: &[f64], pair_ns: &[f64], unit: Unit) -> Option<String> {
@@ -195,16 +194,16 @@ mod tests {
 
     #[test]
     fn trials_near_and_far_read_apart_are_set_side_by_side() {
-        // create.tokio.tree's trials in one quick run: four near, four far.
-        let values = [6.3, 5.9, 5.8, 6.3, 12.1, 12.6, 12.1, 11.9];
-        let pair = [70.0, 64.0, 60.0, 63.0, 320.0, 320.0, 318.0, 311.0];
+        // create.tokio.tree's trials in one quick run, rounded: two near, six far.
+        let values = [5.8, 12.7, 11.5, 12.1, 12.1, 11.8, 12.6, 5.6];
+        let pair = [64.1, 307.0, 312.0, 318.0, 325.7, 302.8, 312.0, 65.9];
         let s = placement_split(&values, &pair, Unit::Ms).unwrap();
         assert!(
-            s.contains("the 4 with the two CPUs 60-70 ns apart") && s.contains("read 6.10 ms"),
+            s.contains("the 2 with the two CPUs 64-66 ns apart") && s.contains("read 5.70 ms"),
             "{s}"
         );
         assert!(
-            s.contains("the 4 with them 311-320 ns apart 12.10 ms (1.98x)"),
+            s.contains("the 6 with them 303-326 ns apart 12.10 ms (2.12x)"),
             "{s}"
         );
     }
