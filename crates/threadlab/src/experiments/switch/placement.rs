@@ -123,8 +123,8 @@ mod tests {
 
     #[test]
     fn a_run_in_either_regime_gives_the_same_recommendation() {
-        // Runs of one build on the 2-vCPU guest: every trial spinning (q28-like, 0.26 us),
-        // every trial asleep (q17, q20: 15-18 us), and a mixture.
+        // Quick suites of one build on the 2-vCPU guest: one with every trial spinning (about
+        // 0.26 us), two with every trial asleep (15-18 us), and a mixture.
         let spinning = placement_advice(&run(&[250.0, 260.0, 270.0, 255.0], 170.0));
         let asleep = placement_advice(&run(&[15400.0, 18500.0, 16800.0, 17000.0], 170.0));
         let mixed = placement_advice(&run(&[250.0, 260.0, 270.0, 16800.0], 170.0));
