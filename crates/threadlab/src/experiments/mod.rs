@@ -510,6 +510,9 @@ impl<'a> Interleaved<'a> {
     fn push(&mut self, spec: RowSpec, mut row: InterleavedRow<'a>) -> &mut Self {
         if crate::measure::placement::spans_two_cpus(&spec.placement) {
             row.precision = Precision::Race;
+        } else if !spec.hidden && !spec.placement.is_empty() {
+            // An input row does not say where it runs: it does not vote.
+            row.one_cpu = true;
         }
         self.rows.push((spec, row));
         self.last_derived = false;

@@ -61,6 +61,10 @@ pub enum Stop {
     Limit,
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// What the trial runner did for one metric (measure::sampler).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrialLog {
@@ -72,8 +76,14 @@ pub struct TrialLog {
     /// Trials set aside because the host took time from a CPU they used (steal in /proc/stat).
     pub steal: usize,
     /// Trials set aside because the machine was disturbed around them (a throughput-bound or
-    /// system-call reference read before or after the trial over 10% slower than its best).
+    /// system-call reference read before or after the trial over 10% slower than its best), or
+    /// in them (`slowed`, counted here too).
     pub disturbed: usize,
+    /// Of the `disturbed` trials, those set aside because most of the group's rows on one CPU
+    /// read over 10% above their own medians in them: the host slowed the trial between two
+    /// quiet readings. Absent (0) in files that predate it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub slowed: usize,
     pub stop: Stop,
     /// The target: half-width of the 95% interval of the median, percent of the median.
     pub target_pct: f64,
@@ -115,10 +125,16 @@ impl TrialLog {
             if self.steal > 0 {
                 why.push(format!("{} overlapped host steal", self.steal));
             }
-            if self.disturbed > 0 {
+            let beside = self.disturbed.saturating_sub(self.slowed);
+            if beside > 0 {
                 why.push(format!(
-                    "{} ran while a reference read beside them was over 10% slow",
-                    self.disturbed
+                    "{beside} ran while a reference read beside them was over 10% slow"
+                ));
+            }
+            if self.slowed > 0 {
+                why.push(format!(
+                    "in {} most of the group's rows on one CPU read over 10% slow together",
+                    self.slowed
                 ));
             }
             s.push_str(&format!(
@@ -158,6 +174,7 @@ impl TrialLog {
             kept: logs.iter().map(|l| l.kept).sum(),
             steal: logs.iter().map(|l| l.steal).sum(),
             disturbed: logs.iter().map(|l| l.disturbed).sum(),
+            slowed: logs.iter().map(|l| l.slowed).sum(),
             stop: first.stop,
             target_pct: first.target_pct,
             ci_pct: None,
@@ -229,6 +246,7 @@ impl TrialLog {
             kept,
             steal: 0,
             disturbed,
+            slowed: 0,
             stop: Stop::Limit,
             target_pct: 5.0,
             ci_pct: None,
@@ -500,6 +518,7 @@ mod tests {
             kept: values.len(),
             steal: 0,
             disturbed,
+            slowed: 0,
             stop: Stop::Precision,
             target_pct: 3.0,
             ci_pct: Some(1.0),
@@ -525,6 +544,30 @@ mod tests {
         // A part without trials cannot be pooled.
         let plain = Summary::from_samples(&[1.0, 2.0], 1).unwrap();
         assert!(Summary::pooled(&[plain]).is_none());
+    }
+
+    #[test]
+    fn the_note_says_why_each_trial_was_set_aside() {
+        let mut t = TrialLog::for_test(14, 11, 2);
+        t.steal = 1;
+        t.slowed = 1;
+        assert_eq!(
+            t.note(),
+            "; 11 trials (3 more set aside: 1 overlapped host steal, 1 ran while a reference \
+             read beside them was over 10% slow, in 1 most of the group's rows on one CPU read \
+             over 10% slow together)"
+        );
+        // A file from before `slowed` reads as it did.
+        let old: TrialLog = serde_json::from_str(
+            r#"{"taken":12,"kept":11,"steal":0,"disturbed":1,"stop":"limit","target_pct":3.0}"#,
+        )
+        .unwrap();
+        assert_eq!(old.slowed, 0);
+        assert!(
+            old.note().contains("1 ran while a reference"),
+            "{}",
+            old.note()
+        );
     }
 
     #[test]

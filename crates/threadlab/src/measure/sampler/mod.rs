@@ -23,7 +23,9 @@
 //! stole time from a CPU the rows use, or one with a slow throughput or system-call reference on
 //! either side, is set aside when enough others remain; while too few are quiet, sampling goes
 //! on to half as many trials again and half the budget again (`trials::limits`), and only then
-//! keeps every trial, disturbed or not.
+//! keeps every trial, disturbed or not. The host can also slow a trial between two quiet
+//! readings: a trial in which most of the group's rows on one CPU read well above their own
+//! medians together is set aside too (`trials::slowed_together`).
 
 mod trials;
 
@@ -142,6 +144,11 @@ pub struct InterleavedRow<'a> {
     /// known for that batch). Where the kernel put them is the regime such a figure depends
     /// on; each trial records the mean share over its batches.
     pub colocation: Option<Colocation<'a>>,
+    /// The row runs on one CPU, so where the host puts the vCPUs does not move it: it votes on
+    /// whether the host slowed a trial (`trials::slowed_together`). Rows on two CPUs or placed
+    /// by the kernel do not vote: the vCPUs' distance moves them all at once, and that is a
+    /// regime to report, not a disturbance to set aside.
+    pub one_cpu: bool,
 }
 
 /// Says, after a batch, which share of a kernel-placed row's operations had their parties on
@@ -185,6 +192,7 @@ impl<'a> InterleavedRow<'a> {
             fixed_iters: None,
             precision: Precision::Kernel,
             colocation: None,
+            one_cpu: false,
         }
     }
 
@@ -195,6 +203,12 @@ impl<'a> InterleavedRow<'a> {
 
     pub fn fixed_batch(mut self, iters: u64) -> InterleavedRow<'a> {
         self.fixed_iters = Some(iters.max(1));
+        self
+    }
+
+    /// The row runs on one CPU (see `one_cpu`).
+    pub fn on_one_cpu(mut self) -> InterleavedRow<'a> {
+        self.one_cpu = true;
         self
     }
 }

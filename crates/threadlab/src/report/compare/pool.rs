@@ -239,6 +239,7 @@ mod tests {
             kept: values.len(),
             steal: 1,
             disturbed: 0,
+            slowed: 0,
             stop: crate::measure::stats::Stop::Limit,
             target_pct: 5.0,
             ci_pct: Some(1.0),

@@ -274,6 +274,7 @@ fn trial_metric(id: &str, values: &[f64], pair_ns: f64) -> Metric {
         kept: values.len(),
         steal: 0,
         disturbed: 0,
+        slowed: 0,
         stop: crate::measure::stats::Stop::Limit,
         target_pct: 5.0,
         ci_pct: None,
