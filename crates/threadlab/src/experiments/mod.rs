@@ -786,4 +786,38 @@ mod tests {
             .starts_with("[idle_vcpu] t.a / t.b"));
         assert!(flags("t.d").is_empty());
     }
+
+    #[test]
+    fn only_shown_rows_on_one_cpu_vote_on_a_slowed_trial() {
+        let mut group = Interleaved::new();
+        let batch = |_: u64| Ok(Duration::from_micros(1));
+        group
+            .row("t.same", Unit::Ns, "same_cpu(0)", "", batch)
+            .row("t.cross", Unit::Ns, "cross_cpu(0,1)", "", batch)
+            .row("t.free", Unit::Ns, "unpinned", "", batch)
+            .row_fixed(
+                "t.pool",
+                Unit::Ms,
+                "cpus(0,1), one worker per CPU",
+                "",
+                1,
+                batch,
+            )
+            .input("t.raw", batch);
+        let votes: Vec<(&str, bool)> = group
+            .rows
+            .iter()
+            .map(|(spec, row)| (spec.id.as_str(), row.one_cpu))
+            .collect();
+        assert_eq!(
+            votes,
+            [
+                ("t.same", true),
+                ("t.cross", false),
+                ("t.free", false),
+                ("t.pool", false),
+                ("t.raw", false)
+            ]
+        );
+    }
 }

@@ -123,7 +123,8 @@ pub struct HostActivity {
     pub trials: usize,
     /// Trials set aside because the host stole time from a CPU they used.
     pub trials_set_aside_steal: usize,
-    /// Trials set aside because a reference read beside them was slow.
+    /// Trials set aside because a reference read beside them was slow, or because most of
+    /// their group's one-CPU rows read slow in them (`TrialLog::slowed`).
     pub trials_set_aside_disturbed: usize,
     /// Run delay of the lab's threads during those trials (runnable, waiting for a CPU), ms.
     pub run_delay_ms: f64,
