@@ -510,9 +510,11 @@ impl<'a> Interleaved<'a> {
     fn push(&mut self, spec: RowSpec, mut row: InterleavedRow<'a>) -> &mut Self {
         if crate::measure::placement::spans_two_cpus(&spec.placement) {
             row.precision = Precision::Race;
-        } else if !spec.hidden && !spec.placement.is_empty() {
-            // An input row does not say where it runs: it does not vote.
-            row.one_cpu = true;
+        }
+        // An input row does not say where it runs, and a row against a server elsewhere
+        // depends on that host and the network: neither votes.
+        if !spec.hidden && crate::measure::placement::on_one_cpu(&spec.placement) {
+            row = row.on_one_cpu();
         }
         self.rows.push((spec, row));
         self.last_derived = false;
@@ -803,6 +805,13 @@ mod tests {
                 1,
                 batch,
             )
+            .row(
+                "t.remote",
+                Unit::Us,
+                "client_cpu(0),server(10.0.0.2:7000)",
+                "",
+                batch,
+            )
             .input("t.raw", batch);
         let votes: Vec<(&str, bool)> = group
             .rows
@@ -816,6 +825,7 @@ mod tests {
                 ("t.cross", false),
                 ("t.free", false),
                 ("t.pool", false),
+                ("t.remote", false),
                 ("t.raw", false)
             ]
         );

@@ -78,6 +78,16 @@ pub fn is_unpinned(placement: &str) -> bool {
     placement == "unpinned"
 }
 
+/// Whether a metric with this placement runs all its parties on one CPU of this machine:
+/// "same_cpu(N)" and nothing else (not a server on another host, "client_cpu(0),server(...)").
+pub fn on_one_cpu(placement: &str) -> bool {
+    placement
+        .strip_prefix("same_cpu(")
+        .and_then(|rest| rest.strip_suffix(')'))
+        .and_then(parse_cpu_list)
+        .is_some_and(|cpus| cpus.len() == 1)
+}
+
 /// Whether a metric with this placement has its parties on two CPUs or lets the kernel place
 /// them: "unpinned", or a list of more than one CPU ("cross_cpu(0,1)", "cpus(0,1), one worker
 /// pinned per CPU"). "same_cpu(0)" and names without a list do not.
@@ -302,6 +312,22 @@ mod tests {
             "",
         ] {
             assert!(!spans_two_cpus(one), "{one}");
+        }
+    }
+
+    #[test]
+    fn only_same_cpu_with_one_cpu_is_on_one_cpu() {
+        assert!(on_one_cpu("same_cpu(0)") && on_one_cpu("same_cpu(3)"));
+        for not_one in [
+            "unpinned",
+            "cross_cpu(0,1)",
+            "same_cpu(0,1)",
+            "same_cpu(0) and more",
+            "client_cpu(0),server(10.0.0.2:7000)",
+            "one uthread carrier on CPU 0",
+            "",
+        ] {
+            assert!(!on_one_cpu(not_one), "{not_one}");
         }
     }
 

@@ -80,8 +80,8 @@ pub struct TrialLog {
     /// in them (`slowed`, counted here too).
     pub disturbed: usize,
     /// Of the `disturbed` trials, those set aside because most of the group's rows on one CPU
-    /// read over 10% above their own medians in them: the host slowed the trial between two
-    /// quiet readings. Absent (0) in files that predate it.
+    /// (at least 3) read over 10% above their own medians in them: the host slowed the trial
+    /// between two quiet readings. Absent (0) in files that predate it.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub slowed: usize,
     pub stop: Stop,
@@ -133,7 +133,8 @@ impl TrialLog {
             }
             if self.slowed > 0 {
                 why.push(format!(
-                    "in {} most of the group's rows on one CPU read over 10% slow together",
+                    "{} slowed with most of the group's one-CPU rows (each over 10% above its \
+                     own median)",
                     self.slowed
                 ));
             }
@@ -554,8 +555,8 @@ mod tests {
         assert_eq!(
             t.note(),
             "; 11 trials (3 more set aside: 1 overlapped host steal, 1 ran while a reference \
-             read beside them was over 10% slow, in 1 most of the group's rows on one CPU read \
-             over 10% slow together)"
+             read beside them was over 10% slow, 1 slowed with most of the group's one-CPU rows \
+             (each over 10% above its own median))"
         );
         // A file from before `slowed` reads as it did.
         let old: TrialLog = serde_json::from_str(
