@@ -250,12 +250,19 @@ impl Outcome {
 
     /// Says, in the note of every metric whose samples fell in two clusters, what the two are:
     /// `cross_cpu` explains metrics placed on two CPUs (the wake-up of an idle CPU), `other`
-    /// the rest.
+    /// those on one; for threads the kernel places, which CPUs it chose comes first.
     pub fn explain_modes(&mut self, cross_cpu: &str, other: &str) {
+        let placed = format!(
+            "the kernel put the threads on one CPU in some trials and on two in others, and the two \
+             cost differently (each trial's share of operations on one CPU is in the results \
+             file's trials.colocated); across CPUs, too, {cross_cpu}"
+        );
         for m in self.metrics.iter_mut() {
             let Some(modes) = &m.modes else { continue };
             let why = if m.placement.starts_with("cross_cpu") {
                 cross_cpu
+            } else if crate::measure::placement::spans_two_cpus(&m.placement) {
+                &placed
             } else {
                 other
             };
@@ -787,6 +794,34 @@ mod tests {
             .note
             .starts_with("[idle_vcpu] t.a / t.b"));
         assert!(flags("t.d").is_empty());
+    }
+
+    #[test]
+    fn two_clusters_are_explained_by_where_the_threads_ran() {
+        let mut out = Outcome::default();
+        let two = Summary::from_samples(&[5.8, 5.7, 17.3, 17.4, 17.2, 17.5, 17.3, 17.4], 1)
+            .expect("finite samples");
+        for (id, placement) in [
+            ("t.same", "same_cpu(0)"),
+            ("t.cross", "cross_cpu(0,1)"),
+            ("t.free", "unpinned"),
+        ] {
+            let m = out.add_ns(id, Unit::Ns, &two, placement, "n").unwrap();
+            assert!(m.modes.is_some(), "the samples fall in two clusters");
+        }
+        out.explain_modes("IDLE", "HOST");
+        let note = |id: &str| out.metric(id).unwrap().note.clone();
+        assert!(note("t.same").ends_with(": HOST"), "{}", note("t.same"));
+        assert!(note("t.cross").ends_with(": IDLE"), "{}", note("t.cross"));
+        // A contended lock left to the kernel read 5.78 ns in the trials whose threads shared a
+        // CPU and 17.35 ns in the others: not two phases of the host.
+        let free = note("t.free");
+        assert!(
+            free.contains("the kernel put the threads on one CPU in some trials")
+                && free.ends_with("across CPUs, too, IDLE")
+                && !free.contains("HOST"),
+            "{free}"
+        );
     }
 
     #[test]
