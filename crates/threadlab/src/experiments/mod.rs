@@ -438,10 +438,12 @@ impl<'a> Interleaved<'a> {
                     .map(|mut r| move |n| op(r.as_mut(), n))
             })
         } else {
+            // Its trials share the program's regime (docs/compare.md, "the life of the process").
             let running = &peer.running;
             self.row(id, Unit::Ns, placement, note, move |n| {
                 op(running.borrow_mut().as_mut(), n)
             })
+            .flag(Flag::OneProgram)
         }
     }
 
@@ -685,7 +687,15 @@ fn derive(d: DerivedSpec, measured: &[(String, Summary)], out: &mut Outcome) -> 
     }
     let s = Summary::from_trials(per_trial, inputs[0].batch, log)
         .ok_or_else(|| Error::Fail(format!("{}: no finite values", d.id)))?;
+    // A row derived from one that ran in one program of a peer's shares that program's regime.
+    let one_program = d.inputs.iter().any(|id| {
+        out.metric(id)
+            .is_some_and(|m| crate::results::flag::has(m, Flag::OneProgram))
+    });
     let m = out.add(Metric::from_summary(&d.id, d.unit, &s, placement, d.note));
+    if one_program {
+        add_flag(m, Flag::OneProgram);
+    }
     if d.ratio {
         m.ratio_of = Some([d.inputs[0].clone(), d.inputs[1].clone()]);
         m.batch = 1;
@@ -781,7 +791,10 @@ mod tests {
             .flag(Flag::IdleVcpu)
             .derived("t.d", Unit::Ns, "same_cpu(0)", "d", &["t.a", "t.b"], |v| {
                 v[0] - v[1]
-            });
+            })
+            .row("t.g", Unit::Ns, "same_cpu(0)", "g", spin(150))
+            .flag(Flag::OneProgram)
+            .ratio("t.b.vs_g", "t.b", "t.g", "b over g");
         group.measure(&ctx, &mut out).unwrap();
         let flags = |id: &str| out.metric(id).unwrap().flags.clone();
         assert_eq!(flags("t.a"), ["race"]);
@@ -794,6 +807,8 @@ mod tests {
             .note
             .starts_with("[idle_vcpu] t.a / t.b"));
         assert!(flags("t.d").is_empty());
+        // A ratio to a row that ran in one peer program shares that program's regime.
+        assert_eq!(flags("t.b.vs_g"), ["one_program"]);
     }
 
     #[test]

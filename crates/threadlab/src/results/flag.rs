@@ -24,10 +24,13 @@ pub enum Flag {
     /// It times the wake-up of an idle virtual CPU, which the host serves differently from
     /// one run to the next.
     IdleVcpu,
+    /// Every trial ran in the one program of a peer started for the group (Go's), whose regime
+    /// can last that program's life.
+    OneProgram,
 }
 
 impl Flag {
-    pub const ALL: [Flag; 7] = [
+    pub const ALL: [Flag; 8] = [
         Flag::ClientBound,
         Flag::ListenOverflow,
         Flag::Saturated,
@@ -35,6 +38,7 @@ impl Flag {
         Flag::LittleLawMismatch,
         Flag::Race,
         Flag::IdleVcpu,
+        Flag::OneProgram,
     ];
 
     /// The stable snake_case name the results file keeps.
@@ -47,6 +51,7 @@ impl Flag {
             Flag::LittleLawMismatch => "little_law_mismatch",
             Flag::Race => super::RACE_FLAG,
             Flag::IdleVcpu => "idle_vcpu",
+            Flag::OneProgram => "one_program",
         }
     }
 
@@ -80,6 +85,11 @@ impl Flag {
             Flag::IdleVcpu => {
                 "it times the wake-up of an idle virtual CPU, which the host brings back faster \
                  or slower from one run to the next: compare reads its changes as unstable"
+            }
+            Flag::OneProgram => {
+                "every trial ran in one program of a peer's (Go's, started once for the group), \
+                 whose regime can last that program's life: compare reads its changes as \
+                 unstable"
             }
         }
     }

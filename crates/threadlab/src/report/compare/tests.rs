@@ -266,7 +266,7 @@ fn a_fleet_marks_the_fastest_and_slowest() {
 }
 
 /// A metric made of trials: `values` one per trial, and the trials' CPU-pair distances.
-fn trial_metric(id: &str, values: &[f64], pair_ns: f64) -> Metric {
+pub(super) fn trial_metric(id: &str, values: &[f64], pair_ns: f64) -> Metric {
     let mut m = Metric::from_values(id, Unit::Ns, values, 1, "cross_cpu(0,1)", "n").unwrap();
     m.batches = values.iter().map(|v| vec![*v; 3]).collect();
     m.trials = Some(crate::measure::stats::TrialLog {
@@ -459,7 +459,7 @@ pub(super) fn with_metrics(mut r: Run, metrics: Vec<Metric>) -> Run {
 }
 
 /// Steady trials (about +-1%) around `base`.
-fn steady(base: f64) -> Vec<f64> {
+pub(super) fn steady(base: f64) -> Vec<f64> {
     samples(base, 12)
 }
 
