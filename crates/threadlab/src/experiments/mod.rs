@@ -438,13 +438,22 @@ impl<'a> Interleaved<'a> {
                     .map(|mut r| move |n| op(r.as_mut(), n))
             })
         } else {
-            // Its trials share the program's regime (docs/compare.md, "the life of the process").
             let running = &peer.running;
             self.row(id, Unit::Ns, placement, note, move |n| {
                 op(running.borrow_mut().as_mut(), n)
             })
-            .flag(Flag::OneProgram)
+            .one_program(peer)
         }
+    }
+
+    /// The last row added runs every trial in `peer`'s one program, started for the group, when
+    /// the peer is a program of its own (Go's): it carries `one_program`, since that program's
+    /// regime can last its life (docs/compare.md, "the life of the process").
+    pub fn one_program(&mut self, peer: &crate::subjects::peers::Started) -> &mut Self {
+        if peer.info.own_process {
+            self.flag(Flag::OneProgram);
+        }
+        self
     }
 
     /// A row measured only as the input of derived rows (an overhead, a raw figure), named by

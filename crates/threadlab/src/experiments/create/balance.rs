@@ -143,7 +143,7 @@ fn burst_rows<'a>(group: &mut Interleaved<'a>, s: &'a Subjects) {
             1,
             move |n| running.borrow_mut().burst(s.size, n),
         );
-        one_program(group, peer);
+        group.one_program(peer);
     }
 }
 
@@ -186,15 +186,7 @@ fn tree_rows<'a>(group: &mut Interleaved<'a>, s: &'a Subjects) {
             1,
             move |n| running.borrow_mut().tree(s.depth, n),
         );
-        one_program(group, peer);
-    }
-}
-
-/// A peer in its own program (Go's) runs every trial of the row just added in the one program
-/// started for the group, whose regime can last its life (docs/compare.md).
-fn one_program(group: &mut Interleaved<'_>, peer: &Started) {
-    if peer.info.own_process {
-        group.flag(crate::results::flag::Flag::OneProgram);
+        group.one_program(peer);
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::measure::stats::{median, Summary};
+use crate::results::flag::Flag;
 
 /// What identifies a machine and kernel for the purpose of comparing code.
 pub(super) fn fingerprint(r: &RunResults) -> Vec<(&'static str, String)> {
@@ -159,43 +160,10 @@ pub fn regime_change(
     if let Some(why) = host_phases(ma, mb) {
         return Some(why);
     }
-    if [ma, mb]
-        .iter()
-        .any(|m| crate::results::flag::has(m, crate::results::flag::Flag::IdleVcpu))
-    {
-        return Some(
-            "it times the wake-up of an idle virtual CPU, and how fast the host brings one back \
-             changes between runs (on a 2-vCPU guest the runs' medians of the cross-CPU \
-             wake-up spread 22% while each run's trials agreed within 5%, and the doctor's \
-             cross-CPU loopback echo read 40-52 us in 16 runs and 62-65 us in 3): run both \
-             again"
-                .to_string(),
-        );
-    }
-    if [ma, mb]
-        .iter()
-        .any(|m| crate::results::flag::has(m, crate::results::flag::Flag::OneProgram))
-    {
-        return Some(
-            "every trial ran in one program of a peer's, started once for the group, and such a \
-             program's regime can last its life (over 92 quick runs on a 2-vCPU guest \
-             switch.go.yield's medians read 56.4-61.1 ns from the 10th to the 90th percentile \
-             and five runs 65.0-98.8, while each run's trials agreed within a few per cent): \
-             run both again"
-                .to_string(),
-        );
-    }
-    if [ma, mb]
-        .iter()
-        .any(|m| crate::results::flag::has(m, crate::results::flag::Flag::Race))
-    {
-        return Some(
-            "a race between threads decides this figure, and its outcome can outlast all the \
-             trials of a run (in back-to-back runs of the same build on one machine, such \
-             figures moved up to 2x while each run's trials agreed): run both again, or read \
-             the rows on one CPU"
-                .to_string(),
-        );
+    for flag in [Flag::IdleVcpu, Flag::OneProgram, Flag::Race] {
+        if [ma, mb].iter().any(|m| crate::results::flag::has(m, flag)) {
+            return flag_regime(flag).map(str::to_string);
+        }
     }
     let stepped: Vec<String> = [("A", ma), ("B", mb)]
         .iter()
@@ -226,6 +194,34 @@ pub fn regime_change(
              decides the figure; compare the modes, or use --repeat",
             bimodal.join(" and ")
         )
+    })
+}
+
+/// Why a change of a metric carrying `flag` is the flag's regime and not the code's, for the
+/// flags that make it so (`regime_change`).
+fn flag_regime(flag: Flag) -> Option<&'static str> {
+    Some(match flag {
+        Flag::IdleVcpu => {
+            "it times the wake-up of an idle virtual CPU, and how fast the host brings one back \
+             changes between runs (on a 2-vCPU guest the runs' medians of the cross-CPU \
+             wake-up spread 22% while each run's trials agreed within 5%, and the doctor's \
+             cross-CPU loopback echo read 40-52 us in 16 runs and 62-65 us in 3): run both \
+             again"
+        }
+        Flag::OneProgram => {
+            "every trial ran in one program of a peer's, started once for the group, and such a \
+             program's regime can last its life (over 92 quick runs on a 2-vCPU guest \
+             switch.go.yield's medians read 56.4-61.1 ns from the 10th to the 90th percentile \
+             and five runs 65.0-98.8, while each run's trials agreed within a few per cent): \
+             run both again"
+        }
+        Flag::Race => {
+            "a race between threads decides this figure, and its outcome can outlast all the \
+             trials of a run (in back-to-back runs of the same build on one machine, such \
+             figures moved up to 2x while each run's trials agreed): run both again, or read \
+             the rows on one CPU"
+        }
+        _ => return None,
     })
 }
 

@@ -1,20 +1,15 @@
 //! Rows whose trials all ran in one program of a peer's: unstable when they move.
 
-use super::tests::{gated, run, steady, trial_metric, with_metrics};
+use super::tests::{gated, run, steady_row, with_metrics};
 use super::*;
-use crate::results::flag::{add_flag, Flag};
+use crate::results::flag::Flag;
 
 #[test]
 fn a_row_of_one_peer_program_that_moved_is_unstable_and_a_row_of_fresh_trials_is_slower() {
     // An A/A pair seen on a 2-vCPU guest: switch.go.yield 56.73 ns in A and 63.35 ns in B, each
     // run's trials within a few per cent, all of a run's trials in one Go program.
     let row = |base: f64, flagged: bool| {
-        let mut m = trial_metric("x.go.yield", &steady(base), 45.0);
-        m.placement = "same_cpu(0)".into();
-        if flagged {
-            add_flag(&mut m, Flag::OneProgram);
-        }
-        m
+        steady_row("x.go.yield", base, flagged.then_some(Flag::OneProgram))
     };
     let o = gated();
     let a = with_metrics(run("a", &[]), vec![row(56.73, true)]);

@@ -1,6 +1,7 @@
 //! Comparisons of literal runs: the statistics, the noise floor, the verdicts, the text and the fleet.
 
 use super::*;
+use crate::results::flag::Flag;
 use crate::results::{Attempt, ExperimentResult};
 
 /// A run with one experiment whose metrics take the given samples.
@@ -403,11 +404,7 @@ fn a_figure_whose_trials_step_to_another_level_partway_through_a_run_is_unstable
 fn an_idle_vcpu_wake_up_that_moved_is_unstable_and_unflagged_it_is_slower() {
     let o = gated();
     let wake = |base: f64, flagged: bool| {
-        let mut m = trial_metric("x.wake.cross_cpu", &steady(base), 45.0);
-        if flagged {
-            crate::results::flag::add_flag(&mut m, crate::results::flag::Flag::IdleVcpu);
-        }
-        m
+        steady_row("x.wake.cross_cpu", base, flagged.then_some(Flag::IdleVcpu))
     };
     // A pair seen here: 20.5 us in A, 25.9 us in B, each run's trials within a few per cent.
     let a = with_metrics(run("a", &[]), vec![wake(20.5, true)]);
@@ -461,6 +458,15 @@ pub(super) fn with_metrics(mut r: Run, metrics: Vec<Metric>) -> Run {
 /// Steady trials (about +-1%) around `base`.
 pub(super) fn steady(base: f64) -> Vec<f64> {
     samples(base, 12)
+}
+
+/// A metric of steady trials around `base` on two CPUs 45 ns apart, carrying `flag` if any.
+pub(super) fn steady_row(id: &str, base: f64, flag: Option<Flag>) -> Metric {
+    let mut m = trial_metric(id, &steady(base), 45.0);
+    if let Some(f) = flag {
+        crate::results::flag::add_flag(&mut m, f);
+    }
+    m
 }
 
 #[test]
