@@ -421,8 +421,8 @@ impl<'a> Interleaved<'a> {
 
     /// The row `id` timing `op` on a started peer: on a runtime started afresh for every trial
     /// where the peer allows it (a runtime's stacks, pools and their addresses last its life
-    /// and can set a figure for all of it), else on the one started for the group. `note` gets
-    /// a clause saying which.
+    /// and can set a figure for all of it), else on the programs started for the group, taken
+    /// in turn trial by trial where there are several (Go's). `note` gets a clause saying which.
     pub fn peer_row(
         &mut self,
         peer: &'a crate::subjects::peers::Started,
@@ -437,6 +437,25 @@ impl<'a> Interleaved<'a> {
                     .start(cancel)
                     .map(|mut r| move |n| op(r.as_mut(), n))
             })
+        } else if peer.running.borrow().programs() > 1 {
+            let programs = peer.running.borrow().programs();
+            let note = format!(
+                "{note}; {programs} copies of the program, started for the group, taken in \
+                 turn trial by trial"
+            );
+            let running = &peer.running;
+            let mut trials = 0;
+            self.row_fresh(id, Unit::Ns, placement, note, move || {
+                // Each batch names its program: the group's other rows of this peer share it.
+                let k = trials;
+                trials += 1;
+                Ok(move |n| {
+                    let mut r = running.borrow_mut();
+                    r.use_program(k);
+                    op(r.as_mut(), n)
+                })
+            })
+            .one_program(peer)
         } else {
             let running = &peer.running;
             self.row(id, Unit::Ns, placement, note, move |n| {
@@ -446,9 +465,10 @@ impl<'a> Interleaved<'a> {
         }
     }
 
-    /// The last row added runs every trial in `peer`'s one program, started for the group, when
-    /// the peer is a program of its own (Go's): it carries `one_program`, since that program's
-    /// regime can last its life (docs/compare.md, "the life of the process").
+    /// The last row added runs its trials in `peer`'s programs, started for the group, when the
+    /// peer is a program of its own (Go's): it carries `one_program`, since each program's
+    /// regime can last its life and a run sees only one or a few of them (docs/compare.md, "the
+    /// life of the process").
     pub fn one_program(&mut self, peer: &crate::subjects::peers::Started) -> &mut Self {
         if peer.info.own_process {
             self.flag(Flag::OneProgram);
@@ -773,120 +793,4 @@ pub fn find_probe(name: &str) -> Option<&'static Probe> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_flag_goes_to_the_row_or_ratio_added_last_from_the_moment_it_is_made() {
-        let alone = Standalone::new();
-        let ctx = alone.ctx(Mode::Tiny);
-        let mut out = Outcome::default();
-        let mut group = Interleaved::new();
-        let spin = |per_op: u64| {
-            move |n: u64| {
-                let t = std::time::Instant::now();
-                while t.elapsed() < Duration::from_nanos(n * per_op) {
-                    std::hint::spin_loop();
-                }
-                Ok(t.elapsed())
-            }
-        };
-        group
-            .row("t.a", Unit::Ns, "same_cpu(0)", "a", spin(200))
-            .flag(Flag::Race)
-            .flag(Flag::Race)
-            .row("t.b", Unit::Ns, "same_cpu(0)", "b", spin(100))
-            .ratio("t.a.vs_b", "t.a", "t.b", "a over b")
-            .flag(Flag::IdleVcpu)
-            .derived("t.d", Unit::Ns, "same_cpu(0)", "d", &["t.a", "t.b"], |v| {
-                v[0] - v[1]
-            })
-            .row("t.g", Unit::Ns, "same_cpu(0)", "g", spin(150))
-            .flag(Flag::OneProgram)
-            .ratio("t.b.vs_g", "t.b", "t.g", "b over g");
-        group.measure(&ctx, &mut out).unwrap();
-        let flags = |id: &str| out.metric(id).unwrap().flags.clone();
-        assert_eq!(flags("t.a"), ["race"]);
-        assert!(out.metric("t.a").unwrap().note.starts_with("[race] a"));
-        assert!(flags("t.b").is_empty());
-        assert_eq!(flags("t.a.vs_b"), ["idle_vcpu"]);
-        assert!(out
-            .metric("t.a.vs_b")
-            .unwrap()
-            .note
-            .starts_with("[idle_vcpu] t.a / t.b"));
-        assert!(flags("t.d").is_empty());
-        // A ratio to a row that ran in one peer program shares that program's regime.
-        assert_eq!(flags("t.b.vs_g"), ["one_program"]);
-    }
-
-    #[test]
-    fn two_clusters_are_explained_by_where_the_threads_ran() {
-        let mut out = Outcome::default();
-        let two = Summary::from_samples(&[5.8, 5.7, 17.3, 17.4, 17.2, 17.5, 17.3, 17.4], 1)
-            .expect("finite samples");
-        for (id, placement) in [
-            ("t.same", "same_cpu(0)"),
-            ("t.cross", "cross_cpu(0,1)"),
-            ("t.free", "unpinned"),
-        ] {
-            let m = out.add_ns(id, Unit::Ns, &two, placement, "n").unwrap();
-            assert!(m.modes.is_some(), "the samples fall in two clusters");
-        }
-        out.explain_modes("IDLE", "HOST");
-        let note = |id: &str| out.metric(id).unwrap().note.clone();
-        assert!(note("t.same").ends_with(": HOST"), "{}", note("t.same"));
-        assert!(note("t.cross").ends_with(": IDLE"), "{}", note("t.cross"));
-        // A contended lock left to the kernel read 5.78 ns in the trials whose threads shared a
-        // CPU and 17.35 ns in the others: not two phases of the host.
-        let free = note("t.free");
-        assert!(
-            free.contains("the kernel put the threads on one CPU in some trials")
-                && free.ends_with("across CPUs, too, IDLE")
-                && !free.contains("HOST"),
-            "{free}"
-        );
-    }
-
-    #[test]
-    fn only_shown_rows_on_one_cpu_vote_on_a_slowed_trial() {
-        let mut group = Interleaved::new();
-        let batch = |_: u64| Ok(Duration::from_micros(1));
-        group
-            .row("t.same", Unit::Ns, "same_cpu(0)", "", batch)
-            .row("t.cross", Unit::Ns, "cross_cpu(0,1)", "", batch)
-            .row("t.free", Unit::Ns, "unpinned", "", batch)
-            .row_fixed(
-                "t.pool",
-                Unit::Ms,
-                "cpus(0,1), one worker per CPU",
-                "",
-                1,
-                batch,
-            )
-            .row(
-                "t.remote",
-                Unit::Us,
-                "client_cpu(0),server(10.0.0.2:7000)",
-                "",
-                batch,
-            )
-            .input("t.raw", batch);
-        let votes: Vec<(&str, bool)> = group
-            .rows
-            .iter()
-            .map(|(spec, row)| (spec.id.as_str(), row.one_cpu))
-            .collect();
-        assert_eq!(
-            votes,
-            [
-                ("t.same", true),
-                ("t.cross", false),
-                ("t.free", false),
-                ("t.pool", false),
-                ("t.remote", false),
-                ("t.raw", false)
-            ]
-        );
-    }
-}
+mod tests;

@@ -87,9 +87,9 @@ impl Flag {
                  or slower from one run to the next: compare reads its changes as unstable"
             }
             Flag::OneProgram => {
-                "every trial ran in one program of a peer's (Go's, started once for the group), \
-                 whose regime can last that program's life: compare reads its changes as \
-                 unstable"
+                "its trials ran in a peer's own programs (Go's, started once for the group: one, \
+                 or three taken in turn), each of whose regimes can last its life: compare reads \
+                 its changes as unstable"
             }
         }
     }

@@ -17,7 +17,7 @@ fn a_row_of_one_peer_program_that_moved_is_unstable_and_a_row_of_fresh_trials_is
     let c = compare_pair(&a, &b, &o).unwrap();
     assert_eq!(c.rows[0].verdict, Verdict::Unstable, "{c:#?}");
     assert_eq!(c.exit_status(), 0);
-    assert!(render_pair_text(&c).contains("one program of a peer's"));
+    assert!(render_pair_text(&c).contains("ran in a peer's own programs"));
     // The same move of a row whose trials each had their own subject fails the gate.
     let a = with_metrics(run("a", &[]), vec![row(56.73, false)]);
     let b = with_metrics(run("b", &[]), vec![row(63.35, false)]);

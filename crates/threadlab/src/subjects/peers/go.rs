@@ -53,15 +53,30 @@ impl Peer for Go {
     }
 
     fn start(&self, cancel: &Cancel) -> Result<Box<dyn Running>> {
-        Ok(Box::new(GoPeer::start(cancel)?))
+        Ok(Box::new(GoPeer::start(cancel, PROGRAMS)?))
     }
 
-    /// The same program: its burst and tree batches set GOMAXPROCS=2 themselves, on the CPUs
-    /// it inherits.
+    /// One program: its burst and tree batches set GOMAXPROCS=2 themselves, on the CPUs it
+    /// inherits.
     fn start_on_two(&self, cancel: &Cancel, _cpus: (usize, usize)) -> Result<Box<dyn Running>> {
-        self.start(cancel)
+        Ok(Box::new(GoPeer::start(cancel, 1)?))
     }
 }
+
+/// How many copies of the program a group's rows run in, taken in turn trial by trial
+/// (`Running::use_program`).
+///
+/// Why: a Go program's `yield` batches fall at two levels, about 55 and 75-80 ns per switch,
+/// and in the lab a program tends to stay at one. Run back to back outside the lab, 12 programs
+/// each moved between the two from batch to batch; in the lab, where a collection and seconds of
+/// other rows follow each batch, the four trials of one program read 79.2-86.8 ns and the other
+/// two programs' 55.2-61.1 in the same run, and with one program per group whole runs read
+/// 65.0-98.8 ns (5 of 92 quick runs, against 56.4-61.1 from the 10th to the 90th percentile).
+/// With three, a run's median is a slow level only when two of its three programs keep one. Two
+/// idle programs beside the lab did not move `create.thread.unpinned` (38.6-39.9 us with them,
+/// 39.8-40.9 without, alternated three times), unlike a program started at every trial
+/// (docs/compare.md).
+pub const PROGRAMS: usize = 3;
 
 impl Running for GoPeer {
     fn spawn_join(&mut self, n: u64) -> Result<Duration> {
@@ -82,6 +97,14 @@ impl Running for GoPeer {
 
     fn tree(&mut self, depth: u32, n: u64) -> Result<Duration> {
         self.batches(GoBench::Tree, u64::from(depth), n)
+    }
+
+    fn programs(&self) -> usize {
+        self.programs.len()
+    }
+
+    fn use_program(&mut self, k: usize) {
+        self.current = k % self.programs.len();
     }
 }
 
@@ -110,20 +133,28 @@ impl GoBench {
     }
 }
 
-/// The running Go peer: batches are asked for one at a time. Dropping it ends the program and
-/// removes its build folder.
+/// The running Go peer: one build, started as one or more programs; batches are asked for one
+/// at a time, of the program `use_program` chose. Dropping it ends the programs and removes the
+/// build folder.
 pub struct GoPeer {
-    // Field order is drop order: the program ends before its folder is removed.
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    process: Supervised,
+    // Field order is drop order: the programs end before their folder is removed.
+    programs: Vec<GoProgram>,
+    current: usize,
     _built: Built,
 }
 
+/// One running copy of the program.
+struct GoProgram {
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    process: Supervised,
+}
+
 impl GoPeer {
-    /// Builds bench.go and starts it with GOMAXPROCS=1. `Err(Skip)` when there is no usable Go
-    /// toolchain, with what was found; a build interrupted by a signal is `Err(Cancelled)`.
-    pub fn start(cancel: &Cancel) -> Result<GoPeer> {
+    /// Builds bench.go and starts it `programs` times (at least once) with GOMAXPROCS=1.
+    /// `Err(Skip)` when there is no usable Go toolchain, with what was found; a build
+    /// interrupted by a signal is `Err(Cancelled)`.
+    pub fn start(cancel: &Cancel, programs: usize) -> Result<GoPeer> {
         let built = build(
             GO_PROGRAM,
             "threadlabpeer",
@@ -131,6 +162,33 @@ impl GoPeer {
             "the Go peer program",
             cancel,
         )?;
+        let programs = (0..programs.max(1))
+            .map(|_| GoProgram::start(&built))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(GoPeer {
+            programs,
+            current: 0,
+            _built: built,
+        })
+    }
+
+    /// Runs one batch of `n` operations in the current program; the time it measured itself.
+    pub fn batch(&mut self, bench: GoBench, n: u64) -> Result<Duration> {
+        self.programs[self.current].batch(bench, n)
+    }
+
+    /// `n` batches of `bench`, each of argument `arg` (a burst's size, a tree's depth).
+    fn batches(&mut self, bench: GoBench, arg: u64, n: u64) -> Result<Duration> {
+        let mut took = Duration::ZERO;
+        for _ in 0..n {
+            took += self.batch(bench, arg)?;
+        }
+        Ok(took)
+    }
+}
+
+impl GoProgram {
+    fn start(built: &Built) -> Result<GoProgram> {
         let mut run = Command::new(&built.exe);
         run.env("GOMAXPROCS", "1")
             .stdin(Stdio::piped())
@@ -140,18 +198,17 @@ impl GoPeer {
             .map_err(|e| Error::Skip(format!("cannot start the Go peer program: {e}")))?;
         let stdin = process.child.stdin.take().expect("stdin was piped");
         let stdout = BufReader::new(process.child.stdout.take().expect("stdout was piped"));
-        Ok(GoPeer {
+        Ok(GoProgram {
             stdin,
             stdout,
             process,
-            _built: built,
         })
     }
 
-    /// Runs one batch of `n` operations in the Go program; the time it measured itself. A peer
-    /// that a terminal's signal ended (it shares the lab's process group) is `Cancelled`, not a
+    /// One batch of `n` operations; the time the program measured itself. A program that a
+    /// terminal's signal ended (it shares the lab's process group) is `Cancelled`, not a
     /// failure: the same signal reaches the lab an instant later.
-    pub fn batch(&mut self, bench: GoBench, n: u64) -> Result<Duration> {
+    fn batch(&mut self, bench: GoBench, n: u64) -> Result<Duration> {
         let sent = writeln!(self.stdin, "{} {n}", bench.word()).and_then(|_| self.stdin.flush());
         if let Err(e) = sent {
             return Err(self.lost(format!("the Go peer program stopped answering: {e}")));
@@ -162,15 +219,6 @@ impl GoPeer {
             Ok(_) => parse_ns(&line).map(Duration::from_nanos),
             Err(e) => Err(self.lost(format!("the Go peer program stopped answering: {e}"))),
         }
-    }
-
-    /// `n` batches of `bench`, each of argument `arg` (a burst's size, a tree's depth).
-    fn batches(&mut self, bench: GoBench, arg: u64, n: u64) -> Result<Duration> {
-        let mut took = Duration::ZERO;
-        for _ in 0..n {
-            took += self.batch(bench, arg)?;
-        }
-        Ok(took)
     }
 
     /// The error for a peer that went away: `Cancelled` when an interrupting signal ended it,
@@ -216,14 +264,24 @@ mod tests {
     #[test]
     fn the_go_peer_runs_batches_or_is_skipped_with_a_reason() {
         let cancel = Cancel::never();
-        match GoPeer::start(&cancel) {
+        match GoPeer::start(&cancel, PROGRAMS) {
             Ok(mut peer) => {
-                let spawn = peer.batch(GoBench::Spawn, 100).unwrap();
-                let yields = peer.batch(GoBench::Yield, 100).unwrap();
-                let chans = peer.batch(GoBench::Chan, 100).unwrap();
-                assert!(
-                    spawn > Duration::ZERO && yields > Duration::ZERO && chans > Duration::ZERO
-                );
+                assert_eq!(peer.programs(), PROGRAMS);
+                let pids: std::collections::BTreeSet<u32> =
+                    peer.programs.iter().map(|p| p.process.child.id()).collect();
+                assert_eq!(pids.len(), PROGRAMS, "as many processes as programs");
+                for k in 0..PROGRAMS + 1 {
+                    peer.use_program(k);
+                    assert_eq!(peer.current, k % PROGRAMS, "taken in turn, round and round");
+                    let spawn = peer.batch(GoBench::Spawn, 100).unwrap();
+                    let yields = peer.batch(GoBench::Yield, 100).unwrap();
+                    let chans = peer.batch(GoBench::Chan, 100).unwrap();
+                    assert!(
+                        spawn > Duration::ZERO
+                            && yields > Duration::ZERO
+                            && chans > Duration::ZERO
+                    );
+                }
             }
             Err(Error::Skip(reason)) => assert!(!reason.is_empty()),
             Err(e) => panic!("{e}"),
@@ -234,7 +292,7 @@ mod tests {
     fn an_interrupted_build_is_cancelled_not_failed() {
         let cancel = Cancel::never();
         cancel.trigger(libc::SIGTERM);
-        match GoPeer::start(&cancel) {
+        match GoPeer::start(&cancel, 1) {
             Err(Error::Cancelled(s)) => assert_eq!(s, libc::SIGTERM),
             // No toolchain: skipped before any build starts.
             Err(Error::Skip(_)) => {}

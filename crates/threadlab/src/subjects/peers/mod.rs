@@ -131,6 +131,18 @@ pub trait Running {
             "this peer runtime has no pool-balance rows".into(),
         ))
     }
+
+    /// How many programs of its own the peer runs batches in (Go's: `go::PROGRAMS`); one for a
+    /// runtime in this process.
+    fn programs(&self) -> usize {
+        1
+    }
+
+    /// Runs the batches that follow in program `k` modulo `programs()`: a row taken in trials
+    /// names the next at every trial (`Interleaved::peer_row`).
+    fn use_program(&mut self, k: usize) {
+        let _ = k;
+    }
 }
 
 /// Steps of the work every unit of a pool-balance burst or tree computes (bench.go's
