@@ -210,10 +210,10 @@ fn flag_regime(flag: Flag) -> Option<&'static str> {
         }
         Flag::OneProgram => {
             "its trials ran in a peer's own programs, started once for the group (one, or three \
-             taken in turn), and such a program's regime can last its life (over 92 quick runs on a 2-vCPU guest \
-             switch.go.yield's medians read 56.4-61.1 ns from the 10th to the 90th percentile \
-             and five runs 65.0-98.8, while each run's trials agreed within a few per cent): \
-             run both again"
+             taken in turn), and such a program's regime can last its life (with one program \
+             per group, over 92 quick runs on a 2-vCPU guest switch.go.yield's medians read \
+             56.4-61.1 ns from the 10th to the 90th percentile and five runs 65.0-98.8, while \
+             each run's trials agreed within a few per cent): run both again"
         }
         Flag::Race => {
             "a race between threads decides this figure, and its outcome can outlast all the \

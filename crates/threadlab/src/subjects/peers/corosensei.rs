@@ -27,17 +27,19 @@ const INFO: PeerInfo = PeerInfo {
     spawn: "a bare corosensei coroutine created and run, no scheduler, no run queue, no join \
             handle, not a runtime but the floor a runtime's spawn can approach: \
             Coroutine::with_stack on the one 1 MiB DefaultStack (mapped once per started \
-            runtime, that is per trial, its top lowered by a new multiple of 16 bytes each \
-            time: Coloured; its one guard page is all the guard handling), resumed until it returns a value, its stack \
-            taken back with into_stack for the next; per op = batch time / n; timed in the \
-            calling thread, nothing subtracted",
+            runtime, that is per trial, its top lowered by a different multiple of 16 bytes \
+            at each start so that the trials sample where its frames fall beside the caller's \
+            within a page; its one guard page is all the guard handling), resumed until it \
+            returns a value, its stack taken back with into_stack for the next; per op = batch \
+            time / n; timed in the calling thread, nothing subtracted",
     spawn_unpinned: None,
     yields: "a bare corosensei stackful-coroutine switch, no scheduler, no run queue, no \
              preemption, not a runtime but the floor a runtime's switch can approach: the \
              caller resumes one coroutine (corosensei 0.3, a 1 MiB DefaultStack made once per \
-             started runtime, that is per trial, its top lowered as the spawn's is) that suspends in a loop; a resume and a suspend are two switches, \
-             counted as switch.green.yield counts its yields, so per switch = batch time / \
-             (2 x resumes); nothing subtracted",
+             started runtime, that is per trial, its top lowered as create.corosensei's is) \
+             that suspends in a loop; a resume and a suspend are two switches, counted as \
+             switch.green.yield counts its yields, so per switch = batch time / (2 x \
+             resumes); nothing subtracted",
     chan: None,
     balance: None,
 };

@@ -138,8 +138,8 @@ pub trait Running {
         1
     }
 
-    /// Runs the batches that follow in program `k` modulo `programs()`: a row taken in trials
-    /// names the next at every trial (`Interleaved::peer_row`).
+    /// Runs the batches that follow in program `k` modulo `programs()`: a row of such a peer
+    /// names its trial's program before every batch (`Interleaved::peer_row`).
     fn use_program(&mut self, k: usize) {
         let _ = k;
     }
