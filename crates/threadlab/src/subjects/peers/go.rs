@@ -67,15 +67,15 @@ impl Peer for Go {
 /// (`Running::use_program`).
 ///
 /// Why: a Go program's `yield` batches fall at two levels, about 55 and 75-80 ns per switch,
-/// and in the lab a program tends to stay at one. Run back to back outside the lab, 12 programs
-/// each moved between the two from batch to batch; in the lab, where a collection and seconds of
-/// other rows follow each batch, the four trials of one program read 79.2-86.8 ns and the other
-/// two programs' 55.2-61.1 in the same run, and with one program per group whole runs read
-/// 65.0-98.8 ns (5 of 92 quick runs, against 56.4-61.1 from the 10th to the 90th percentile).
-/// With three, a run's median is a slow level only when two of its three programs keep one. Two
-/// idle programs beside the lab did not move `create.thread.unpinned` (38.6-39.9 us with them,
-/// 39.8-40.9 without, alternated three times), unlike a program started at every trial
-/// (docs/compare.md).
+/// and in the lab a program tends to stay at one. Run back to back outside the lab, 11 of 12
+/// programs moved between the two from batch to batch; in the lab, where a collection and
+/// seconds of other rows follow each batch, the four trials of one program read 79.2-86.8 ns
+/// and the other two programs' 55.2-61.1 in the same run, and with one program per group whole
+/// runs read 65.0-98.8 ns (5 of 92 quick runs, against 56.4-61.1 from the 10th to the 90th
+/// percentile). With three, a run's median is a slow level only when two of its three programs
+/// keep one. Two idle programs beside the lab did not move `create.thread.unpinned` (38.6-39.9
+/// us with them, 39.8-40.9 without, alternated three times), unlike a program started at every
+/// trial (docs/compare.md).
 pub const PROGRAMS: usize = 3;
 
 impl Running for GoPeer {
