@@ -437,31 +437,31 @@ impl<'a> Interleaved<'a> {
                     .start(cancel)
                     .map(|mut r| move |n| op(r.as_mut(), n))
             })
-        } else if peer.running.borrow().programs() > 1 {
-            let programs = peer.running.borrow().programs();
-            let note = format!(
-                "{note}; {programs} copies of the program, started for the group, taken in \
-                 turn trial by trial"
-            );
-            let running = &peer.running;
-            let mut trials = 0;
-            self.row_fresh(id, Unit::Ns, placement, note, move || {
-                // Each batch names its program: the group's other rows of this peer share it.
-                let k = trials;
-                trials += 1;
-                Ok(move |n| {
-                    let mut r = running.borrow_mut();
-                    r.use_program(k);
-                    op(r.as_mut(), n)
-                })
-            })
-            .one_program(peer)
         } else {
             let running = &peer.running;
-            self.row(id, Unit::Ns, placement, note, move |n| {
-                op(running.borrow_mut().as_mut(), n)
-            })
-            .one_program(peer)
+            let programs = running.borrow().programs();
+            if programs > 1 {
+                let note = format!(
+                    "{note}; {programs} copies of the program, started for the group, taken in \
+                     turn trial by trial"
+                );
+                let mut trials = 0;
+                self.row_fresh(id, Unit::Ns, placement, note, move || {
+                    // Each batch names its program: the group's other rows of this peer share it.
+                    let k = trials;
+                    trials += 1;
+                    Ok(move |n| {
+                        let mut r = running.borrow_mut();
+                        r.use_program(k);
+                        op(r.as_mut(), n)
+                    })
+                });
+            } else {
+                self.row(id, Unit::Ns, placement, note, move |n| {
+                    op(running.borrow_mut().as_mut(), n)
+                });
+            }
+            self.one_program(peer)
         }
     }
 

@@ -24,8 +24,8 @@ pub enum Flag {
     /// It times the wake-up of an idle virtual CPU, which the host serves differently from
     /// one run to the next.
     IdleVcpu,
-    /// Every trial ran in the one program of a peer started for the group (Go's), whose regime
-    /// can last that program's life.
+    /// Its trials ran in a peer's own programs, started for the group (Go's: one, or three
+    /// taken in turn), each of whose regimes can last that program's life.
     OneProgram,
 }
 

@@ -402,23 +402,25 @@ fn a_figure_whose_trials_step_to_another_level_partway_through_a_run_is_unstable
 
 #[test]
 fn an_idle_vcpu_wake_up_that_moved_is_unstable_and_unflagged_it_is_slower() {
-    let o = gated();
-    let wake = |base: f64, flagged: bool| {
-        steady_row("x.wake.cross_cpu", base, flagged.then_some(Flag::IdleVcpu))
-    };
     // A pair seen here: 20.5 us in A, 25.9 us in B, each run's trials within a few per cent.
-    let a = with_metrics(run("a", &[]), vec![wake(20.5, true)]);
-    let b = with_metrics(run("b", &[]), vec![wake(25.9, true)]);
-    let c = compare_pair(&a, &b, &o).unwrap();
-    assert_eq!(c.rows[0].verdict, Verdict::Unstable, "{c:#?}");
-    assert_eq!(c.exit_status(), 0);
-    assert!(render_pair_text(&c).contains("wake-up of an idle virtual CPU"));
+    let [flagged, unflagged] =
+        moved_with_and_without("x.wake.cross_cpu", 20.5, 25.9, Flag::IdleVcpu);
+    assert_eq!(flagged.rows[0].verdict, Verdict::Unstable, "{flagged:#?}");
+    assert_eq!(flagged.exit_status(), 0);
+    assert!(render_pair_text(&flagged).contains("wake-up of an idle virtual CPU"));
     // The same move on bare metal, where nothing flags it, fails the gate.
-    let a = with_metrics(run("a", &[]), vec![wake(20.5, false)]);
-    let b = with_metrics(run("b", &[]), vec![wake(25.9, false)]);
-    let c = compare_pair(&a, &b, &o).unwrap();
-    assert_eq!(c.rows[0].verdict, Verdict::Slower);
-    assert_eq!(c.exit_status(), 1);
+    assert_eq!(unflagged.rows[0].verdict, Verdict::Slower);
+    assert_eq!(unflagged.exit_status(), 1);
+}
+
+/// A steady row `id` moved from `a` to `b`, compared through the gate twice: with `flag` on both
+/// sides, then with no flag.
+pub(super) fn moved_with_and_without(id: &str, a: f64, b: f64, flag: Flag) -> [Comparison; 2] {
+    [Some(flag), None].map(|f| {
+        let a = with_metrics(run("a", &[]), vec![steady_row(id, a, f)]);
+        let b = with_metrics(run("b", &[]), vec![steady_row(id, b, f)]);
+        compare_pair(&a, &b, &gated()).unwrap()
+    })
 }
 
 #[test]
