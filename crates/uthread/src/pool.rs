@@ -187,6 +187,11 @@ fn carrier_main(
             return;
         }
     };
+    // Its descriptors now, so a process out of them hears why (EMFILE) from `build`.
+    if let Err(e) = rt.prepare() {
+        let _ = tx.send(Err(e));
+        return;
+    }
     rt.join_group(group, index);
     HERE.with(|h| h.set(Some((pool, index))));
     let handle = rt.handle();

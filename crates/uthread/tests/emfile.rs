@@ -7,6 +7,9 @@
 //! would return `EMFILE` hundreds of thousands of times in that second; the listener's pause
 //! (10 ms doubling to 160 ms) allows about a dozen. Then the child frees its connections and
 //! must accept again. The test asserts counts, not durations.
+//!
+//! A runtime's own descriptors (its poller) are refused the same way: `prepare` and
+//! `try_block_on` must say so as an error, and work once descriptors are free again.
 
 #[global_allocator]
 static ALLOC: uthread::PreemptSafeAlloc = uthread::PreemptSafeAlloc::system();
@@ -17,6 +20,7 @@ use std::time::{Duration, Instant};
 use uthread::net::TcpListener;
 
 const CHILD_ENV: &str = "UTHREAD_EMFILE_CHILD";
+const PREPARE_ENV: &str = "UTHREAD_EMFILE_PREPARE_CHILD";
 const CLIENTS: usize = 200;
 
 fn server() {
@@ -121,4 +125,74 @@ fn emfile_in_accept_does_not_busy_loop() {
     assert!(field("emfile") < 100, "accept spun on EMFILE: {report}");
     assert_eq!(field("after"), 10, "accept did not recover: {report}");
     assert!(field("held") > 0);
+}
+
+/// In the child: every descriptor up to the limit taken, then a runtime asked to start.
+fn runtime_without_descriptors() {
+    // SAFETY: setrlimit with a valid rlimit struct, in this (child) process only.
+    unsafe {
+        let r = libc::rlimit {
+            rlim_cur: 64,
+            rlim_max: 64,
+        };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &r), 0);
+    }
+    let mut held = Vec::new();
+    loop {
+        match std::fs::File::open("/dev/null") {
+            Ok(f) => held.push(f),
+            Err(e) if e.raw_os_error() == Some(libc::EMFILE) => break,
+            Err(e) => panic!("open /dev/null: {e}"),
+        }
+    }
+    let rt = uthread::Runtime::new();
+    let prepared = rt.prepare().map_err(|e| e.raw_os_error());
+    let entered = match rt.try_block_on(|| 7) {
+        Err(uthread::RunError::Io(e)) => format!("io:{}", e.raw_os_error().unwrap_or(0)),
+        Err(e) => format!("other:{e}"),
+        Ok(v) => format!("ran:{v}"),
+    };
+    // Descriptors free again: the same runtime starts.
+    held.truncate(held.len().saturating_sub(4));
+    let again = rt.prepare().is_ok();
+    let ran = rt.block_on(|| 7);
+    println!(
+        "report prepared={prepared:?} entered={entered} again={again} ran={ran} emfile={}",
+        libc::EMFILE
+    );
+}
+
+/// Entry point of the second child process (a no-op in a normal test run).
+#[test]
+fn prepare_child_entry() {
+    if std::env::var(PREPARE_ENV).is_ok() {
+        runtime_without_descriptors();
+    }
+}
+
+#[test]
+fn a_runtime_short_of_descriptors_says_so_and_starts_later() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "prepare_child_entry",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(PREPARE_ENV, "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "child failed:\n{text}");
+    let report = text
+        .lines()
+        .find_map(|l| l.split("report ").nth(1))
+        .unwrap_or_else(|| panic!("no report:\n{text}"));
+    let e = libc::EMFILE;
+    assert!(
+        report.contains(&format!("prepared=Err(Some({e}))")),
+        "{report}"
+    );
+    assert!(report.contains(&format!("entered=io:{e} ")), "{report}");
+    assert!(report.contains("again=true ran=7"), "{report}");
 }

@@ -170,6 +170,20 @@ impl Runtime {
         preempt::enable();
     }
 
+    /// Opens now the file descriptors the first `block_on` would open (the carrier's poller), so
+    /// that a process short of descriptors (`ulimit -n`) learns it here, as an error, rather
+    /// than from a panic of `block_on`. Does nothing once they are open.
+    ///
+    /// # Errors
+    /// The poller's `epoll_create1` or `eventfd` failed (EMFILE when out of descriptors).
+    pub fn prepare(&self) -> io::Result<()> {
+        if c_poller_missing(&self.carrier) {
+            let p = Poller::new()?;
+            let _ = self.carrier.poller.set(Arc::new(p));
+        }
+        Ok(())
+    }
+
     /// A handle other OS threads can use to run code on this runtime's owner context.
     pub fn handle(&self) -> Handle {
         Handle::new(&self.carrier)
@@ -202,14 +216,7 @@ impl Runtime {
         if !carrier_ptr().is_null() {
             return Err(RunError::Nested);
         }
-        if c_poller_missing(&self.carrier) {
-            match Poller::new() {
-                Ok(p) => {
-                    let _ = self.carrier.poller.set(Arc::new(p));
-                }
-                Err(e) => return Err(RunError::Io(e)),
-            }
-        }
+        self.prepare().map_err(RunError::Io)?;
         tick::install_handler();
         guard::install_handler();
         preempt::on_pending(ops::yield_for_preemption);
