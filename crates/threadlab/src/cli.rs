@@ -800,6 +800,15 @@ fn probe(what: &str, mode: &str, cpu: usize) -> Result<i32> {
             "--cpu {cpu} is not a CPU this process may use; choose one of {allowed:?}"
         )));
     }
-    say_line!("{}", (p.run)(mode, cpu)?);
-    Ok(0)
+    match (p.run)(mode, cpu) {
+        Ok(line) => {
+            say_line!("{line}");
+            Ok(0)
+        }
+        Err(Error::Skip(why)) => {
+            say_err!("{why}");
+            Ok(crate::measure::probe::SKIPPED)
+        }
+        Err(e) => Err(e),
+    }
 }

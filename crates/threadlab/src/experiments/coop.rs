@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Outcome};
 use crate::measure::placement::{home_cpu, pin_current_thread, Placement};
 use crate::measure::sched::pin_and_nice;
-use crate::measure::spawn::spawn_scoped;
+use crate::measure::spawn::{green_runtime, spawn_scoped};
 use crate::measure::stats::Summary;
 use crate::measure::units::{Direction, Unit};
 use crate::results::{Metric, Table};
@@ -223,7 +223,7 @@ fn run_uthread(
     std::thread::scope(|s| {
         spawn_scoped(s, "the carrier thread", move || -> Result<JobRun> {
             pin_current_thread(cpu)?;
-            let rt = uthread::Runtime::new();
+            let rt = green_runtime(uthread::Runtime::new())?;
             let r = rt.block_on(move || {
                 let done = Arc::new(AtomicBool::new(false));
                 let (wmode, policy, prio) = match mode {

@@ -13,7 +13,7 @@ use crate::measure::pair::CacheLine;
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
 use crate::measure::process::{mono_ns, thread_cpu_ns};
 use crate::measure::sampler::Sampler;
-use crate::measure::spawn::spawn;
+use crate::measure::spawn::{green_runtime, spawn};
 use crate::measure::units::{Direction, Unit};
 use crate::results::Metric;
 use crate::seeds;
@@ -429,6 +429,7 @@ fn green_job_cpu_ns(q: Duration, mode: uthread::Mode, steps: u64) -> Result<u64>
         .quantum(q)
         .build()
         .map_err(|e| Error::Fail(format!("uthread runtime with quantum {q:?}: {e}")))?;
+    let rt = green_runtime(rt)?;
     rt.block_on(move || {
         let h = uthread::Builder::new()
             .mode(mode)
@@ -545,7 +546,7 @@ fn signal_and_switch(ctx: &Ctx, out: &mut Outcome, cpu: usize) -> Result<()> {
     let _handler = HandlerGuard::install(count_handler)?;
     // SAFETY: getpid has no preconditions.
     let (pid, tid) = (unsafe { libc::getpid() }, gettid());
-    let rt = uthread::Runtime::new();
+    let rt = green_runtime(uthread::Runtime::new())?;
     let mut group = Interleaved::new();
     group.row(
         "preempt.signal_roundtrip",

@@ -17,7 +17,7 @@ use crate::experiments::{Ctx, Experiment, Info, Outcome};
 use crate::measure::placement::{home_cpu, Placement};
 use crate::measure::process::thread_cpu_ns;
 use crate::measure::sched::pin_and_nice;
-use crate::measure::spawn::{spawn_scoped, start_called_off, StartGate};
+use crate::measure::spawn::{green_runtime, spawn_scoped, start_called_off, StartGate};
 use crate::measure::stats::Summary;
 use crate::measure::units::Unit;
 use crate::results::{Metric, Series, Table};
@@ -140,6 +140,7 @@ fn uthread_counts(prios: &[u8], window: Duration) -> Result<Vec<u64>> {
         .quantum(Duration::from_millis(1))
         .build()
         .map_err(|e| Error::Fail(format!("uthread runtime: {e}")))?;
+    let rt = green_runtime(rt)?;
     let prios = prios.to_vec();
     let counts = rt.block_on(move || {
         let deadline = Instant::now() + window;

@@ -9,9 +9,14 @@ use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::measure::mode::Mode;
 use crate::measure::process::Supervised;
+use crate::measure::spawn::program_refused;
 
 /// A probe may run this long before it is stopped.
 const PROBE_LIMIT: Duration = Duration::from_secs(120);
+
+/// The exit status of a probe that could not measure here (a resource limit, one CPU, ...):
+/// its reason is on stderr, and it becomes the caller's skip, not a failure.
+pub const SKIPPED: i32 = 3;
 
 /// Runs probe `name` in a fresh copy of this program and returns what it printed on stdout.
 /// An interruption (of the lab, or a terminal's signal reaching the probe) is `Cancelled`,
@@ -32,9 +37,10 @@ pub fn run_probe(name: &str, mode: Mode, cpu: usize, cancel: &Cancel) -> Result<
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
     let mut child = Supervised::spawn(&mut cmd, &format!("the {name} probe")).map_err(|e| {
-        Error::Skip(format!(
-            "cannot run threadlab again for the {name} probe: {e}"
-        ))
+        program_refused(
+            &format!("cannot run threadlab again for the {name} probe"),
+            &e,
+        )
     })?;
     // The probe prints one short line; the pipe buffer holds it until we read it after exit.
     let status = child.wait(cancel, PROBE_LIMIT)?;
@@ -67,6 +73,9 @@ pub fn run_probe(name: &str, mode: Mode, cpu: usize, cancel: &Cancel) -> Result<
     }
     cancel.check()?;
     let why = stderr.trim();
+    if status.code() == Some(SKIPPED) && !why.is_empty() {
+        return Err(Error::Skip(why.to_string()));
+    }
     if why.contains("overflowed its stack") {
         return Err(Error::Skip(format!(
             "the {name} probe runs in a fresh single-threaded process, whose stack `ulimit -s` \

@@ -40,15 +40,53 @@ pub fn thread_refused(what: &str, e: &std::io::Error) -> Error {
 
 /// The skip for a file descriptor (pipe, socket, file) the system would not give.
 pub fn fd_refused(what: &str, e: &std::io::Error) -> Error {
-    if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) {
-        Error::Skip(format!(
-            "cannot open {what}: {e}; the limit on open files is in the way (RLIMIT_NOFILE soft \
-             {}): raise it with `ulimit -n`",
-            rlimit_text(libc::RLIMIT_NOFILE)
-        ))
+    if out_of_fds(e) {
+        Error::Skip(fd_limit_text(&format!("cannot open {what}"), e))
     } else {
         Error::Fail(format!("cannot open {what}: {e}"))
     }
+}
+
+/// The skip for a program that would not start (`doing` says which, "cannot start ..."): out of
+/// descriptors for its pipes names `ulimit -n`; anything else is said as it is.
+pub fn program_refused(doing: &str, e: &std::io::Error) -> Error {
+    if out_of_fds(e) {
+        Error::Skip(fd_limit_text(doing, e))
+    } else {
+        Error::Skip(format!("{doing}: {e}"))
+    }
+}
+
+/// Whether `e` says this process (EMFILE) or the system (ENFILE) is out of descriptors.
+pub fn out_of_fds(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// What to do about it: the limit, and how to raise it.
+pub fn fd_limit_hint() -> String {
+    format!(
+        "the limit on open files is in the way (RLIMIT_NOFILE soft {}): raise it with `ulimit -n`",
+        rlimit_text(libc::RLIMIT_NOFILE)
+    )
+}
+
+fn fd_limit_text(doing: &str, e: &std::io::Error) -> String {
+    format!("{doing}: {e}; {}", fd_limit_hint())
+}
+
+/// The skip for a uthread pool that would not start: out of descriptors names `ulimit -n`;
+/// anything else (a CPU it may not use, a thread refused) is said as it is.
+pub fn pool_refused(what: &str, e: &std::io::Error) -> Error {
+    program_refused(&format!("cannot start {what}"), e)
+}
+
+/// A uthread runtime with its descriptors (the carrier's poller) already open, so that a
+/// process out of descriptors gets a skip that names `ulimit -n` instead of a panic of
+/// `block_on`.
+pub fn green_runtime(rt: uthread::Runtime) -> crate::error::Result<uthread::Runtime> {
+    rt.prepare()
+        .map_err(|e| fd_refused("a uthread runtime's poller (an epoll and an eventfd)", &e))?;
+    Ok(rt)
 }
 
 /// A start line for threads that must begin together, which (unlike `std::sync::Barrier`)

@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::measure::process::Supervised;
+use crate::measure::spawn::program_refused;
 
 /// How long a build may take (a cold Go cache compiles the runtime: about 15 s here).
 const BUILD_LIMIT: Duration = Duration::from_secs(300);
@@ -71,7 +72,7 @@ pub fn build(
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let mut builder = Supervised::spawn(&mut cmd, &format!("`go build` of {what}"))
-        .map_err(|e| Error::Skip(format!("cannot run `go build`: {e}")))?;
+        .map_err(|e| program_refused("cannot run `go build`", &e))?;
     let status = builder.wait(cancel, BUILD_LIMIT)?;
     if !status.success() {
         builder.stderr().wait_closed(Duration::from_millis(200));
@@ -133,7 +134,7 @@ fn check_toolchain(cancel: &Cancel) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Skip(
             "no Go toolchain on PATH (install Go >= 1.21 to measure goroutines)".into(),
         )),
-        Err(e) => Err(Error::Skip(format!("cannot run `go version`: {e}"))),
+        Err(e) => Err(program_refused("cannot run `go version`", &e)),
     }
 }
 

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Interleaved, Outcome};
 use crate::measure::placement::{cpu_pair, PinGuard};
+use crate::measure::spawn::pool_refused;
 use crate::measure::units::Unit;
 use crate::results::ids;
 use crate::subjects::peers::{self, work, Started, WORK_STEPS};
@@ -32,7 +33,7 @@ fn green_pool(stealing: bool) -> Result<uthread::Pool> {
         .pin(true)
         .carriers(2)
         .build()
-        .map_err(|e| Error::Skip(format!("cannot start a 2-carrier uthread pool: {e}")))
+        .map_err(|e| pool_refused("a 2-carrier uthread pool", &e))
 }
 
 /// Joins every thread in order; the wrapping sum of what they returned (0 for one that did
@@ -248,12 +249,18 @@ pub const BALANCE_PROBE: crate::experiments::Probe = crate::experiments::Probe {
 /// The balance rows, measured in a fresh process (`BALANCE_PROBE`) and recorded in `out`.
 pub fn measure_in_child(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     ctx.step("pool balance: bursts and trees (in a process of their own)")?;
-    let text = crate::measure::probe::run_probe(
+    let text = match crate::measure::probe::run_probe(
         BALANCE_PROBE.name,
         ctx.mode,
         crate::measure::placement::home_cpu(),
         ctx.cancel,
-    )?;
+    ) {
+        Err(Error::Skip(why)) => {
+            skip_all(out, &why);
+            return Ok(());
+        }
+        r => r?,
+    };
     let m: Measured = serde_json::from_str(text.trim())
         .map_err(|e| Error::Fail(format!("the balance probe printed no results: {e}")))?;
     out.metrics.extend(m.metrics);
@@ -261,22 +268,21 @@ pub fn measure_in_child(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     Ok(())
 }
 
+/// Every balance row skipped, for `why`.
+fn skip_all(out: &mut Outcome, why: &str) {
+    for kind in [ids::peer::BURST, ids::peer::TREE] {
+        let reference = ids::peer::balance(peers::reference().name, kind);
+        out.skip(&reference, why);
+        out.skip(&format!("{reference}.no_steal"), why);
+        for other in peers::others().filter(|p| p.balance.is_some()) {
+            out.skip(&ids::peer::balance(other.name, kind), why);
+        }
+    }
+}
+
 pub fn measure(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
     let Some((a, b)) = cpu_pair() else {
-        for kind in [ids::peer::BURST, ids::peer::TREE] {
-            let reference = ids::peer::balance(peers::reference().name, kind);
-            out.skip(&reference, "this process may use only one CPU");
-            out.skip(
-                &format!("{reference}.no_steal"),
-                "this process may use only one CPU",
-            );
-            for other in peers::others().filter(|p| p.balance.is_some()) {
-                out.skip(
-                    &ids::peer::balance(other.name, kind),
-                    "this process may use only one CPU",
-                );
-            }
-        }
+        skip_all(out, "this process may use only one CPU");
         return Ok(());
     };
     let _both = PinGuard::pin_set(&[a, b])?;

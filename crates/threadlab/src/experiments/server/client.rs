@@ -11,6 +11,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
+use crate::measure::spawn::{fd_limit_hint, fd_refused, out_of_fds};
 use crate::subjects::server::protocol::{
     encode_request, parse_response, pattern_offset, ErrorCode, Request, Response, ServerStats,
     FLAG_CLOSE_AFTER, KIND_ERROR, KIND_RESPONSE, KIND_STATS, RESPONSE_HEADER,
@@ -106,6 +107,7 @@ impl Sources {
 pub fn connect_failure(e: &std::io::Error) -> Failure {
     match e.raw_os_error() {
         Some(libc::EADDRNOTAVAIL) | Some(libc::EADDRINUSE) => Failure::AddrNotAvail,
+        _ if out_of_fds(e) => Failure::Connect(format!("{e}; {}", fd_limit_hint())),
         _ => Failure::Connect(e.to_string()),
     }
 }
@@ -436,8 +438,13 @@ pub fn wait_listening(addr: SocketAddr, cancel: &Cancel) -> Result<()> {
     let end = Instant::now() + Duration::from_secs(5);
     loop {
         cancel.check()?;
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return Ok(());
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(_) => return Ok(()),
+            // The client's own socket was refused: no server could be reached from here.
+            Err(e) if out_of_fds(&e) => {
+                return Err(fd_refused("a socket to the server", &e));
+            }
+            Err(_) => {}
         }
         if Instant::now() > end {
             return Err(Error::Fail(format!("nothing listens on {addr}")));

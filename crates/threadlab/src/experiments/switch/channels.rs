@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Interleaved, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
+use crate::measure::spawn::{green_runtime, pool_refused};
 use crate::measure::units::Unit;
 use crate::results::flag::Flag;
 use crate::results::ids;
@@ -95,7 +96,7 @@ pub struct GreenToOs {
 
 impl GreenToOs {
     pub fn start(os_cpu: usize) -> Result<GreenToOs> {
-        let rt = uthread::Runtime::new();
+        let rt = green_runtime(uthread::Runtime::new())?;
         // The green side waits on an OS thread: the handle keeps its runtime from taking that
         // for a deadlock.
         let keep = rt.handle();
@@ -341,7 +342,7 @@ pub fn measure(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
                 .carriers(2)
                 .pin(true)
                 .build()
-                .map_err(|e| Error::Skip(format!("cannot start a 2-carrier pool: {e}")))?;
+                .map_err(|e| pool_refused("a 2-carrier uthread pool", &e))?;
             Some(CrossCpu {
                 pool,
                 crossbeam: Crossbeam::start(b)?,

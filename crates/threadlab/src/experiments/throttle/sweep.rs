@@ -8,7 +8,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
 use crate::experiments::Ctx;
-use crate::measure::spawn::spawn_scoped;
+use crate::measure::spawn::{green_runtime, spawn_scoped};
 use crate::measure::stats::median;
 use crate::sys;
 
@@ -142,7 +142,7 @@ pub(super) fn run_uthread(
                     s,
                     "a uthread carrier thread",
                     move || -> Result<(u64, u64, u64)> {
-                        let rt = uthread::Runtime::new();
+                        let rt = green_runtime(uthread::Runtime::new())?;
                         // Workers wait on a throttle that other carriers release: a live Handle tells
                         // the runtime that remote wake-ups can come, so all-blocked is not deadlock.
                         let remote = rt.handle();

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use super::{echo_each, round_trips, Peer, PeerInfo, Running};
 use crate::cancel::Cancel;
 use crate::error::Result;
+use crate::measure::spawn::green_runtime;
 
 pub struct Uthread;
 
@@ -44,7 +45,7 @@ impl Peer for Uthread {
     }
 
     fn start(&self, _cancel: &Cancel) -> Result<Box<dyn Running>> {
-        Ok(Box::new(uthread::Runtime::new()))
+        Ok(Box::new(green_runtime(uthread::Runtime::new())?))
     }
 }
 

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use super::{round_trips, work, BalanceNotes, Peer, PeerInfo, Running};
 use crate::cancel::Cancel;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::measure::spawn::fd_refused;
 use crate::measure::placement::pin_current_thread;
 
 pub struct Tokio;
@@ -89,7 +90,7 @@ impl Running for TwoWorkers {
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .build()
-        .map_err(|e| Error::Fail(format!("cannot build a tokio current_thread runtime: {e}")))
+        .map_err(|e| fd_refused("a tokio current_thread runtime's descriptors", &e))
 }
 
 /// `n` times: tokio::spawn of an empty task, then await its JoinHandle.
@@ -164,7 +165,7 @@ fn multi_thread(first: usize, second: usize) -> Result<tokio::runtime::Runtime> 
             let _ = pin_current_thread(cpu);
         })
         .build()
-        .map_err(|e| Error::Fail(format!("cannot build a tokio multi-thread runtime: {e}")))
+        .map_err(|e| fd_refused("a tokio multi-thread runtime's descriptors", &e))
 }
 
 /// Awaits every task in order; the wrapping sum of what they returned (0 for one that failed).

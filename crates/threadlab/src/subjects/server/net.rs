@@ -14,6 +14,7 @@ use std::time::Duration;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::error::{Error, Result};
+use crate::measure::spawn::fd_refused;
 
 use super::protocol::{encode_error, ErrorCode, ERROR_FRAME_MAX};
 use super::shared::{pin_to, Counter, Shared, ThreadMark};
@@ -60,7 +61,7 @@ pub fn listen_group(
 fn new_socket(addr: SocketAddr) -> Result<Socket> {
     let fail = |what: &str, e: io::Error| Error::Fail(format!("{what} {addr}: {e}"));
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
-        .map_err(|e| fail("cannot make a socket for", e))?;
+        .map_err(|e| fd_refused(&format!("a socket for {addr}"), &e))?;
     s.set_reuse_address(true)
         .map_err(|e| fail("SO_REUSEADDR on", e))?;
     Ok(s)
