@@ -63,19 +63,25 @@ fn echo_server(
 }
 
 /// Joins the echo client, then the server (Err: the server panicked). A client that never
-/// connected leaves the server in accept: a connection closed at once lets it end (one that did
-/// connect was shut down already).
+/// connected leaves the server in accept: shutting the listener down ends that accept (with
+/// EINVAL, also one not yet entered) without a descriptor, which a client refused for lack of
+/// descriptors would not get. One that did connect was shut down already.
 fn join_echo<C, S>(
     client: Result<ScopedJoinHandle<'_, Result<C>>>,
     server: ScopedJoinHandle<'_, Result<S>>,
-    addr: SocketAddr,
+    listener: &TcpListener,
 ) -> Result<(Result<C>, Result<S>)> {
     let client = client.and_then(|h| {
         h.join()
             .map_err(|_| Error::Fail("the echo client panicked".into()))?
     });
     if client.is_err() {
-        drop(TcpStream::connect(addr));
+        // SAFETY: shutdown on the listener's descriptor, open for as long as `listener` is
+        // borrowed here; it changes the socket's state only, and the server thread's accept on
+        // the same descriptor returns EINVAL from then on.
+        unsafe {
+            libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR);
+        }
     }
     let served = server
         .join()
@@ -121,10 +127,11 @@ pub fn busy_poll_refusal(us: u32) -> Option<String> {
 pub fn round_trips(setup: &Setup, length: Duration, cancel: &Cancel) -> Result<PhaseValues> {
     let (client_cpu, server_cpu) = cpus_of(setup);
     let (listener, addr) = loopback_listener()?;
+    let listener = &listener;
     let busy = setup.busy_poll_us;
     std::thread::scope(|s| {
         let server = spawn_scoped(s, "the echo server thread", move || -> Result<()> {
-            echo_server(&listener, server_cpu, busy, |conn, buf| {
+            echo_server(listener, server_cpu, busy, |conn, buf| {
                 Ok(conn.write_all(buf)?)
             })
         })?;
@@ -142,7 +149,7 @@ pub fn round_trips(setup: &Setup, length: Duration, cancel: &Cancel) -> Result<P
             let _ = conn.shutdown(Shutdown::Both);
             r
         });
-        let (client, served) = join_echo(client, server, addr)?;
+        let (client, served) = join_echo(client, server, listener)?;
         let (ns, trips) = client?;
         served?;
         if trips == 0 {
@@ -169,13 +176,14 @@ pub fn round_trips_stamped(
 ) -> Result<(i32, i32, Vec<TripStamps>)> {
     let (client_cpu, server_cpu) = cpus_of(setup);
     let (listener, addr) = loopback_listener()?;
+    let listener = &listener;
     std::thread::scope(|s| {
         let server = spawn_scoped(
             s,
             "the echo server thread",
             move || -> Result<(i32, Vec<[u64; 2]>)> {
                 let mut stamps = Vec::with_capacity(trips + WARMUP as usize);
-                echo_server(&listener, server_cpu, None, |conn, buf| {
+                echo_server(listener, server_cpu, None, |conn, buf| {
                     let got = mono_ns();
                     let send = mono_ns();
                     conn.write_all(buf)?;
@@ -210,7 +218,7 @@ pub fn round_trips_stamped(
                 r
             },
         );
-        let (client, server) = join_echo(client, server, addr)?;
+        let (client, server) = join_echo(client, server, listener)?;
         let (ctid, c) = client?;
         let (stid, sv) = server?;
         let both = c
@@ -257,5 +265,24 @@ mod tests {
         let s = Setup::base(cpus[0], *cpus.last().unwrap());
         let v = round_trips(&s, Duration::from_millis(10), &Cancel::never()).unwrap();
         assert!(v.values[0] > 0.0 && v.ops >= 16, "{v:?}");
+    }
+
+    /// A client refused before it connected (as for lack of descriptors, when no connection
+    /// could wake the server either) must not leave the server waiting in accept for good.
+    #[test]
+    fn a_client_that_never_connected_ends_the_server() {
+        let (listener, _addr) = loopback_listener().unwrap();
+        let listener = &listener;
+        std::thread::scope(|s| {
+            let server = spawn_scoped(s, "the echo server thread", move || -> Result<()> {
+                echo_server(listener, None, None, |_, _| Ok(()))
+            })
+            .unwrap();
+            let client: Result<ScopedJoinHandle<'_, Result<()>>> =
+                Err(Error::Skip("refused".into()));
+            let (client, served) = join_echo(client, server, listener).unwrap();
+            assert!(matches!(client, Err(Error::Skip(_))));
+            assert!(served.is_err(), "the server's accept returned a connection");
+        });
     }
 }
