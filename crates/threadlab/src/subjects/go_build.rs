@@ -117,9 +117,45 @@ fn sweep_stale(tmp: &Path, exe_name: &str) {
 /// waiting for a download, a broken installation) is stopped rather than waited for.
 const VERSION_LIMIT: Duration = Duration::from_secs(10);
 
+/// The fewest descriptors `go` is run with. Go raises its soft limit to the hard one itself, so
+/// the hard limit is what counts. Under a hard limit of a few dozen, a run here left the Go
+/// build cache with a package index made while directories could not be opened: every later
+/// `go build` on the machine, with any limit, then failed with "package internal/cpu is not in
+/// std" until the cache was cleared. The default soft limit (1024) is far from that.
+const GO_MIN_FILES: u64 = 1024;
+
+/// Whether a hard RLIMIT_NOFILE of `hard` (None: unlimited) leaves `go` room enough.
+fn go_has_room(hard: Option<u64>) -> bool {
+    hard.map_or(true, |h| h >= GO_MIN_FILES)
+}
+
+/// `go` is not run under a hard limit on descriptors below `GO_MIN_FILES`: it would fail, and
+/// could spoil the user's Go build cache on the way.
+fn check_descriptors() -> Result<()> {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `rl` is a valid, writable rlimit for the duration of the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
+        return Ok(());
+    }
+    let hard = (rl.rlim_max != libc::RLIM_INFINITY).then_some(rl.rlim_max);
+    if go_has_room(hard) {
+        return Ok(());
+    }
+    Err(Error::Skip(format!(
+        "`go` is not run under a hard limit of {} open files (below {GO_MIN_FILES}, the usual \
+         default): so few fail its builds, and can leave a broken package index in the Go build \
+         cache that fails every later Go build; raise it with `ulimit -n`",
+        rl.rlim_max
+    )))
+}
+
 /// `go version` works, or the reason it does not, in words that name what was found. Runs
 /// supervised: within `VERSION_LIMIT`, and stopped at once on an interruption.
 fn check_toolchain(cancel: &Cancel) -> Result<()> {
+    check_descriptors()?;
     let mut cmd = Command::new("go");
     cmd.arg("version").env("GOTOOLCHAIN", "local");
     match Supervised::run_to_end(&mut cmd, "`go version`", cancel, VERSION_LIMIT) {
@@ -178,6 +214,15 @@ fn usable_dir(d: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_is_run_only_with_room_for_its_descriptors() {
+        assert!(go_has_room(None));
+        assert!(go_has_room(Some(GO_MIN_FILES)));
+        assert!(go_has_room(Some(524_288)));
+        assert!(!go_has_room(Some(GO_MIN_FILES - 1)));
+        assert!(!go_has_room(Some(16)));
+    }
 
     #[test]
     fn the_folders_of_processes_that_are_gone_are_swept_and_no_other() {
