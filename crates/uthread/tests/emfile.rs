@@ -23,7 +23,8 @@ const CHILD_ENV: &str = "UTHREAD_EMFILE_CHILD";
 const PREPARE_ENV: &str = "UTHREAD_EMFILE_PREPARE_CHILD";
 const CLIENTS: usize = 200;
 
-fn server() {
+/// RLIMIT_NOFILE 64 (soft and hard), for the child process that calls it.
+fn limit_descriptors_to_64() {
     // SAFETY: setrlimit with a valid rlimit struct, in this (child) process only.
     unsafe {
         let r = libc::rlimit {
@@ -32,6 +33,10 @@ fn server() {
         };
         assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &r), 0);
     }
+}
+
+fn server() {
+    limit_descriptors_to_64();
     uthread::run(|| {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         println!("port={}", l.local_addr().unwrap().port());
@@ -129,14 +134,7 @@ fn emfile_in_accept_does_not_busy_loop() {
 
 /// In the child: every descriptor up to the limit taken, then a runtime asked to start.
 fn runtime_without_descriptors() {
-    // SAFETY: setrlimit with a valid rlimit struct, in this (child) process only.
-    unsafe {
-        let r = libc::rlimit {
-            rlim_cur: 64,
-            rlim_max: 64,
-        };
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &r), 0);
-    }
+    limit_descriptors_to_64();
     let mut held = Vec::new();
     loop {
         match std::fs::File::open("/dev/null") {
