@@ -716,14 +716,20 @@ fn derive(d: DerivedSpec, measured: &[(String, Summary)], out: &mut Outcome) -> 
     }
     let s = Summary::from_trials(per_trial, inputs[0].batch, log)
         .ok_or_else(|| Error::Fail(format!("{}: no finite values", d.id)))?;
-    // A row derived from one that ran in one program of a peer's shares that program's regime.
-    let one_program = d.inputs.iter().any(|id| {
-        out.metric(id)
-            .is_some_and(|m| crate::results::flag::has(m, Flag::OneProgram))
-    });
+    // A row derived from rows a regime decides (a race, an idle vCPU's wake-up, a peer's
+    // program) shares that regime, whether or not the group flags it too.
+    let inherited: Vec<Flag> = Flag::REGIME
+        .into_iter()
+        .filter(|&f| {
+            d.inputs.iter().any(|id| {
+                out.metric(id)
+                    .is_some_and(|m| crate::results::flag::has(m, f))
+            })
+        })
+        .collect();
     let m = out.add(Metric::from_summary(&d.id, d.unit, &s, placement, d.note));
-    if one_program {
-        add_flag(m, Flag::OneProgram);
+    for f in inherited {
+        add_flag(m, f);
     }
     if d.ratio {
         m.ratio_of = Some([d.inputs[0].clone(), d.inputs[1].clone()]);

@@ -29,21 +29,27 @@ fn a_flag_goes_to_the_row_or_ratio_added_last_from_the_moment_it_is_made() {
         })
         .row("t.g", Unit::Ns, "same_cpu(0)", "g", spin(150))
         .flag(Flag::OneProgram)
-        .ratio("t.b.vs_g", "t.b", "t.g", "b over g");
+        .ratio("t.b.vs_g", "t.b", "t.g", "b over g")
+        .row("t.c", Unit::Ns, "same_cpu(0)", "c", spin(120))
+        .flag(Flag::ClientBound)
+        .ratio("t.c.vs_b", "t.c", "t.b", "c over b");
     group.measure(&ctx, &mut out).unwrap();
     let flags = |id: &str| out.metric(id).unwrap().flags.clone();
     assert_eq!(flags("t.a"), ["race"]);
     assert!(out.metric("t.a").unwrap().note.starts_with("[race] a"));
     assert!(flags("t.b").is_empty());
-    assert_eq!(flags("t.a.vs_b"), ["idle_vcpu"]);
+    // A row derived from a flagged row carries its regime flag, before its own.
+    assert_eq!(flags("t.a.vs_b"), ["race", "idle_vcpu"]);
     assert!(out
         .metric("t.a.vs_b")
         .unwrap()
         .note
-        .starts_with("[idle_vcpu] t.a / t.b"));
-    assert!(flags("t.d").is_empty());
+        .starts_with("[race, idle_vcpu] t.a / t.b"));
+    assert_eq!(flags("t.d"), ["race"]);
     // A ratio to a row that ran in one peer program shares that program's regime.
     assert_eq!(flags("t.b.vs_g"), ["one_program"]);
+    // Only regime flags pass on: a load generator that held back is its row's own matter.
+    assert!(flags("t.c.vs_b").is_empty());
 }
 
 #[test]

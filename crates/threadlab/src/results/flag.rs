@@ -41,6 +41,11 @@ impl Flag {
         Flag::OneProgram,
     ];
 
+    /// The flags that say a regime decides the figure (one that can last a run, so that compare
+    /// reads its changes as unstable), in the order compare names them. A row derived from a
+    /// row that carries one carries it too.
+    pub const REGIME: [Flag; 3] = [Flag::IdleVcpu, Flag::OneProgram, Flag::Race];
+
     /// The stable snake_case name the results file keeps.
     pub fn name(self) -> &'static str {
         match self {

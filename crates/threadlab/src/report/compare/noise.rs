@@ -160,7 +160,7 @@ pub fn regime_change(
     if let Some(why) = host_phases(ma, mb) {
         return Some(why);
     }
-    for flag in [Flag::IdleVcpu, Flag::OneProgram, Flag::Race] {
+    for flag in Flag::REGIME {
         if [ma, mb].iter().any(|m| crate::results::flag::has(m, flag)) {
             return flag_regime(flag).map(str::to_string);
         }
