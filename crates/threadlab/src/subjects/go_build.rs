@@ -118,10 +118,11 @@ fn sweep_stale(tmp: &Path, exe_name: &str) {
 const VERSION_LIMIT: Duration = Duration::from_secs(10);
 
 /// The fewest descriptors `go` is run with. Go raises its soft limit to the hard one itself, so
-/// the hard limit is what counts. Under a hard limit of a few dozen, a run here left the Go
-/// build cache with a package index made while directories could not be opened: every later
-/// `go build` on the machine, with any limit, then failed with "package internal/cpu is not in
-/// std" until the cache was cleared. The default soft limit (1024) is far from that.
+/// the hard limit is what counts. During runs of the lab under hard limits from 5 to 256, one
+/// of its builds left the Go build cache with a package index made while directories could not
+/// be opened: every later `go build` on the machine, with any limit, then failed with "package
+/// internal/cpu is not in std" until the cache was moved aside. Which limit did it is not
+/// known; 1024, the usual default soft limit, is above all of them.
 const GO_MIN_FILES: u64 = 1024;
 
 /// Whether a hard RLIMIT_NOFILE of `hard` (None: unlimited) leaves `go` room enough.
