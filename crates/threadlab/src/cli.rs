@@ -113,7 +113,7 @@ pub struct RunArgs {
     pub detail: bool,
     /// Fit the run into this wall time (e.g. 5m, 90s): every sampled figure gets a share of
     /// it, and an experiment that no longer fits is skipped with that reason.
-    #[arg(long, value_name = "DURATION", value_parser = parse_budget)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_budget, allow_hyphen_values = true)]
     pub budget: Option<std::time::Duration>,
     /// Write the results file (JSON) here [default: threadlab-results.json].
     #[arg(long, value_name = "PATH")]
@@ -133,11 +133,11 @@ pub struct RunArgs {
     pub no_save: bool,
     /// Run the chosen experiments K times, interleaved (A B C A B C ...), and report each metric
     /// as the median of the K runs' medians with the spread across runs.
-    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100), allow_negative_numbers = true)]
     pub repeat: u32,
     /// Measure an experiment again when the machine's speed (the drift references) moved more
     /// than PCT percent during it [default: 5].
-    #[arg(long, value_name = "PCT", value_parser = parse_drift_pct)]
+    #[arg(long, value_name = "PCT", value_parser = parse_drift_pct, allow_negative_numbers = true)]
     pub drift_threshold: Option<f64>,
     /// Never measure an experiment again, whatever the drift references did.
     #[arg(long, conflicts_with = "drift_threshold")]

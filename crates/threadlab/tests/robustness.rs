@@ -154,10 +154,13 @@ fn arguments_and_environment_are_validated_in_one_line() {
         .output()
         .unwrap();
     assert_one_line_usage_error(&o, "THREADLAB_LATENCY_THRESHOLD_US");
+    // A negative number is a value out of range, named with its flag, not an unknown argument.
     for (flag, value) in [
         ("--repeat", "0"),
         ("--repeat", "1000"),
+        ("--repeat", "-3"),
         ("--drift-threshold", "-5"),
+        ("--budget", "-5s"),
     ] {
         let o = threadlab()
             .args([
@@ -171,7 +174,18 @@ fn arguments_and_environment_are_validated_in_one_line() {
             ])
             .output()
             .unwrap();
-        assert_one_line_usage_error(&o, "threadlab");
+        assert_one_line_usage_error(&o, flag);
+    }
+    for (flag, value) in [
+        ("--fail-if-slower", "-5"),
+        ("--noise", "-5"),
+        ("--alpha", "-0.1"),
+    ] {
+        let o = threadlab()
+            .args(["compare", "a.json", "b.json", flag, value])
+            .output()
+            .unwrap();
+        assert_one_line_usage_error(&o, flag);
     }
     let o = threadlab()
         .args(["__probe", "mutex-single", "--cpu", "4096"])

@@ -15,14 +15,14 @@ pub struct CompareArgs {
     pub files: Vec<PathBuf>,
     /// Exit with status 1 when a metric got slower by more than PCT percent (and by the
     /// significance and noise rule of docs/compare.md); two files only.
-    #[arg(long, value_name = "PCT", value_parser = parse_pct)]
+    #[arg(long, value_name = "PCT", value_parser = parse_pct, allow_negative_numbers = true)]
     pub fail_if_slower: Option<f64>,
     /// The smallest change that counts, percent [default: 5]; a metric's own spread and the
     /// runs' drift raise it.
-    #[arg(long, value_name = "PCT", value_parser = parse_pct)]
+    #[arg(long, value_name = "PCT", value_parser = parse_pct, allow_negative_numbers = true)]
     pub noise: Option<f64>,
     /// Family-wise significance level, after Holm's correction [default: 0.05].
-    #[arg(long, value_name = "ALPHA", value_parser = parse_alpha)]
+    #[arg(long, value_name = "ALPHA", value_parser = parse_alpha, allow_negative_numbers = true)]
     pub alpha: Option<f64>,
     /// Also write the comparison as an HTML page here.
     #[arg(long, value_name = "PATH")]
