@@ -9,7 +9,7 @@ use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::measure::mode::Mode;
 use crate::measure::process::Supervised;
-use crate::measure::spawn::program_refused;
+use crate::measure::spawn::start_refused;
 
 /// A probe may run this long before it is stopped.
 const PROBE_LIMIT: Duration = Duration::from_secs(120);
@@ -37,7 +37,7 @@ pub fn run_probe(name: &str, mode: Mode, cpu: usize, cancel: &Cancel) -> Result<
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
     let mut child = Supervised::spawn(&mut cmd, &format!("the {name} probe")).map_err(|e| {
-        program_refused(
+        start_refused(
             &format!("cannot run threadlab again for the {name} probe"),
             &e,
         )

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::{Scope, ScopedJoinHandle};
 
 use crate::error::Error;
+use crate::measure::env::{rlimit, Resource, Rlimit};
 
 /// Starts a scoped thread; if the system refuses, `Err(Skip)` says which limit to raise.
 pub fn spawn_scoped<'scope, T: Send + 'scope>(
@@ -47,9 +48,10 @@ pub fn fd_refused(what: &str, e: &std::io::Error) -> Error {
     }
 }
 
-/// The skip for a program that would not start (`doing` says which, "cannot start ..."): out of
-/// descriptors for its pipes names `ulimit -n`; anything else is said as it is.
-pub fn program_refused(doing: &str, e: &std::io::Error) -> Error {
+/// The skip for something that would not start, a program or a pool (`doing` says which,
+/// "cannot start ..."): out of descriptors names `ulimit -n`; anything else (a CPU it may not
+/// use, a thread refused) is said as it is.
+pub fn start_refused(doing: &str, e: &std::io::Error) -> Error {
     if out_of_fds(e) {
         Error::Skip(fd_limit_text(doing, e))
     } else {
@@ -72,12 +74,6 @@ pub fn fd_limit_hint() -> String {
 
 fn fd_limit_text(doing: &str, e: &std::io::Error) -> String {
     format!("{doing}: {e}; {}", fd_limit_hint())
-}
-
-/// The skip for a uthread pool that would not start: out of descriptors names `ulimit -n`;
-/// anything else (a CPU it may not use, a thread refused) is said as it is.
-pub fn pool_refused(what: &str, e: &std::io::Error) -> Error {
-    program_refused(&format!("cannot start {what}"), e)
 }
 
 /// A uthread runtime with its descriptors (the carrier's poller) already open, so that a
@@ -145,25 +141,12 @@ pub fn start_called_off() -> Error {
     Error::Skip("the start was called off because another thread could not be started".into())
 }
 
-#[cfg(target_env = "gnu")]
-type Resource = libc::__rlimit_resource_t;
-#[cfg(not(target_env = "gnu"))]
-type Resource = libc::c_int;
-
 /// A process limit's soft value as text ("unlimited", "20").
 fn rlimit_text(resource: Resource) -> String {
-    let mut rl = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `rl` is a valid, writable rlimit for the duration of the call.
-    if unsafe { libc::getrlimit(resource, &mut rl) } != 0 {
-        return "unknown".into();
-    }
-    if rl.rlim_cur == libc::RLIM_INFINITY {
-        "unlimited".into()
-    } else {
-        rl.rlim_cur.to_string()
+    match rlimit(resource) {
+        None => "unknown".into(),
+        Some(Rlimit { soft: None, .. }) => "unlimited".into(),
+        Some(Rlimit { soft: Some(v), .. }) => v.to_string(),
     }
 }
 

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
+use crate::measure::env::{rlimit, Rlimit};
 use crate::measure::process::Supervised;
-use crate::measure::spawn::program_refused;
+use crate::measure::spawn::start_refused;
 
 /// How long a build may take (a cold Go cache compiles the runtime: about 15 s here).
 const BUILD_LIMIT: Duration = Duration::from_secs(300);
@@ -72,7 +73,7 @@ pub fn build(
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let mut builder = Supervised::spawn(&mut cmd, &format!("`go build` of {what}"))
-        .map_err(|e| program_refused("cannot run `go build`", &e))?;
+        .map_err(|e| start_refused("cannot run `go build`", &e))?;
     let status = builder.wait(cancel, BUILD_LIMIT)?;
     if !status.success() {
         builder.stderr().wait_closed(Duration::from_millis(200));
@@ -133,24 +134,15 @@ fn go_has_room(hard: Option<u64>) -> bool {
 /// `go` is not run under a hard limit on descriptors below `GO_MIN_FILES`: it would fail, and
 /// could spoil the user's Go build cache on the way.
 fn check_descriptors() -> Result<()> {
-    let mut rl = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `rl` is a valid, writable rlimit for the duration of the call.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
-        return Ok(());
+    match rlimit(libc::RLIMIT_NOFILE) {
+        Some(Rlimit { hard: Some(h), .. }) if !go_has_room(Some(h)) => Err(Error::Skip(format!(
+            "`go` is not run under a hard limit of {h} open files (below {GO_MIN_FILES}, the \
+             usual default): so few fail its builds, and can leave a broken package index in the \
+             Go build cache that fails every later Go build; raise it with `ulimit -n`"
+        ))),
+        // Unlimited, high enough, or unreadable: let `go` try.
+        _ => Ok(()),
     }
-    let hard = (rl.rlim_max != libc::RLIM_INFINITY).then_some(rl.rlim_max);
-    if go_has_room(hard) {
-        return Ok(());
-    }
-    Err(Error::Skip(format!(
-        "`go` is not run under a hard limit of {} open files (below {GO_MIN_FILES}, the usual \
-         default): so few fail its builds, and can leave a broken package index in the Go build \
-         cache that fails every later Go build; raise it with `ulimit -n`",
-        rl.rlim_max
-    )))
 }
 
 /// `go version` works, or the reason it does not, in words that name what was found. Runs
@@ -171,7 +163,7 @@ fn check_toolchain(cancel: &Cancel) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Skip(
             "no Go toolchain on PATH (install Go >= 1.21 to measure goroutines)".into(),
         )),
-        Err(e) => Err(program_refused("cannot run `go version`", &e)),
+        Err(e) => Err(start_refused("cannot run `go version`", &e)),
     }
 }
 

@@ -297,8 +297,8 @@ impl Runtime {
     }
 }
 
-/// The carrier's poller is created by its first `block_on` (so that building a runtime never
-/// fails for lack of descriptors).
+/// The carrier's poller is created by `prepare` or, failing that, the first `block_on` (so that
+/// building a runtime never fails for lack of descriptors).
 fn c_poller_missing(c: &Carrier) -> bool {
     c.poller.get().is_none()
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Interleaved, Outcome};
 use crate::measure::placement::{cpu_pair, PinGuard};
-use crate::measure::spawn::pool_refused;
+use crate::measure::spawn::start_refused;
 use crate::measure::units::Unit;
 use crate::results::ids;
 use crate::subjects::peers::{self, work, Started, WORK_STEPS};
@@ -33,7 +33,7 @@ fn green_pool(stealing: bool) -> Result<uthread::Pool> {
         .pin(true)
         .carriers(2)
         .build()
-        .map_err(|e| pool_refused("a 2-carrier uthread pool", &e))
+        .map_err(|e| start_refused("cannot start a 2-carrier uthread pool", &e))
 }
 
 /// Joins every thread in order; the wrapping sum of what they returned (0 for one that did

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Interleaved, Outcome};
 use crate::measure::placement::{cpu_pair, home_cpu, pin_current_thread, PinGuard, Placement};
-use crate::measure::spawn::{green_runtime, pool_refused};
+use crate::measure::spawn::{green_runtime, start_refused};
 use crate::measure::units::Unit;
 use crate::results::flag::Flag;
 use crate::results::ids;
@@ -342,7 +342,7 @@ pub fn measure(ctx: &Ctx, out: &mut Outcome) -> Result<()> {
                 .carriers(2)
                 .pin(true)
                 .build()
-                .map_err(|e| pool_refused("a 2-carrier uthread pool", &e))?;
+                .map_err(|e| start_refused("cannot start a 2-carrier uthread pool", &e))?;
             Some(CrossCpu {
                 pool,
                 crossbeam: Crossbeam::start(b)?,

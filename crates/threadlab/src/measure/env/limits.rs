@@ -23,12 +23,12 @@ fn rlimit_from(rl: libc::rlimit) -> Rlimit {
 
 /// getrlimit's resource argument: glibc declares it as an enum, other C libraries as an int.
 #[cfg(target_env = "gnu")]
-pub(super) type Resource = libc::__rlimit_resource_t;
+pub type Resource = libc::__rlimit_resource_t;
 #[cfg(not(target_env = "gnu"))]
-pub(super) type Resource = libc::c_int;
+pub type Resource = libc::c_int;
 
 /// One resource limit of this process; `None` when it cannot be read.
-pub(super) fn rlimit(resource: Resource) -> Option<Rlimit> {
+pub fn rlimit(resource: Resource) -> Option<Rlimit> {
     let mut rl = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

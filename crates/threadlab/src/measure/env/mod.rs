@@ -95,6 +95,7 @@ pub use idle::{
     resume_latency_summary, IdleResidency, IdleState,
 };
 pub use kernel::mitigation_counts;
+pub use limits::{rlimit, Resource};
 pub use load::CpuTimes;
 
 const UNKNOWN: &str = "unknown";

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::measure::process::Supervised;
-use crate::measure::spawn::program_refused;
+use crate::measure::spawn::start_refused;
 use crate::subjects::go_build::{build, Built};
 
 use super::{BalanceNotes, Peer, PeerInfo, Running};
@@ -196,7 +196,7 @@ impl GoProgram {
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         let mut process = Supervised::spawn(&mut run, "the Go peer program")
-            .map_err(|e| program_refused("cannot start the Go peer program", &e))?;
+            .map_err(|e| start_refused("cannot start the Go peer program", &e))?;
         let stdin = process.child.stdin.take().expect("stdin was piped");
         let stdout = BufReader::new(process.child.stdout.take().expect("stdout was piped"));
         Ok(GoProgram {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::measure::process::Supervised;
-use crate::measure::spawn::program_refused;
+use crate::measure::spawn::start_refused;
 
 use super::shared::{cpu_set, ServerConfig};
 use super::{Counts, DesignInfo, Server};
@@ -59,7 +59,7 @@ pub fn spawn(
         &mut cmd,
         &format!("threadlab serve --design {}", design.name),
     )
-    .map_err(|e| program_refused("cannot start `threadlab serve`", &e))?;
+    .map_err(|e| start_refused("cannot start `threadlab serve`", &e))?;
     let line = process
         .stderr()
         .first_line(cancel, Duration::from_secs(10))?

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::measure::process::Supervised;
-use crate::measure::spawn::program_refused;
+use crate::measure::spawn::start_refused;
 use crate::subjects::go_build::{build, Built};
 
 use super::protocol::{
@@ -85,7 +85,7 @@ fn start(cfg: &ServerConfig, cancel: &Cancel) -> Result<Box<dyn Server>> {
         }
     }
     let mut process = Supervised::spawn(&mut run, "the Go server")
-        .map_err(|e| program_refused("cannot start the Go server", &e))?;
+        .map_err(|e| start_refused("cannot start the Go server", &e))?;
     let stdin = process.child.stdin.take().expect("stdin was piped");
     let stdout = process.child.stdout.take().expect("stdout was piped");
     // The first line says where it listens; read it on a helper thread so that a program that
