@@ -51,6 +51,13 @@ pub fn slice(i: u64, per_worker: u64) -> (u64, u64) {
 /// differing only elsewhere ran one kernel-thread worker at a time 15-20% apart (64 x 4M
 /// additions: 0.213-0.218 s against 0.246-0.257 s, uthread's workers 0.208-0.215 s in both),
 /// which moved the best N between 3 and unthrottled.
+///
+/// Never inlined, so that every N runs this one copy of the loop. Inlined, the throttled and the
+/// unthrottled worker each had a copy at its own address, and on a 2-vCPU Intel Xeon guest the
+/// unthrottled one ran faster: 0.102 s against 0.113-0.116 s for every throttled N, N = 64 (64
+/// permits for 64 workers: no worker ever waits) included, so in three runs in a row no throttle
+/// was the answer. With one copy, N = 64 and unthrottled read 0.115 and 0.112-0.119 s.
+#[inline(never)]
 pub fn sum_slice(lo: u64, hi: u64) -> u64 {
     let mut acc = 0u64;
     for mut i in lo..=hi {
