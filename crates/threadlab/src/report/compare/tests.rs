@@ -452,6 +452,51 @@ fn a_figure_kept_from_a_run_disturbed_throughout_is_unstable_and_a_quiet_pair_is
     assert_eq!(c.exit_status(), 1);
 }
 
+#[test]
+fn two_runs_disturbed_throughout_in_the_same_phase_are_compared_like_for_like() {
+    let o = gated();
+    // Both runs met the host's busy phase in every trial and kept them all; the phase probe
+    // beside their trials read `probe_a` and `probe_b` us.
+    let busy = |base: f64, probe: f64| {
+        let mut m = trial_metric("x.green.yield", &samples(base, 12), 45.0);
+        m.placement = "same_cpu(0)".into();
+        if let Some(t) = m.trials.as_mut() {
+            t.disturbed = 12;
+            t.phase_wide_ns = vec![probe * 1000.0; 12];
+        }
+        m
+    };
+    let pair = |a: Metric, b: Metric| {
+        let a = with_metrics(run("a", &[]), vec![a]);
+        let b = with_metrics(run("b", &[]), vec![b]);
+        compare_pair(&a, &b, &o).unwrap()
+    };
+    // The same phase (probe 70 and 73 us): A/A is quiet, a planted x1.2 is slower.
+    let c = pair(busy(5.70, 70.0), busy(5.76, 73.0));
+    assert_eq!(c.exit_status(), 0, "{c:#?}");
+    assert!(!c.rows[0].verdict.flagged(), "{c:#?}");
+    let c = pair(busy(5.70, 70.0), busy(5.70 * 1.2, 73.0));
+    assert_eq!(c.rows[0].verdict, Verdict::Slower, "{c:#?}");
+    assert_eq!(c.exit_status(), 1);
+    // Busy phases the probe tells apart (70 against 90 us): their 29% joins the floor, and a
+    // move beyond it is unstable, as it is when only one side was disturbed throughout.
+    let c = pair(busy(5.70, 70.0), busy(5.70 * 1.2, 90.0));
+    assert_eq!(c.rows[0].verdict, Verdict::WithinNoise, "{c:#?}");
+    let c = pair(busy(5.70, 70.0), busy(5.70 * 1.5, 90.0));
+    assert_eq!(c.rows[0].verdict, Verdict::Unstable, "{c:#?}");
+    assert_eq!(c.exit_status(), 0);
+    assert!(render_pair_text(&c).contains("12 of A's 12 trials and 12 of B's 12 trials"));
+    // On two CPUs the probe's phase is not the figure's regime: the same phase, moved, is
+    // unstable.
+    let two = |base: f64| {
+        let mut m = busy(base, 70.0);
+        m.placement = "cross_cpu(0,1)".into();
+        m
+    };
+    let c = pair(two(0.34), two(0.47));
+    assert_eq!(c.rows[0].verdict, Verdict::Unstable, "{c:#?}");
+}
+
 pub(super) fn with_metrics(mut r: Run, metrics: Vec<Metric>) -> Run {
     r.results.experiments[0].metrics = metrics;
     r
