@@ -37,8 +37,12 @@ fn stable_metric(r: &RunResults) -> (usize, usize) {
         }
     }
     let (spread, i, j) = best.expect("a metric with 9 distinct trials");
+    // Below 1.3, B's planted samples lie wholly above A's, so the U test reaches its smallest
+    // p; the margin keeps the ratio's interval clear of the run's own spread. It was 1.15 until
+    // a tiny run beside the other tests on a 2-vCPU guest whose host was busy found its
+    // stablest metric at 1.163.
     assert!(
-        spread < 1.15,
+        spread < 1.2,
         "no metric stable enough in the tiny run ({spread})"
     );
     println!(
