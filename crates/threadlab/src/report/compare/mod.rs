@@ -333,6 +333,8 @@ pub use text::*;
 #[cfg(test)]
 mod guest_tests;
 #[cfg(test)]
+mod host_tests;
+#[cfg(test)]
 mod program_tests;
 #[cfg(test)]
 mod reach_tests;
