@@ -239,6 +239,8 @@ fn drift_pct(before: Reading, after: Reading) -> f64 {
 
 /// Runs the plan. Never panics: an experiment that panics is marked failed.
 pub fn run(plan: &Plan, cancel: &Cancel, progress: &dyn Progress) -> RunResults {
+    // The Go programs are built once for the whole run, and their folders go when it ends.
+    let _builds = crate::subjects::go_build::keep_builds();
     let started_at = rfc3339_now();
     let run_started = Instant::now();
     let mut environment: Environment = env::capture();

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::cancel::Cancel;
@@ -29,9 +30,108 @@ impl Drop for Built {
     }
 }
 
+/// Which program a build makes: module, program name, and a hash of the source.
+type Key = (String, String, u64);
+
+/// The programs built while a `KeepBuilds` lives (`guards` of them), for handing out again.
+#[derive(Default)]
+struct Kept {
+    guards: usize,
+    built: Vec<(Key, Arc<Built>)>,
+}
+
+impl Kept {
+    /// The program built for `key` before, if it is still on disk.
+    fn find(&self, key: &Key) -> Option<Arc<Built>> {
+        self.built
+            .iter()
+            .find(|(k, b)| k == key && b.exe.is_file())
+            .map(|(_, b)| Arc::clone(b))
+    }
+
+    /// Keeps `built` for `key` while a guard lives (in place of one whose program went).
+    fn keep(&mut self, key: Key, built: &Arc<Built>) {
+        if self.guards > 0 {
+            self.built.retain(|(k, _)| *k != key);
+            self.built.push((key, Arc::clone(built)));
+        }
+    }
+
+    /// One guard ends; the last hands back what was kept, for the caller to drop (outside the
+    /// lock: dropping removes folders).
+    fn release(&mut self) -> Vec<(Key, Arc<Built>)> {
+        self.guards = self.guards.saturating_sub(1);
+        if self.guards == 0 {
+            std::mem::take(&mut self.built)
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+static KEPT: Mutex<Kept> = Mutex::new(Kept {
+    guards: 0,
+    built: Vec::new(),
+});
+
+fn kept() -> std::sync::MutexGuard<'static, Kept> {
+    // A panic while the list was held leaves it whole: entries are pushed, read or taken,
+    // never half-written.
+    KEPT.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// While one of these lives, a program built once is handed out again to whoever builds the
+/// same source, instead of being built anew; when the last is dropped the kept folders go (a
+/// program still held elsewhere keeps its own until that holder drops it). A run keeps one for
+/// its whole length: it starts the Go peer and the Go server five times, and `go build`
+/// relinks the program each time (0.4-0.6 s each with a warm build cache).
+pub struct KeepBuilds(());
+
+/// Keeps the programs built from here until the guard is dropped.
+pub fn keep_builds() -> KeepBuilds {
+    kept().guards += 1;
+    KeepBuilds(())
+}
+
+impl Drop for KeepBuilds {
+    fn drop(&mut self) {
+        let gone = kept().release();
+        drop(gone);
+    }
+}
+
 /// Builds `source` (one `main.go`, module `module`) into a program named `exe_name`; `what`
-/// names it in messages ("the Go peer program").
+/// names it in messages ("the Go peer program"). While a `KeepBuilds` lives, the same source
+/// built before is handed out again (its program still on disk).
 pub fn build(
+    source: &str,
+    module: &str,
+    exe_name: &str,
+    what: &str,
+    cancel: &Cancel,
+) -> Result<Arc<Built>> {
+    let key = (
+        module.to_string(),
+        exe_name.to_string(),
+        source_hash(source),
+    );
+    let found = kept().find(&key);
+    if let Some(b) = found {
+        return Ok(b);
+    }
+    let built = Arc::new(build_anew(source, module, exe_name, what, cancel)?);
+    kept().keep(key, &built);
+    Ok(built)
+}
+
+fn source_hash(source: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    source.hash(&mut h);
+    h.finish()
+}
+
+fn build_anew(
     source: &str,
     module: &str,
     exe_name: &str,
@@ -264,5 +364,61 @@ mod tests {
             Ok(_) => panic!("a build under a pending signal must stop"),
             Err(e) => panic!("{e}"),
         }
+    }
+
+    /// A folder with a program file in it, as a build leaves it.
+    fn fake_build(root: &Path, name: &str) -> Arc<Built> {
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = dir.join("prog");
+        std::fs::write(&exe, b"x").unwrap();
+        Arc::new(Built { exe, dir })
+    }
+
+    #[test]
+    fn a_kept_program_is_handed_out_again_until_the_last_guard_ends() {
+        let root = std::env::temp_dir().join(format!("threadlab-kept-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let key = |src: &str| ("m".to_string(), "p".to_string(), source_hash(src));
+        let mut k = Kept::default();
+
+        // No guard: nothing is kept, the caller's build is its own.
+        let alone = fake_build(&root, "alone");
+        k.keep(key("a"), &alone);
+        assert!(k.find(&key("a")).is_none());
+        let dir = alone.dir.clone();
+        drop(alone);
+        assert!(!dir.exists(), "a build nobody keeps goes with its holder");
+
+        k.guards = 2;
+        let a = fake_build(&root, "a");
+        k.keep(key("a"), &a);
+        let again = k.find(&key("a")).expect("kept");
+        assert!(Arc::ptr_eq(&a, &again));
+        assert!(k.find(&key("b")).is_none(), "another source is built anew");
+        drop((a, again));
+        assert!(root.join("a").exists(), "kept past its first holder");
+
+        // A program removed from under the lab is built again, and replaces the entry.
+        std::fs::remove_file(root.join("a/prog")).unwrap();
+        assert!(k.find(&key("a")).is_none());
+        let a2 = fake_build(&root, "a2");
+        k.keep(key("a"), &a2);
+        assert_eq!(k.built.len(), 1);
+        assert!(!root.join("a").exists(), "the replaced entry's folder went");
+
+        assert!(k.release().is_empty(), "one guard still lives");
+        assert!(k.find(&key("a")).is_some());
+        let gone = k.release();
+        assert_eq!(gone.len(), 1);
+        drop(gone);
+        assert!(root.join("a2").exists(), "still held by a2");
+        drop(a2);
+        assert!(
+            !root.join("a2").exists(),
+            "the last holder removes the folder"
+        );
+        assert!(k.find(&key("a")).is_none());
+        let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -141,7 +141,7 @@ pub struct GoPeer {
     // Field order is drop order: the programs end before their folder is removed.
     programs: Vec<GoProgram>,
     current: usize,
-    _built: Built,
+    _built: std::sync::Arc<Built>,
 }
 
 /// One running copy of the program.

@@ -39,7 +39,7 @@ struct GoServer {
     // and reaps whatever is left, then the build folder goes.
     _stdin: ChildStdin,
     process: Supervised,
-    _built: Built,
+    _built: std::sync::Arc<Built>,
     addr: SocketAddr,
 }
 
