@@ -18,7 +18,9 @@ use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
 use crate::measure::placement::{allowed_cpus, physical_cores};
 use crate::seeds;
 
-pub use plateau::{best_concurrency, recommended_pool, rule_text, Best, Standing, Verdict};
+pub use plateau::{
+    best_concurrency, best_in_windows, recommended_pool, rule_text, Best, Standing, Tagged, Verdict,
+};
 
 use figures::Found;
 use sweep::Sweeper;

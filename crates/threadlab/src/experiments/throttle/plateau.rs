@@ -52,24 +52,67 @@ pub struct Verdict {
 /// or more close N below it whose intervals reach 1 (the smallest of them with its median within
 /// the margin).
 pub fn best_concurrency(points: &[(usize, Vec<f64>)]) -> Option<Best> {
-    let medians: Vec<f64> = points.iter().map(|(_, v)| median(v)).collect();
-    let (fi, _) = medians
+    let tagged: Vec<Tagged> = points
+        .iter()
+        .map(|(n, v)| (*n, v.iter().map(|&x| (0, x)).collect()))
+        .collect();
+    best_in_windows(&tagged)
+}
+
+/// One N and its runs, each tagged with the sweep that took it: 0 for the first (every N),
+/// k for the k-th round of extra runs (the close N and the fastest).
+pub type Tagged = (usize, Vec<(usize, f64)>);
+
+/// `best_concurrency` over runs taken in several sweeps, each N read against the fastest only
+/// in the sweeps both took part in, and the fastest chosen on the first sweep, which every N
+/// took part in. The extra runs come minutes later, when the host may be in another phase:
+/// read against runs that did not share it, they move an N by the host's change. On a 2-vCPU
+/// Intel Xeon guest uthread's N = 2, 3 and 4 were run again while the host was 20% slower than
+/// in the first sweep, and the unthrottled run, which was not, then read 7-10% faster than all
+/// of them: the answer was "no throttle" in 2 of 8 runs, and N = 2 in the other six.
+pub fn best_in_windows(points: &[Tagged]) -> Option<Best> {
+    let of = |i: usize, sweeps: &dyn Fn(usize) -> bool| -> Vec<f64> {
+        points[i]
+            .1
+            .iter()
+            .filter(|(s, _)| sweeps(*s))
+            .map(|&(_, x)| x)
+            .collect()
+    };
+    let first: Vec<f64> = (0..points.len())
+        .map(|i| {
+            let v = of(i, &|s| s == 0);
+            if v.is_empty() {
+                f64::NAN
+            } else {
+                median(&v)
+            }
+        })
+        .collect();
+    let (fi, _) = first
         .iter()
         .enumerate()
         .filter(|(_, m)| m.is_finite() && **m > 0.0)
         .min_by(|a, b| a.1.total_cmp(b.1))?;
-    let fastest = &points[fi];
+    let took_part = |i: usize, s: usize| points[i].1.iter().any(|&(t, _)| t == s);
     let mut order: Vec<usize> = (0..points.len()).collect();
     order.sort_by_key(|&i| points[i].0);
     let band = 1.0 + PLATEAU_MARGIN;
     let verdicts: Vec<Verdict> = order
         .iter()
         .map(|&i| {
-            let ratio = medians[i] / medians[fi];
+            // Both sides from the sweeps both took part in.
+            let fastest = of(fi, &|s| took_part(i, s));
+            let this = of(i, &|s| took_part(fi, s));
+            let ratio = if i == fi || this.is_empty() || fastest.is_empty() {
+                1.0
+            } else {
+                median(&this) / median(&fastest)
+            };
             let ci = if i == fi {
                 (1.0, 1.0)
             } else {
-                bootstrap_ratio_ci(&fastest.1, &points[i].1, RESAMPLES).unwrap_or((ratio, ratio))
+                bootstrap_ratio_ci(&fastest, &this, RESAMPLES).unwrap_or((ratio, ratio))
             };
             let standing = if i == fi || ci.1 <= band {
                 Standing::Plateau
@@ -88,9 +131,9 @@ pub fn best_concurrency(points: &[(usize, Vec<f64>)]) -> Option<Best> {
         .collect();
     let shown = verdicts.iter().find(|v| v.standing == Standing::Plateau)?.n;
     Some(Best {
-        n: not_told_apart(&verdicts, shown, fastest.0).unwrap_or(shown),
+        n: not_told_apart(&verdicts, shown, points[fi].0).unwrap_or(shown),
         shown,
-        fastest_n: fastest.0,
+        fastest_n: points[fi].0,
         verdicts,
     })
 }
@@ -173,7 +216,9 @@ pub fn rule_text() -> String {
         "the start of the plateau: the smallest N whose median time is within {:.0}% of the \
          fastest N's with 95% confidence (a bootstrap interval of the ratio of medians wholly \
          below {:.2}); an N whose interval straddles the margin is run {EXTRA_REPS} more times \
-         (at most {EXTRA_ROUNDS} times), and is not on the plateau if it still does, unless its \
+         with the fastest (at most {EXTRA_ROUNDS} times; each N is read against the fastest's \
+         runs of the same rounds, the fastest chosen on the first), and is not on the plateau \
+         if it still straddles, unless its \
          median is within the margin and its interval reaches 1 (not told apart from the \
          fastest at all; likewise each N between it and the plateau); where no N but the \
          fastest is shown on it and two or more below it are not shown apart from it at all \

@@ -12,7 +12,7 @@ use crate::measure::spawn::{green_runtime, spawn_scoped};
 use crate::measure::stats::median;
 use crate::sys;
 
-use super::plateau::{best_concurrency, Best, EXTRA_REPS, EXTRA_ROUNDS};
+use super::plateau::{best_in_windows, Best, Tagged, EXTRA_REPS, EXTRA_ROUNDS};
 use super::{closed_form_sum, slice, sum_slice, UNTHROTTLED_X, WORKERS};
 
 struct KernelSemaphore {
@@ -209,6 +209,8 @@ pub(super) fn label(limit: Option<usize>) -> String {
 pub(super) struct PerN {
     pub(super) n: usize,
     runs: Vec<RunResult>,
+    /// The sweep each run was taken in (0: the first; k: the k-th round of extra runs).
+    sweeps: Vec<usize>,
 }
 
 impl PerN {
@@ -246,13 +248,20 @@ impl Sweeper<'_> {
     /// Runs every N `reps` times, checking every total, appending to `rows` (one per N, created
     /// when missing). The reps are the outer loop, so a burst of load from other jobs hits one
     /// run of every N, not every run of a few N.
-    fn sweep(&self, limits: &[Option<usize>], reps: usize, rows: &mut Vec<PerN>) -> Result<()> {
+    fn sweep(
+        &self,
+        limits: &[Option<usize>],
+        reps: usize,
+        round: usize,
+        rows: &mut Vec<PerN>,
+    ) -> Result<()> {
         let expect = closed_form_sum(WORKERS * self.per_worker);
         for &limit in limits {
             if !rows.iter().any(|r| r.n == x_of(limit)) {
                 rows.push(PerN {
                     n: x_of(limit),
                     runs: Vec::new(),
+                    sweeps: Vec::new(),
                 });
             }
         }
@@ -273,6 +282,7 @@ impl Sweeper<'_> {
                 r.idle_pct = idle;
                 if let Some(row) = rows.iter_mut().find(|row| row.n == x_of(limit)) {
                     row.runs.push(r);
+                    row.sweeps.push(round);
                 }
             }
         }
@@ -281,20 +291,23 @@ impl Sweeper<'_> {
     }
 
     /// The sweep, then the rule; close calls below the answer get more runs (with the fastest
-    /// N, interleaved), and one they leave undecided stays off the plateau.
+    /// N, interleaved), and one they leave undecided stays off the plateau. Each N is read
+    /// against the fastest's runs of the sweeps both took part in (`best_in_windows`).
     pub(super) fn to_answer(
         &self,
         limits: &[Option<usize>],
         reps: usize,
     ) -> Result<(Vec<PerN>, Best)> {
         let mut rows = Vec::new();
-        self.sweep(limits, reps, &mut rows)?;
-        let points = |rows: &[PerN]| -> Vec<(usize, Vec<f64>)> {
-            rows.iter().map(|r| (r.n, r.seconds())).collect()
+        self.sweep(limits, reps, 0, &mut rows)?;
+        let points = |rows: &[PerN]| -> Vec<Tagged> {
+            rows.iter()
+                .map(|r| (r.n, r.sweeps.iter().copied().zip(r.seconds()).collect()))
+                .collect()
         };
         let none = || Error::Fail(format!("no {} throttle points", self.what));
-        for _ in 0..EXTRA_ROUNDS {
-            let best = best_concurrency(&points(&rows)).ok_or_else(none)?;
+        for round in 1..=EXTRA_ROUNDS {
+            let best = best_in_windows(&points(&rows)).ok_or_else(none)?;
             let close = best.close_calls();
             if close.is_empty() {
                 break;
@@ -304,9 +317,9 @@ impl Sweeper<'_> {
                 .chain(std::iter::once(&best.fastest_n))
                 .map(|&n| (n != UNTHROTTLED_X).then_some(n))
                 .collect();
-            self.sweep(&again, EXTRA_REPS, &mut rows)?;
+            self.sweep(&again, EXTRA_REPS, round, &mut rows)?;
         }
-        let best = best_concurrency(&points(&rows)).ok_or_else(none)?;
+        let best = best_in_windows(&points(&rows)).ok_or_else(none)?;
         Ok((rows, best))
     }
 }

@@ -194,3 +194,50 @@ fn both_runners_get_the_right_total() {
     assert_eq!(run_uthread(Some(1), per, 2).unwrap().total, expect);
     assert_eq!(run_uthread(None, per, 2).unwrap().total, expect);
 }
+
+#[test]
+fn runs_taken_again_in_a_slower_phase_move_no_n_against_the_fastest() {
+    // uthread's times (ms) in one quick `run throttle` on a 2-vCPU Intel Xeon guest: a first
+    // sweep of 7 runs per N in a fast phase of the host, then N = 2 and 3 run 8 more times and
+    // N = 4 4 more, mostly in a phase 20% slower, while the unthrottled run was not run again.
+    let first = |v: &[f64]| v.iter().map(|&x| (0, x)).collect::<Vec<_>>();
+    let mut pts: Vec<Tagged> = vec![
+        (1, first(&[134.7, 136.0, 137.3, 140.5, 140.5, 146.7, 141.3])),
+        (2, first(&[68.4, 69.2, 70.0, 70.7, 71.3, 84.7, 77.2])),
+        (3, first(&[68.2, 69.3, 69.0, 68.8, 84.6, 76.0, 88.7])),
+        (4, first(&[68.2, 69.5, 69.4, 68.3, 78.3, 72.6, 85.0])),
+        (65, first(&[68.6, 69.5, 75.6, 69.5, 75.5, 69.9, 88.7])),
+    ];
+    let again = [
+        (2, [89.1, 85.0, 85.3, 85.1], [88.9, 89.6, 79.1, 83.2]),
+        (3, [84.4, 82.1, 84.7, 86.3], [84.3, 84.1, 85.6, 88.4]),
+    ];
+    for (n, one, two) in again {
+        let row = pts.iter_mut().find(|p| p.0 == n).unwrap();
+        row.1.extend(one.iter().map(|&x| (1, x)));
+        row.1.extend(two.iter().map(|&x| (2, x)));
+    }
+    let row4 = pts.iter_mut().find(|p| p.0 == 4).unwrap();
+    row4.1
+        .extend([88.8, 88.9, 84.1, 87.5].iter().map(|&x| (1, x)));
+    let flat: Vec<(usize, Vec<f64>)> = pts
+        .iter()
+        .map(|(n, v)| (*n, v.iter().map(|&(_, x)| x).collect()))
+        .collect();
+    // Read all together, the unthrottled run wins by the host's change.
+    let b = best_concurrency(&flat).unwrap();
+    assert_eq!((b.n, b.fastest_n), (65, 65));
+    // Read sweep against sweep, the fastest is N = 3 (first sweep), and N = 2 beside it in
+    // the same three sweeps is the start of the plateau.
+    let b = best_in_windows(&pts).unwrap();
+    assert_eq!(b.fastest_n, 3);
+    assert_eq!(b.n, 2, "{:?}", b.verdicts);
+    // With one sweep, the two readings agree.
+    let one: Vec<(usize, Vec<f64>)> = flat.iter().map(|(n, v)| (*n, v[..7].to_vec())).collect();
+    let tagged: Vec<Tagged> = one.iter().map(|(n, v)| (*n, first(v))).collect();
+    let (a, b) = (
+        best_concurrency(&one).unwrap(),
+        best_in_windows(&tagged).unwrap(),
+    );
+    assert_eq!((a.n, a.fastest_n), (b.n, b.fastest_n));
+}
