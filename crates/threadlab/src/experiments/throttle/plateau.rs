@@ -65,7 +65,7 @@ pub type Tagged = (usize, Vec<(usize, f64)>);
 
 /// `best_concurrency` over runs taken in several sweeps, each N read against the fastest only
 /// in the sweeps both took part in, and the fastest chosen on the first sweep, which every N
-/// took part in. The extra runs come minutes later, when the host may be in another phase:
+/// took part in. The extra runs come seconds later, when the host may be in another phase:
 /// read against runs that did not share it, they move an N by the host's change. On a 2-vCPU
 /// Intel Xeon guest uthread's N = 2, 3 and 4 were run again while the host was 20% slower than
 /// in the first sweep, and the unthrottled run, which was not, then read 7-10% faster than all
