@@ -5,6 +5,8 @@
 // (docs/agreement.md, "Thread creation, settled and cold"):
 //   create_gap 100 50 0      cold: the first 100 threads after 50 ms of one busy CPU
 //   create_gap 100 50 1000   the same after 1000 untimed threads (~40 ms)
+// Pinned, as create.thread's batches (docs/agreement.md, "Two more checks on the Intel Xeon
+// guest"): taskset -c 0 create_gap 150 -3 1000 200 (a 3 ms sleep, then 1000 untimed).
 // Build: gcc -O2 -pthread -o create_gap scripts/agreement/create_gap.c
 #define _GNU_SOURCE
 #include <pthread.h>
