@@ -286,7 +286,7 @@ impl Experiment for PriorityExperiment {
                 Duration::from_millis(200),
                 Duration::from_secs(1),
             ),
-            window: ctx.mode.pick(
+            uthread_window: ctx.mode.pick(
                 Duration::from_millis(40),
                 Duration::from_millis(300),
                 Duration::from_secs(1),
@@ -310,7 +310,7 @@ struct Setup {
     cpu: usize,
     placement: String,
     kernel_window: Duration,
-    window: Duration,
+    uthread_window: Duration,
     reps: usize,
 }
 
@@ -384,7 +384,7 @@ fn nice_shares(ctx: &Ctx, s: &Setup, out: &mut Outcome) -> Result<(Table, f64)> 
 
 /// uthread's lottery scheduler against its own model.
 fn uthread_shares(ctx: &Ctx, s: &Setup, out: &mut Outcome) -> Result<Table> {
-    let (window, reps) = (s.window, s.reps);
+    let (window, reps) = (s.uthread_window, s.reps);
     let mut ut_table = Table::new(
         "priority.uthread_shares",
         "uthread's lottery: share of the first of two preemptive green threads",

@@ -41,11 +41,13 @@ pub(super) struct RunResult {
     involuntary: u64,
     /// Share of the run the allowed CPUs spent idle, percent, one per CPU (from /proc/stat).
     idle_pct: Vec<f64>,
+    /// The sweep that took it (0: the first; k: the k-th round of extra runs).
+    sweep: usize,
 }
 
 impl RunResult {
     /// A run of `seconds` from its workers' or carriers' (sum, voluntary, involuntary switches);
-    /// the idle shares are added by the sweep.
+    /// the idle shares and the sweep's number are added by the sweep.
     fn of(seconds: f64, parts: &[(u64, u64, u64)]) -> RunResult {
         RunResult {
             seconds,
@@ -53,6 +55,7 @@ impl RunResult {
             voluntary: parts.iter().map(|p| p.1).sum(),
             involuntary: parts.iter().map(|p| p.2).sum(),
             idle_pct: Vec::new(),
+            sweep: 0,
         }
     }
 }
@@ -209,8 +212,6 @@ pub(super) fn label(limit: Option<usize>) -> String {
 pub(super) struct PerN {
     pub(super) n: usize,
     runs: Vec<RunResult>,
-    /// The sweep each run was taken in (0: the first; k: the k-th round of extra runs).
-    sweeps: Vec<usize>,
 }
 
 impl PerN {
@@ -261,7 +262,6 @@ impl Sweeper<'_> {
                 rows.push(PerN {
                     n: x_of(limit),
                     runs: Vec::new(),
-                    sweeps: Vec::new(),
                 });
             }
         }
@@ -280,9 +280,9 @@ impl Sweeper<'_> {
                     )));
                 }
                 r.idle_pct = idle;
+                r.sweep = round;
                 if let Some(row) = rows.iter_mut().find(|row| row.n == x_of(limit)) {
                     row.runs.push(r);
-                    row.sweeps.push(round);
                 }
             }
         }
@@ -302,7 +302,7 @@ impl Sweeper<'_> {
         self.sweep(limits, reps, 0, &mut rows)?;
         let points = |rows: &[PerN]| -> Vec<Tagged> {
             rows.iter()
-                .map(|r| (r.n, r.sweeps.iter().copied().zip(r.seconds()).collect()))
+                .map(|r| (r.n, r.runs.iter().map(|x| (x.sweep, x.seconds)).collect()))
                 .collect()
         };
         let none = || Error::Fail(format!("no {} throttle points", self.what));
