@@ -1,13 +1,9 @@
 //! The rule that turns repeated runs per N into one answer: the start of the plateau.
 
-use crate::measure::significance::bootstrap_ratio_ci;
+use crate::measure::significance::median_interval;
 use crate::measure::stats::median;
 
 use super::PLATEAU_MARGIN;
-
-/// Bootstrap resamples of the ratio of medians behind each N's interval (fixed seed: the same
-/// runs always give the same interval).
-const RESAMPLES: usize = 4_000;
 
 /// Extra runs per close N, and how many times they may be added; a close call still undecided
 /// after them is not on the plateau (its equivalence was not shown).
@@ -25,8 +21,8 @@ pub enum Standing {
     Close,
 }
 
-/// One N's verdict: its median time over the fastest N's, the 95% bootstrap interval of that
-/// ratio, and where that puts it.
+/// One N's verdict: its time over the fastest N's (the median of the run-by-run ratios), the
+/// 95% interval of that median, and where that puts it.
 #[derive(Debug, Clone, Copy)]
 pub struct Verdict {
     pub n: usize,
@@ -35,53 +31,83 @@ pub struct Verdict {
     pub standing: Standing,
 }
 
-/// The rule that picks the best N from repeated runs: the start of the plateau. `fastest` is
-/// the N with the lowest median time; every N gets the 95% percentile-bootstrap interval of
-/// median(N) / median(fastest) (fixed seed). An N is on the plateau when that interval lies
-/// wholly below 1 + `PLATEAU_MARGIN` (an equivalence test with a stated margin), slower when it
-/// lies wholly above, close otherwise. The answer is the smallest N on the plateau. A close N
-/// below it gets more runs (`close_calls`); one still undecided after them is not on the
-/// plateau: equivalence is claimed only where it was shown. Settling a close call by its median
-/// instead let an N whose penalty sits near the margin (N = 2 at +3-16% on a 2-vCPU guest, its
-/// interval mostly straddling 5%) win in 4 of 31 runs; taking it as not shown, the same 31
-/// runs' intervals give one answer in 30.
+/// One run of an N, and when it was taken: `round` 0 is the first sweep (every N), k the k-th
+/// round of extra runs (the close N and the fastest); `rep` its repetition within the round.
+/// Every N of a round runs once per repetition, one after the other, so the runs of one
+/// (round, rep) were taken within a second of each other.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Run {
+    pub round: usize,
+    pub rep: usize,
+    pub seconds: f64,
+}
+
+/// One N and its runs.
+pub type Tagged = (usize, Vec<Run>);
+
+/// `best_paired` over runs of one sweep, given in the order of its repetitions: value k of
+/// every N was taken in repetition k.
+pub fn best_concurrency(points: &[(usize, Vec<f64>)]) -> Option<Best> {
+    let tagged: Vec<Tagged> = points
+        .iter()
+        .map(|(n, v)| {
+            let runs = v
+                .iter()
+                .enumerate()
+                .map(|(rep, &seconds)| Run {
+                    round: 0,
+                    rep,
+                    seconds,
+                })
+                .collect();
+            (*n, runs)
+        })
+        .collect();
+    best_paired(&tagged)
+}
+
+/// The rule that picks the best N from repeated runs: the start of the plateau.
+///
+/// * The fastest N is the one with the lowest median time in the first sweep, which every N
+///   took part in.
+/// * Every other N is read against it run by run: each of its runs over the fastest's run of
+///   the same round and repetition, taken within a second of it. Its ratio is the median of
+///   those ratios, with the sign test's distribution-free 95% interval of that median (from 6
+///   pairs; with fewer, the range of the ratios, which then covers less).
+/// * An N is on the plateau when that interval lies wholly below 1 + `PLATEAU_MARGIN` (an
+///   equivalence test with a stated margin), slower when it lies wholly above, close otherwise.
+///   The answer is the smallest N on the plateau. A close N below it gets more runs
+///   (`close_calls`); one still undecided after them is not on the plateau: equivalence is
+///   claimed only where it was shown.
+///
+/// Why run by run: the host's speed moves by 10-30% from one second to the next on a shared
+/// VM, and every N of a repetition meets the same phase, so the ratio of two runs a second
+/// apart carries the N's cost and little of the host's. Read as two independent sets (the
+/// ratio of the medians, with a bootstrap interval of it), the phases stayed in: on a 2-vCPU
+/// Intel Xeon guest N = 2 read +3.1% [-0.2%, +16.0%] beside N = 4 in a run whose repetitions
+/// moved from 80 to 110 ms, and the answer was 2; its run-by-run ratios read +8.1% [+2.6%,
+/// +10.6%]. The 34 runs on record on that guest (2026-11-27) had answered 3 in 29 (4 in 3, 2
+/// in 2) and uthread 2 in 31; their runs read again run by run answer 3 in 34 and 2 in 34 (the
+/// extra runs as they were taken: the new reading could have asked for others).
+///
+/// Settling a close call by its median instead let an N whose penalty sits near the margin (N
+/// = 2 at +3-16% on a 2-vCPU guest, its interval mostly straddling 5%) win in 4 of 31 runs;
+/// taking it as not shown, the same 31 runs' intervals gave one answer in 30.
 ///
 /// Two exceptions, for N that noise alone keeps from being shown (`not_told_apart`): a close N
 /// just below the first shown whose median is within the margin and whose interval reaches 1
 /// (no difference from the fastest shown at all), and, where no N but the fastest is shown, two
 /// or more close N below it whose intervals reach 1 (the smallest of them with its median within
 /// the margin).
-pub fn best_concurrency(points: &[(usize, Vec<f64>)]) -> Option<Best> {
-    let tagged: Vec<Tagged> = points
+pub fn best_paired(points: &[Tagged]) -> Option<Best> {
+    let first: Vec<f64> = points
         .iter()
-        .map(|(n, v)| (*n, v.iter().map(|&x| (0, x)).collect()))
-        .collect();
-    best_in_windows(&tagged)
-}
-
-/// One N and its runs, each tagged with the sweep that took it: 0 for the first (every N),
-/// k for the k-th round of extra runs (the close N and the fastest).
-pub type Tagged = (usize, Vec<(usize, f64)>);
-
-/// `best_concurrency` over runs taken in several sweeps, each N read against the fastest only
-/// in the sweeps both took part in, and the fastest chosen on the first sweep, which every N
-/// took part in. The extra runs come seconds later, when the host may be in another phase:
-/// read against runs that did not share it, they move an N by the host's change. On a 2-vCPU
-/// Intel Xeon guest uthread's N = 2, 3 and 4 were run again while the host was 20% slower than
-/// in the first sweep, and the unthrottled run, which was not, then read 7-10% faster than all
-/// of them: the answer was "no throttle" in 2 of 8 runs, and N = 2 in the other six.
-pub fn best_in_windows(points: &[Tagged]) -> Option<Best> {
-    let of = |i: usize, sweeps: &dyn Fn(usize) -> bool| -> Vec<f64> {
-        points[i]
-            .1
-            .iter()
-            .filter(|(s, _)| sweeps(*s))
-            .map(|&(_, x)| x)
-            .collect()
-    };
-    let first: Vec<f64> = (0..points.len())
-        .map(|i| {
-            let v = of(i, &|s| s == 0);
+        .map(|(_, runs)| {
+            let v: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.round == 0)
+                .map(|r| r.seconds)
+                .collect();
             if v.is_empty() {
                 f64::NAN
             } else {
@@ -94,39 +120,20 @@ pub fn best_in_windows(points: &[Tagged]) -> Option<Best> {
         .enumerate()
         .filter(|(_, m)| m.is_finite() && **m > 0.0)
         .min_by(|a, b| a.1.total_cmp(b.1))?;
-    let took_part = |i: usize, s: usize| points[i].1.iter().any(|&(t, _)| t == s);
     let mut order: Vec<usize> = (0..points.len()).collect();
     order.sort_by_key(|&i| points[i].0);
-    let band = 1.0 + PLATEAU_MARGIN;
     let verdicts: Vec<Verdict> = order
         .iter()
         .map(|&i| {
-            // Both sides from the sweeps both took part in.
-            let fastest = of(fi, &|s| took_part(i, s));
-            let this = of(i, &|s| took_part(fi, s));
-            let ratio = if i == fi || this.is_empty() || fastest.is_empty() {
-                1.0
-            } else {
-                median(&this) / median(&fastest)
-            };
-            let ci = if i == fi {
-                (1.0, 1.0)
-            } else {
-                bootstrap_ratio_ci(&fastest, &this, RESAMPLES).unwrap_or((ratio, ratio))
-            };
-            let standing = if i == fi || ci.1 <= band {
-                Standing::Plateau
-            } else if ci.0 > band {
-                Standing::Slower
-            } else {
-                Standing::Close
-            };
-            Verdict {
-                n: points[i].0,
-                ratio,
-                ci,
-                standing,
+            if i == fi {
+                return Verdict {
+                    n: points[i].0,
+                    ratio: 1.0,
+                    ci: (1.0, 1.0),
+                    standing: Standing::Plateau,
+                };
             }
+            verdict(points[i].0, &paired_ratios(&points[i].1, &points[fi].1))
         })
         .collect();
     let shown = verdicts.iter().find(|v| v.standing == Standing::Plateau)?.n;
@@ -136,6 +143,54 @@ pub fn best_in_windows(points: &[Tagged]) -> Option<Best> {
         fastest_n: points[fi].0,
         verdicts,
     })
+}
+
+/// Each run of `this` over the run of `fastest` with the same round and repetition.
+fn paired_ratios(this: &[Run], fastest: &[Run]) -> Vec<f64> {
+    this.iter()
+        .filter_map(|r| {
+            fastest
+                .iter()
+                .find(|f| f.round == r.round && f.rep == r.rep)
+                .filter(|f| f.seconds > 0.0 && r.seconds.is_finite())
+                .map(|f| r.seconds / f.seconds)
+        })
+        .collect()
+}
+
+/// An N's verdict from its run-by-run ratios to the fastest. No pairs: not shown either way.
+fn verdict(n: usize, ratios: &[f64]) -> Verdict {
+    if ratios.is_empty() {
+        return Verdict {
+            n,
+            ratio: f64::NAN,
+            ci: (f64::NAN, f64::NAN),
+            standing: Standing::Close,
+        };
+    }
+    let ratio = median(ratios);
+    let ci = match median_interval(ratios) {
+        Some(m) => (m.lo, m.hi),
+        None => ratios
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+                (lo.min(x), hi.max(x))
+            }),
+    };
+    let band = 1.0 + PLATEAU_MARGIN;
+    let standing = if ci.1 <= band {
+        Standing::Plateau
+    } else if ci.0 > band {
+        Standing::Slower
+    } else {
+        Standing::Close
+    };
+    Verdict {
+        n,
+        ratio,
+        ci,
+        standing,
+    }
 }
 
 /// The smallest N below the first shown on the plateau that noise alone kept off it, if any:
@@ -213,12 +268,12 @@ impl Best {
 /// The rule in words, for notes and the conclusion.
 pub fn rule_text() -> String {
     format!(
-        "the start of the plateau: the smallest N whose median time is within {:.0}% of the \
-         fastest N's with 95% confidence (a bootstrap interval of the ratio of medians wholly \
-         below {:.2}); an N whose interval straddles the margin is run {EXTRA_REPS} more times \
-         with the fastest (at most {EXTRA_ROUNDS} times; each N is read against the fastest's \
-         runs of the same rounds, the fastest chosen on the first), and is not on the plateau \
-         if it still straddles, unless its \
+        "the start of the plateau: the smallest N whose time is within {:.0}% of the fastest \
+         N's with 95% confidence (the fastest chosen on the first sweep; each run of N over the \
+         fastest's run of the same repetition, taken within a second of it, and the sign \
+         test's interval of the median of those ratios wholly below {:.2}); an N whose interval \
+         straddles the margin is run {EXTRA_REPS} more times with the fastest (at most \
+         {EXTRA_ROUNDS} times), and is not on the plateau if it still straddles, unless its \
          median is within the margin and its interval reaches 1 (not told apart from the \
          fastest at all; likewise each N between it and the plateau); where no N but the \
          fastest is shown on it and two or more below it are not shown apart from it at all \

@@ -12,7 +12,7 @@ use crate::measure::spawn::{green_runtime, spawn_scoped};
 use crate::measure::stats::median;
 use crate::sys;
 
-use super::plateau::{best_in_windows, Best, Tagged, EXTRA_REPS, EXTRA_ROUNDS};
+use super::plateau::{best_paired, Best, Run, Tagged, EXTRA_REPS, EXTRA_ROUNDS};
 use super::{closed_form_sum, slice, sum_slice, UNTHROTTLED_X, WORKERS};
 
 struct KernelSemaphore {
@@ -41,13 +41,15 @@ pub(super) struct RunResult {
     involuntary: u64,
     /// Share of the run the allowed CPUs spent idle, percent, one per CPU (from /proc/stat).
     idle_pct: Vec<f64>,
-    /// The sweep that took it (0: the first; k: the k-th round of extra runs).
-    sweep: usize,
+    /// The round that took it (0: the first sweep; k: the k-th round of extra runs).
+    round: usize,
+    /// Its repetition within the round: every N of the round ran once in it, one after another.
+    rep: usize,
 }
 
 impl RunResult {
     /// A run of `seconds` from its workers' or carriers' (sum, voluntary, involuntary switches);
-    /// the idle shares and the sweep's number are added by the sweep.
+    /// the idle shares, the round and the repetition are added by the sweep.
     fn of(seconds: f64, parts: &[(u64, u64, u64)]) -> RunResult {
         RunResult {
             seconds,
@@ -55,7 +57,8 @@ impl RunResult {
             voluntary: parts.iter().map(|p| p.1).sum(),
             involuntary: parts.iter().map(|p| p.2).sum(),
             idle_pct: Vec::new(),
-            sweep: 0,
+            round: 0,
+            rep: 0,
         }
     }
 }
@@ -280,7 +283,8 @@ impl Sweeper<'_> {
                     )));
                 }
                 r.idle_pct = idle;
-                r.sweep = round;
+                r.round = round;
+                r.rep = rep;
                 if let Some(row) = rows.iter_mut().find(|row| row.n == x_of(limit)) {
                     row.runs.push(r);
                 }
@@ -292,7 +296,7 @@ impl Sweeper<'_> {
 
     /// The sweep, then the rule; close calls below the answer get more runs (with the fastest
     /// N, interleaved), and one they leave undecided stays off the plateau. Each N is read
-    /// against the fastest's runs of the sweeps both took part in (`best_in_windows`).
+    /// against the fastest run by run, in the repetitions both took part in (`best_paired`).
     pub(super) fn to_answer(
         &self,
         limits: &[Option<usize>],
@@ -302,12 +306,19 @@ impl Sweeper<'_> {
         self.sweep(limits, reps, 0, &mut rows)?;
         let points = |rows: &[PerN]| -> Vec<Tagged> {
             rows.iter()
-                .map(|r| (r.n, r.runs.iter().map(|x| (x.sweep, x.seconds)).collect()))
+                .map(|r| {
+                    let runs = r.runs.iter().map(|x| Run {
+                        round: x.round,
+                        rep: x.rep,
+                        seconds: x.seconds,
+                    });
+                    (r.n, runs.collect())
+                })
                 .collect()
         };
         let none = || Error::Fail(format!("no {} throttle points", self.what));
         for round in 1..=EXTRA_ROUNDS {
-            let best = best_in_windows(&points(&rows)).ok_or_else(none)?;
+            let best = best_paired(&points(&rows)).ok_or_else(none)?;
             let close = best.close_calls();
             if close.is_empty() {
                 break;
@@ -319,7 +330,7 @@ impl Sweeper<'_> {
                 .collect();
             self.sweep(&again, EXTRA_REPS, round, &mut rows)?;
         }
-        let best = best_in_windows(&points(&rows)).ok_or_else(none)?;
+        let best = best_paired(&points(&rows)).ok_or_else(none)?;
         Ok((rows, best))
     }
 }
