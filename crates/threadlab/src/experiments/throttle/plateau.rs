@@ -80,9 +80,10 @@ pub fn best_concurrency(points: &[(usize, Vec<f64>)]) -> Option<Best> {
 ///   (`close_calls`); one still undecided after them is not on the plateau: equivalence is
 ///   claimed only where it was shown.
 ///
-/// Why run by run: the host's speed moves by 10-30% from one second to the next on a shared
-/// VM, and every N of a repetition meets the same phase, so the ratio of two runs a second
-/// apart carries the N's cost and little of the host's. Read as two independent sets (the
+/// Why run by run: on a shared VM the host's speed moves by tens of per cent within a run (one
+/// quick suite's runs of N = 4 read 75.8 to 111.6 ms), and every N of a repetition meets the
+/// same phase, so the ratio of two runs a second apart carries the N's cost and little of the
+/// host's. Read as two independent sets (the
 /// ratio of the medians, with a bootstrap interval of it), the phases stayed in: on a 2-vCPU
 /// Intel Xeon guest N = 2 read +3.1% [-0.2%, +16.0%] beside N = 4 in a run whose repetitions
 /// moved from 80 to 110 ms, and the answer was 2; its run-by-run ratios read +8.1% [+2.6%,
