@@ -5,11 +5,12 @@ use crate::measure::stats::median;
 use crate::measure::units::fmt_more_or_less_time;
 
 use super::figures::{spread_text, Found};
-use super::plateau::{rule_text, verdict_text};
+use super::plateau::{rule_text, verdict_text, Paired};
 use super::UNTHROTTLED_X;
 
 /// What the run shows about N, and the pool size that follows from it.
-pub(super) fn conclusion(c: &Found, penalty: f64) -> String {
+pub(super) fn conclusion(c: &Found, run_by_run: Paired) -> String {
+    let penalty = (run_by_run.ratio - 1.0) * 100.0;
     let best = c.best.n;
     if best == UNTHROTTLED_X {
         return no_throttle_fastest(c);
@@ -18,12 +19,14 @@ pub(super) fn conclusion(c: &Found, penalty: f64) -> String {
     let cores = c.physical;
     let mut s = format!(
         "The time stops falling at N = {best} here ({}). {} logical CPUs, {cores} physical \
-         cores, {}. Running all 64 at once took {} than N = {best} (the study: 21.8% more on \
-         Windows 7). ",
+         cores, {}. Running all 64 at once took {} than N = {best}, run by run (95% interval \
+         {:+.1}% to {:+.1}%; the study: 21.8% more on Windows 7). ",
         rule_text(),
         c.logical,
         c.cg,
-        fmt_more_or_less_time(penalty)
+        fmt_more_or_less_time(penalty),
+        (run_by_run.ci.0 - 1.0) * 100.0,
+        (run_by_run.ci.1 - 1.0) * 100.0
     );
     s.push_str(if penalty.abs() <= 5.0 {
         "Linux's fair scheduler shares the CPUs among 64 runnable threads with little loss, so the \

@@ -10,7 +10,7 @@ use crate::results::ids::throttle as ids;
 use crate::results::{HistoricalSeries, Metric, Series, Table};
 use crate::seeds;
 
-use super::plateau::{rule_text, verdict_text, Best, EXTRA_REPS, EXTRA_ROUNDS};
+use super::plateau::{paired, rule_text, verdict_text, Best, Paired, EXTRA_REPS, EXTRA_ROUNDS};
 use super::sweep::{label, PerN};
 use super::{PLATEAU_MARGIN, UNTHROTTLED_X, WORKERS};
 
@@ -52,11 +52,23 @@ impl Found {
         format!("{} uthread carriers, pinned", self.carriers)
     }
 
-    /// (unthrottled - best N) / best N, percent, of the kernel threads' medians.
-    pub(super) fn penalty(&self) -> f64 {
-        let best_s = self.kernel_median(self.best.n);
-        let unthrottled_s = self.kernel_median(UNTHROTTLED_X);
-        (unthrottled_s - best_s) / best_s * 100.0
+    /// The unthrottled kernel threads over the best N's, run by run: each unthrottled run over
+    /// the best N's run of the same repetition (both taken within a second, in the same phase
+    /// of the host; the medians of all their runs mixed the phases of the best N's extra runs
+    /// with the first sweep's). NaN when either was not run.
+    pub(super) fn penalty(&self) -> Paired {
+        let runs = |n: usize| {
+            self.kernel
+                .iter()
+                .find(|r| r.n == n)
+                .map(|r| r.tagged())
+                .unwrap_or_default()
+        };
+        paired(&runs(UNTHROTTLED_X), &runs(self.best.n)).unwrap_or(Paired {
+            ratio: f64::NAN,
+            ci: (f64::NAN, f64::NAN),
+            pairs: 0,
+        })
     }
 }
 
@@ -169,6 +181,7 @@ pub(super) fn metrics(f: &Found, out: &mut Outcome) -> Result<()> {
     let best_s = f.kernel_median(best.n);
     let unthrottled_s = f.kernel_median(UNTHROTTLED_X);
     let penalty = f.penalty();
+    let pct = |x: f64| (x - 1.0) * 100.0;
     // The pool a program should use is the plateau's start for threads the kernel places:
     // the same rule, so the advice is as steady as the answer.
     let pool = best.n;
@@ -192,12 +205,17 @@ pub(super) fn metrics(f: &Found, out: &mut Outcome) -> Result<()> {
         Metric::from_values(
             "throttle.penalty_pct",
             Unit::Percent,
-            &[penalty],
+            &[pct(penalty.ratio)],
             1,
             unpinned,
             format!(
-                "(unthrottled - best N) / best N, medians of kernel-thread runs: \
-                 {unthrottled_s:.3} s vs {best_s:.3} s; the study: 67.55 s vs 55.44 s = +21.8%"
+                "(unthrottled - best N) / best N of kernel threads, run by run: the median of \
+                 each unthrottled run over the best N's run of the same repetition ({} \
+                 repetitions), 95% interval [{:+.1}%, {:+.1}%]; the medians of all runs \
+                 {unthrottled_s:.3} s vs {best_s:.3} s; the study: 67.55 s vs 55.44 s = +21.8%",
+                penalty.pairs,
+                pct(penalty.ci.0),
+                pct(penalty.ci.1)
             ),
         )
         .ok_or_else(|| Error::Fail("no throttle penalty".into()))?

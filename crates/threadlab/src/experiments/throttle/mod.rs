@@ -19,8 +19,8 @@ use crate::measure::placement::{allowed_cpus, physical_cores};
 use crate::seeds;
 
 pub use plateau::{
-    best_concurrency, best_paired, recommended_pool, rule_text, Best, Run, Standing, Tagged,
-    Verdict,
+    best_concurrency, best_paired, paired, recommended_pool, rule_text, Best, Paired, Run,
+    Standing, Tagged, Verdict,
 };
 
 use figures::Found;

@@ -134,7 +134,7 @@ pub fn best_paired(points: &[Tagged]) -> Option<Best> {
                     standing: Standing::Plateau,
                 };
             }
-            verdict(points[i].0, &paired_ratios(&points[i].1, &points[fi].1))
+            verdict(points[i].0, &points[i].1, &points[fi].1)
         })
         .collect();
     let shown = verdicts.iter().find(|v| v.standing == Standing::Plateau)?.n;
@@ -146,12 +146,11 @@ pub fn best_paired(points: &[Tagged]) -> Option<Best> {
     })
 }
 
-/// Each run of `this` over the run of `fastest` with the same round and repetition.
-fn paired_ratios(this: &[Run], fastest: &[Run]) -> Vec<f64> {
+/// Each run of `this` over the run of `base` with the same round and repetition.
+fn paired_ratios(this: &[Run], base: &[Run]) -> Vec<f64> {
     this.iter()
         .filter_map(|r| {
-            fastest
-                .iter()
+            base.iter()
                 .find(|f| f.round == r.round && f.rep == r.rep)
                 .filter(|f| f.seconds > 0.0 && r.seconds.is_finite())
                 .map(|f| r.seconds / f.seconds)
@@ -159,18 +158,22 @@ fn paired_ratios(this: &[Run], fastest: &[Run]) -> Vec<f64> {
         .collect()
 }
 
-/// An N's verdict from its run-by-run ratios to the fastest. No pairs: not shown either way.
-fn verdict(n: usize, ratios: &[f64]) -> Verdict {
+/// `this` over `base`, run by run: the median of the ratios of runs of the same round and
+/// repetition, its 95% interval (the sign test's from 6 pairs; with fewer, the range of the
+/// ratios, which then covers less) and the number of pairs. None without a pair.
+#[derive(Debug, Clone, Copy)]
+pub struct Paired {
+    pub ratio: f64,
+    pub ci: (f64, f64),
+    pub pairs: usize,
+}
+
+pub fn paired(this: &[Run], base: &[Run]) -> Option<Paired> {
+    let ratios = paired_ratios(this, base);
     if ratios.is_empty() {
-        return Verdict {
-            n,
-            ratio: f64::NAN,
-            ci: (f64::NAN, f64::NAN),
-            standing: Standing::Close,
-        };
+        return None;
     }
-    let ratio = median(ratios);
-    let ci = match median_interval(ratios) {
+    let ci = match median_interval(&ratios) {
         Some(m) => (m.lo, m.hi),
         None => ratios
             .iter()
@@ -178,18 +181,35 @@ fn verdict(n: usize, ratios: &[f64]) -> Verdict {
                 (lo.min(x), hi.max(x))
             }),
     };
+    Some(Paired {
+        ratio: median(&ratios),
+        ci,
+        pairs: ratios.len(),
+    })
+}
+
+/// An N's verdict from its runs read against the fastest's. No pairs: not shown either way.
+fn verdict(n: usize, this: &[Run], fastest: &[Run]) -> Verdict {
+    let Some(p) = paired(this, fastest) else {
+        return Verdict {
+            n,
+            ratio: f64::NAN,
+            ci: (f64::NAN, f64::NAN),
+            standing: Standing::Close,
+        };
+    };
     let band = 1.0 + PLATEAU_MARGIN;
-    let standing = if ci.1 <= band {
+    let standing = if p.ci.1 <= band {
         Standing::Plateau
-    } else if ci.0 > band {
+    } else if p.ci.0 > band {
         Standing::Slower
     } else {
         Standing::Close
     };
     Verdict {
         n,
-        ratio,
-        ci,
+        ratio: p.ratio,
+        ci: p.ci,
         standing,
     }
 }

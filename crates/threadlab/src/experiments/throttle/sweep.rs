@@ -221,6 +221,17 @@ impl PerN {
     pub(super) fn seconds(&self) -> Vec<f64> {
         self.runs.iter().map(|r| r.seconds).collect()
     }
+    /// Every run with the round and repetition that took it, as the rule reads them.
+    pub(super) fn tagged(&self) -> Vec<Run> {
+        self.runs
+            .iter()
+            .map(|x| Run {
+                round: x.round,
+                rep: x.rep,
+                seconds: x.seconds,
+            })
+            .collect()
+    }
     fn median_of(&self, f: impl Fn(&RunResult) -> f64) -> f64 {
         median(&self.runs.iter().map(f).collect::<Vec<_>>())
     }
@@ -304,18 +315,8 @@ impl Sweeper<'_> {
     ) -> Result<(Vec<PerN>, Best)> {
         let mut rows = Vec::new();
         self.sweep(limits, reps, 0, &mut rows)?;
-        let points = |rows: &[PerN]| -> Vec<Tagged> {
-            rows.iter()
-                .map(|r| {
-                    let runs = r.runs.iter().map(|x| Run {
-                        round: x.round,
-                        rep: x.rep,
-                        seconds: x.seconds,
-                    });
-                    (r.n, runs.collect())
-                })
-                .collect()
-        };
+        let points =
+            |rows: &[PerN]| -> Vec<Tagged> { rows.iter().map(|r| (r.n, r.tagged())).collect() };
         let none = || Error::Fail(format!("no {} throttle points", self.what));
         for round in 1..=EXTRA_ROUNDS {
             let best = best_paired(&points(&rows)).ok_or_else(none)?;

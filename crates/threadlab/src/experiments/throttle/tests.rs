@@ -1,5 +1,6 @@
 use super::sweep::{run_kernel, run_uthread};
 use super::*;
+use crate::measure::stats::median;
 
 #[test]
 fn slices_cover_the_range_and_sum_to_the_closed_form() {
@@ -345,4 +346,40 @@ fn a_phase_of_the_host_shared_by_a_repetition_does_not_move_the_answer() {
     }
     let again = best_paired(&shuffled).unwrap();
     assert_eq!(again.verdict(2).unwrap().ratio, v2.ratio);
+}
+
+#[test]
+fn the_unthrottled_penalty_is_read_run_by_run() {
+    // The best N was run again in a slower phase of the host (100 ms against 80), the
+    // unthrottled run only in the first sweep, 2.5% above the best N beside it. The medians of
+    // all runs would say unthrottled was 18% faster; run by run it is 2.5% slower.
+    let runs = |round: usize, ms: &[f64]| -> Vec<Run> {
+        ms.iter()
+            .enumerate()
+            .map(|(rep, &ms)| Run {
+                round,
+                rep,
+                seconds: ms / 1000.0,
+            })
+            .collect()
+    };
+    let mut best = runs(0, &[80.0, 79.0, 81.0, 80.5, 79.5, 80.0, 80.2]);
+    best.extend(runs(1, &[100.0, 101.0, 99.0, 100.5]));
+    best.extend(runs(2, &[100.0, 99.5, 100.2, 100.8]));
+    let unthrottled: Vec<Run> = best[..7]
+        .iter()
+        .map(|r| Run {
+            seconds: r.seconds * 1.025,
+            ..*r
+        })
+        .collect();
+    let p = paired(&unthrottled, &best).unwrap();
+    assert_eq!(p.pairs, 7);
+    assert!((p.ratio - 1.025).abs() < 1e-9, "{p:?}");
+    assert!(p.ci.0 <= p.ratio && p.ratio <= p.ci.1, "{p:?}");
+    let all = |v: &[Run]| median(&v.iter().map(|r| r.seconds).collect::<Vec<_>>());
+    assert!(all(&unthrottled) / all(&best) < 0.85);
+    // Read against itself, no penalty at all.
+    assert_eq!(paired(&best, &best).unwrap().ratio, 1.0);
+    assert!(paired(&unthrottled, &[]).is_none());
 }
