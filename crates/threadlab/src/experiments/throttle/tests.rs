@@ -31,6 +31,19 @@ fn runs_in(center: f64, spread: f64, order: &[f64]) -> Vec<f64> {
     order.iter().map(|k| center * (1.0 + k * spread)).collect()
 }
 
+/// Runs taken in one round, in the order of its repetitions.
+fn taken_in(round: usize, seconds: &[f64]) -> Vec<Run> {
+    seconds
+        .iter()
+        .enumerate()
+        .map(|(rep, &seconds)| Run {
+            round,
+            rep,
+            seconds,
+        })
+        .collect()
+}
+
 #[test]
 fn best_is_the_start_of_the_plateau() {
     // N = 1 twice as slow; N = 2 within 1% of N = 3 (the fastest): the answer is 2.
@@ -222,25 +235,15 @@ fn runs_taken_again_in_a_slower_phase_are_read_beside_the_fastests_of_that_phase
     // sweep of 7 runs per N in a fast phase of the host, then N = 2 and 3 run 8 more times and
     // N = 4 4 more, mostly in a phase 20% slower, while the unthrottled run was not run again.
     // Read as sets, all runs together, the unthrottled run won by the host's change.
-    let round = |round: usize, v: &[f64]| -> Vec<Run> {
-        v.iter()
-            .enumerate()
-            .map(|(rep, &seconds)| Run {
-                round,
-                rep,
-                seconds,
-            })
-            .collect::<Vec<_>>()
-    };
     let mut pts: Vec<Tagged> = vec![
         (
             1,
-            round(0, &[134.7, 136.0, 137.3, 140.5, 140.5, 146.7, 141.3]),
+            taken_in(0, &[134.7, 136.0, 137.3, 140.5, 140.5, 146.7, 141.3]),
         ),
-        (2, round(0, &[68.4, 69.2, 70.0, 70.7, 71.3, 84.7, 77.2])),
-        (3, round(0, &[68.2, 69.3, 69.0, 68.8, 84.6, 76.0, 88.7])),
-        (4, round(0, &[68.2, 69.5, 69.4, 68.3, 78.3, 72.6, 85.0])),
-        (65, round(0, &[68.6, 69.5, 75.6, 69.5, 75.5, 69.9, 88.7])),
+        (2, taken_in(0, &[68.4, 69.2, 70.0, 70.7, 71.3, 84.7, 77.2])),
+        (3, taken_in(0, &[68.2, 69.3, 69.0, 68.8, 84.6, 76.0, 88.7])),
+        (4, taken_in(0, &[68.2, 69.5, 69.4, 68.3, 78.3, 72.6, 85.0])),
+        (65, taken_in(0, &[68.6, 69.5, 75.6, 69.5, 75.5, 69.9, 88.7])),
     ];
     let again = [
         (2, [89.1, 85.0, 85.3, 85.1], [88.9, 89.6, 79.1, 83.2]),
@@ -248,11 +251,11 @@ fn runs_taken_again_in_a_slower_phase_are_read_beside_the_fastests_of_that_phase
     ];
     for (n, one, two) in again {
         let row = pts.iter_mut().find(|p| p.0 == n).unwrap();
-        row.1.extend(round(1, &one));
-        row.1.extend(round(2, &two));
+        row.1.extend(taken_in(1, &one));
+        row.1.extend(taken_in(2, &two));
     }
     let row4 = pts.iter_mut().find(|p| p.0 == 4).unwrap();
-    row4.1.extend(round(1, &[88.8, 88.9, 84.1, 87.5]));
+    row4.1.extend(taken_in(1, &[88.8, 88.9, 84.1, 87.5]));
     // The fastest is N = 3 (first sweep); N = 2, read run by run beside it in the same three
     // rounds, is the start of the plateau, and the unthrottled run, read in the first sweep
     // only, is not faster than it.
@@ -265,7 +268,7 @@ fn runs_taken_again_in_a_slower_phase_are_read_beside_the_fastests_of_that_phase
         .iter()
         .map(|(n, v)| (*n, v[..7].iter().map(|r| r.seconds).collect()))
         .collect();
-    let tagged: Vec<Tagged> = one.iter().map(|(n, v)| (*n, round(0, v))).collect();
+    let tagged: Vec<Tagged> = one.iter().map(|(n, v)| (*n, taken_in(0, v))).collect();
     let (a, b) = (
         best_concurrency(&one).unwrap(),
         best_paired(&tagged).unwrap(),
@@ -280,22 +283,13 @@ fn a_phase_of_the_host_shared_by_a_repetition_does_not_move_the_answer() {
     // fastest (N = 4) 8 more in two rounds. Read as sets (the ratio of medians with a bootstrap
     // interval) N = 2 was +3.1% [-0.2%, +16.0%], not told apart from N = 4, and the answer was
     // 2; run by run it is shown slower than the fastest, and the answer is 3.
+    // The first sweep's 7 runs, then rounds of 4.
     let tag = |v: &[f64]| -> Vec<Run> {
-        v.iter()
-            .enumerate()
-            .map(|(i, &seconds)| {
-                let (round, rep) = if i < 7 {
-                    (0, i)
-                } else {
-                    (1 + (i - 7) / 4, (i - 7) % 4)
-                };
-                Run {
-                    round,
-                    rep,
-                    seconds,
-                }
-            })
-            .collect()
+        let mut runs = taken_in(0, &v[..v.len().min(7)]);
+        for (k, chunk) in v.get(7..).unwrap_or(&[]).chunks(4).enumerate() {
+            runs.extend(taken_in(k + 1, chunk));
+        }
+        runs
     };
     let pts: Vec<Tagged> = vec![
         (1, tag(&[149.8, 145.8, 145.0, 143.6, 155.5, 165.7, 176.3])),
@@ -354,14 +348,8 @@ fn the_unthrottled_penalty_is_read_run_by_run() {
     // unthrottled run only in the first sweep, 2.5% above the best N beside it. The medians of
     // all runs would say unthrottled was 18% faster; run by run it is 2.5% slower.
     let runs = |round: usize, ms: &[f64]| -> Vec<Run> {
-        ms.iter()
-            .enumerate()
-            .map(|(rep, &ms)| Run {
-                round,
-                rep,
-                seconds: ms / 1000.0,
-            })
-            .collect()
+        let seconds: Vec<f64> = ms.iter().map(|ms| ms / 1000.0).collect();
+        taken_in(round, &seconds)
     };
     let mut best = runs(0, &[80.0, 79.0, 81.0, 80.5, 79.5, 80.0, 80.2]);
     best.extend(runs(1, &[100.0, 101.0, 99.0, 100.5]));
