@@ -527,10 +527,8 @@ fn run_trial(
     }
     let wall = t0.elapsed();
     if let (Some(log), Some(before)) = (s.host, delays_before) {
-        log.record_trial(
-            wall.as_nanos() as u64,
-            delay_between(&before, &run_delays()),
-        );
+        let wall_ns = wall.as_nanos() as u64;
+        log.record_trial(wall_ns, delay_between(&before, &run_delays(), wall_ns));
     }
     drop(subjects);
     let shares = together
