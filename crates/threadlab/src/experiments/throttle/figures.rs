@@ -307,8 +307,9 @@ pub(super) fn table(f: &Found) -> Table {
     table.note = format!(
         "{}; vs fastest = against N = {}, run by run (each run over the fastest's run of the \
          same repetition, taken within a second of it): the median of those ratios with its \
-         95% sign-test interval, and where that puts the N (plateau: interval wholly within +{:.0}%; not told \
-         apart: close, its median within the margin and its interval reaching 1, so on it too)",
+         95% sign-test interval, and where that puts the N (plateau: interval wholly within \
+         +{:.0}%; not told apart: close, its median within the margin and its interval reaching \
+         1, so on it too)",
         f.work,
         best.fastest_n,
         PLATEAU_MARGIN * 100.0

@@ -158,16 +158,19 @@ fn paired_ratios(this: &[Run], base: &[Run]) -> Vec<f64> {
         .collect()
 }
 
-/// `this` over `base`, run by run: the median of the ratios of runs of the same round and
-/// repetition, its 95% interval (the sign test's from 6 pairs; with fewer, the range of the
-/// ratios, which then covers less) and the number of pairs. None without a pair.
+/// One set of runs read against another run by run.
 #[derive(Debug, Clone, Copy)]
 pub struct Paired {
+    /// The median of the ratios of runs of the same round and repetition.
     pub ratio: f64,
+    /// Its 95% interval: the sign test's from 6 pairs; with fewer, the range of the ratios,
+    /// which then covers less.
     pub ci: (f64, f64),
+    /// How many pairs there were.
     pub pairs: usize,
 }
 
+/// `this` over `base`, run by run (`Paired`); None without a pair.
 pub fn paired(this: &[Run], base: &[Run]) -> Option<Paired> {
     let ratios = paired_ratios(this, base);
     if ratios.is_empty() {
