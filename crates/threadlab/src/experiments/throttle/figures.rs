@@ -55,20 +55,10 @@ impl Found {
     /// The unthrottled kernel threads over the best N's, run by run: each unthrottled run over
     /// the best N's run of the same repetition (both taken within a second, in the same phase
     /// of the host; the medians of all their runs mixed the phases of the best N's extra runs
-    /// with the first sweep's). NaN when either was not run.
-    pub(super) fn penalty(&self) -> Paired {
-        let runs = |n: usize| {
-            self.kernel
-                .iter()
-                .find(|r| r.n == n)
-                .map(|r| r.tagged())
-                .unwrap_or_default()
-        };
-        paired(&runs(UNTHROTTLED_X), &runs(self.best.n)).unwrap_or(Paired {
-            ratio: f64::NAN,
-            ci: (f64::NAN, f64::NAN),
-            pairs: 0,
-        })
+    /// with the first sweep's). None when either was not run.
+    pub(super) fn penalty(&self) -> Option<Paired> {
+        let runs = |n: usize| self.kernel.iter().find(|r| r.n == n).map(PerN::tagged);
+        paired(&runs(UNTHROTTLED_X)?, &runs(self.best.n)?)
     }
 }
 
@@ -175,12 +165,11 @@ pub(super) fn series(f: &Found, out: &mut Outcome) {
 }
 
 /// The best N (kernel threads and uthread), the unthrottled penalty and the pool size to use.
-pub(super) fn metrics(f: &Found, out: &mut Outcome) -> Result<()> {
+pub(super) fn metrics(f: &Found, penalty: Paired, out: &mut Outcome) -> Result<()> {
     let (best, green_best) = (&f.best, &f.green_best);
     let (reps, physical, logical, cg) = (f.reps, f.physical, f.logical, &f.cg);
     let best_s = f.kernel_median(best.n);
     let unthrottled_s = f.kernel_median(UNTHROTTLED_X);
-    let penalty = f.penalty();
     let pct = |x: f64| (x - 1.0) * 100.0;
     // The pool a program should use is the plateau's start for threads the kernel places:
     // the same rule, so the advice is as steady as the answer.

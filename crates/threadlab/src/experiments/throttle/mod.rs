@@ -13,7 +13,7 @@ mod sweep;
 #[cfg(test)]
 mod tests;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::experiments::{Ctx, Experiment, Info, Mode, Outcome};
 use crate::measure::placement::{allowed_cpus, physical_cores};
 use crate::seeds;
@@ -163,10 +163,13 @@ impl Experiment for ThrottleExperiment {
             work: figures::work_text(per_worker, reps),
         };
         figures::series(&found, out);
-        figures::metrics(&found, out)?;
+        let penalty = found
+            .penalty()
+            .ok_or_else(|| Error::Fail("no throttle penalty: a kernel row was not run".into()))?;
+        figures::metrics(&found, penalty, out)?;
         figures::per_n_metrics(&found, out);
         out.tables.push(figures::table(&found));
-        out.conclusion = Some(conclusion::conclusion(&found, found.penalty()));
+        out.conclusion = Some(conclusion::conclusion(&found, penalty));
         Ok(())
     }
 }

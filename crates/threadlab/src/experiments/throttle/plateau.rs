@@ -83,11 +83,10 @@ pub fn best_concurrency(points: &[(usize, Vec<f64>)]) -> Option<Best> {
 /// Why run by run: on a shared VM the host's speed moves by tens of per cent within a run (one
 /// quick suite's runs of N = 4 read 75.8 to 111.6 ms), and every N of a repetition meets the
 /// same phase, so the ratio of two runs a second apart carries the N's cost and little of the
-/// host's. Read as two independent sets (the
-/// ratio of the medians, with a bootstrap interval of it), the phases stayed in: on a 2-vCPU
-/// Intel Xeon guest N = 2 read +3.1% [-0.2%, +16.0%] beside N = 4 in a run whose repetitions
-/// moved from 80 to 110 ms, and the answer was 2; its run-by-run ratios read +8.1% [+2.6%,
-/// +10.6%]. The 34 runs on record on that guest (2026-11-27) had answered 3 in 29 (4 in 3, 2
+/// host's. Read as two independent sets (the ratio of the medians, with a bootstrap interval
+/// of it), the phases stayed in: on a 2-vCPU Intel Xeon guest N = 2 read +3.1% [-0.2%,
+/// +16.0%] beside N = 4 in a run whose repetitions moved from 80 to 110 ms, and the answer was
+/// 2; its run-by-run ratios read +8.1% [+2.6%, +10.6%]. The 34 runs on record on that guest (2026-11-27) had answered 3 in 29 (4 in 3, 2
 /// in 2) and uthread 2 in 31; their runs read again run by run answer 3 in 34 and 2 in 34 (the
 /// extra runs as they were taken: the new reading could have asked for others).
 ///
