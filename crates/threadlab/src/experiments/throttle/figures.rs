@@ -10,7 +10,9 @@ use crate::results::ids::throttle as ids;
 use crate::results::{HistoricalSeries, Metric, Series, Table};
 use crate::seeds;
 
-use super::plateau::{paired, rule_text, verdict_text, Best, Paired, EXTRA_REPS, EXTRA_ROUNDS};
+use super::plateau::{
+    paired, rule_text, verdict_text, Best, Paired, EXTRA_REPS, EXTRA_ROUNDS, SETTLE_ROUNDS,
+};
 use super::sweep::{label, PerN};
 use super::{PLATEAU_MARGIN, UNTHROTTLED_X, WORKERS};
 
@@ -67,7 +69,8 @@ pub(super) fn work_text(per_worker: u64, reps: usize) -> String {
     format!(
         "64 workers sum 1..{} ({} additions each), total checked against n(n+1)/2; time = \
          median of an N's runs: {reps} taken round-robin over N, and {EXTRA_REPS} more (at most \
-         {EXTRA_ROUNDS} times) for a close call's N and the fastest; switches = median",
+         {EXTRA_ROUNDS} times, then up to {SETTLE_ROUNDS} times for the smallest close N with \
+         its median within the margin) for a close call's N and the fastest; switches = median",
         WORKERS * per_worker,
         per_worker
     )
@@ -265,8 +268,9 @@ pub(super) fn per_n_metrics(f: &Found, out: &mut Outcome) {
             let id = ids::time_at(scheduler, &ids::at(n));
             let note = format!(
                 "wall time of one run with {} admitted at once, each value one run (fresh \
-                 threads and semaphore); {how}",
-                n.map_or("all 64".to_string(), |n| n.to_string())
+                 threads and semaphore), in the order taken ({}); {how}",
+                n.map_or("all 64".to_string(), |n| n.to_string()),
+                r.rounds_text()
             );
             if let Some(m) = Metric::from_values(&id, Unit::S, &r.seconds(), 1, &placement, note) {
                 out.add(m.with_direction(Direction::LowerIsBetter));

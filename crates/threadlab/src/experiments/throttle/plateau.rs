@@ -9,6 +9,9 @@ use super::PLATEAU_MARGIN;
 /// after them is not on the plateau (its equivalence was not shown).
 pub(super) const EXTRA_REPS: usize = 4;
 pub(super) const EXTRA_ROUNDS: usize = 2;
+/// Rounds after those for the unsettled N only (`Best::unsettled`): the smallest close N whose
+/// median is within the margin.
+pub(super) const SETTLE_ROUNDS: usize = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Standing {
@@ -77,8 +80,8 @@ pub fn best_concurrency(points: &[(usize, Vec<f64>)]) -> Option<Best> {
 /// * An N is on the plateau when that interval lies wholly below 1 + `PLATEAU_MARGIN` (an
 ///   equivalence test with a stated margin), slower when it lies wholly above, close otherwise.
 ///   The answer is the smallest N on the plateau. A close N below it gets more runs
-///   (`close_calls`); one still undecided after them is not on the plateau: equivalence is
-///   claimed only where it was shown.
+///   (`Best::to_run_again`); one still undecided after them is not on the plateau:
+///   equivalence is claimed only where it was shown.
 ///
 /// Why run by run: on a shared VM the host's speed moves by tens of per cent within a run (one
 /// quick suite's runs of N = 4 read 75.8 to 111.6 ms), and every N of a repetition meets the
@@ -286,6 +289,59 @@ impl Best {
             .map(|v| v.n)
             .collect()
     }
+
+    /// The smallest close N below the first shown on the plateau whose median is within the
+    /// margin: the one more runs could settle, on the plateau or off it. It either has a small
+    /// cost shown and that it stays within the margin not yet (no exception takes it), or an
+    /// exception takes it with its equivalence not shown. On a 2-vCPU Intel Xeon guest both
+    /// changed answers after the two rounds every close call gets: N = 3 at +1.6% [+0.3%,
+    /// +6.4%] beside N = 4, and a quick suite answered 4 (the other 13 quick suites of that
+    /// day answered 3); N = 2 at +3.8% [-0.4%, +16.2%] beside N = 4 (+9% beside N = 3 in the
+    /// same repetitions), and a `run throttle` answered 2. Only the smallest: it is the answer
+    /// or below it, and once it is settled the next one, if any, gets the next round.
+    pub fn unsettled(&self) -> Option<usize> {
+        let band = 1.0 + PLATEAU_MARGIN;
+        self.verdicts
+            .iter()
+            .find(|v| v.n < self.shown && v.standing == Standing::Close && v.ratio <= band)
+            .map(|v| v.n)
+    }
+
+    /// The N to run again (with the fastest) in round `round` of extra runs (from 1): every
+    /// close call in the first `EXTRA_ROUNDS`, the unsettled one in `SETTLE_ROUNDS` more, then
+    /// none. An N that a round left close with its median past the margin gets no settling
+    /// round: neither the plateau nor an exception takes it unless its median falls.
+    pub fn to_run_again(&self, round: usize) -> Vec<usize> {
+        if round <= EXTRA_ROUNDS {
+            self.close_calls()
+        } else if round <= EXTRA_ROUNDS + SETTLE_ROUNDS {
+            self.unsettled().into_iter().collect()
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// The rounds of a sequence of runs, in the order taken: "round 0: 7 runs, round 1: 4, round
+/// 3: 4". A results file stores an N's runs in that order, so this tags each with its round,
+/// and the pairs the rule read can be found again (an N may sit out a round the fastest took).
+pub(super) fn rounds_text(rounds: impl IntoIterator<Item = usize>) -> String {
+    let mut counts: Vec<(usize, usize)> = Vec::new();
+    for round in rounds {
+        match counts.last_mut() {
+            Some((r, k)) if *r == round => *k += 1,
+            _ => counts.push((round, 1)),
+        }
+    }
+    counts
+        .iter()
+        .enumerate()
+        .map(|(i, (round, k))| {
+            let runs = if i == 0 { " runs" } else { "" };
+            format!("round {round}: {k}{runs}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The rule in words, for notes and the conclusion.
@@ -296,9 +352,10 @@ pub fn rule_text() -> String {
          fastest's run of the same repetition, taken within a second of it, and the sign \
          test's interval of the median of those ratios wholly below {:.2}); an N whose interval \
          straddles the margin is run {EXTRA_REPS} more times with the fastest (at most \
-         {EXTRA_ROUNDS} times), and is not on the plateau if it still straddles, unless its \
-         median is within the margin and its interval reaches 1 (not told apart from the \
-         fastest at all; likewise each N between it and the plateau); where no N but the \
+         {EXTRA_ROUNDS} times, then up to {SETTLE_ROUNDS} times more for the smallest such N \
+         whose median is within the margin), and is not on the plateau if it still straddles, \
+         unless its median is within the margin and its interval reaches 1 (not told apart \
+         from the fastest at all; likewise each N between it and the plateau); where no N but the \
          fastest is shown on it and two or more below it are not shown apart from it at all \
          (their intervals reach 1), the smallest of those whose median is within the margin",
         PLATEAU_MARGIN * 100.0,

@@ -12,7 +12,9 @@ use crate::measure::spawn::{green_runtime, spawn_scoped};
 use crate::measure::stats::median;
 use crate::sys;
 
-use super::plateau::{best_paired, Best, Run, Tagged, EXTRA_REPS, EXTRA_ROUNDS};
+use super::plateau::{
+    best_paired, rounds_text, Best, Run, Tagged, EXTRA_REPS, EXTRA_ROUNDS, SETTLE_ROUNDS,
+};
 use super::{closed_form_sum, slice, sum_slice, UNTHROTTLED_X, WORKERS};
 
 struct KernelSemaphore {
@@ -232,6 +234,10 @@ impl PerN {
             })
             .collect()
     }
+    /// The rounds its runs came from, in the order taken (`rounds_text`).
+    pub(super) fn rounds_text(&self) -> String {
+        rounds_text(self.runs.iter().map(|r| r.round))
+    }
     fn median_of(&self, f: impl Fn(&RunResult) -> f64) -> f64 {
         median(&self.runs.iter().map(f).collect::<Vec<_>>())
     }
@@ -306,8 +312,9 @@ impl Sweeper<'_> {
     }
 
     /// The sweep, then the rule; close calls below the answer get more runs (with the fastest
-    /// N, interleaved), and one they leave undecided stays off the plateau. Each N is read
-    /// against the fastest run by run, in the repetitions both took part in (`best_paired`).
+    /// N, interleaved; `Best::to_run_again` says which, round by round), and one they leave
+    /// undecided stays off the plateau. Each N is read against the fastest run by run, in the
+    /// repetitions both took part in (`best_paired`).
     pub(super) fn to_answer(
         &self,
         limits: &[Option<usize>],
@@ -318,9 +325,9 @@ impl Sweeper<'_> {
         let points =
             |rows: &[PerN]| -> Vec<Tagged> { rows.iter().map(|r| (r.n, r.tagged())).collect() };
         let none = || Error::Fail(format!("no {} throttle points", self.what));
-        for round in 1..=EXTRA_ROUNDS {
+        for round in 1..=EXTRA_ROUNDS + SETTLE_ROUNDS {
             let best = best_paired(&points(&rows)).ok_or_else(none)?;
-            let close = best.close_calls();
+            let close = best.to_run_again(round);
             if close.is_empty() {
                 break;
             }

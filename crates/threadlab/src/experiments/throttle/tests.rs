@@ -1,3 +1,4 @@
+use super::plateau::{rounds_text, EXTRA_ROUNDS, SETTLE_ROUNDS};
 use super::sweep::{run_kernel, run_uthread};
 use super::*;
 use crate::measure::stats::median;
@@ -42,6 +43,15 @@ fn taken_in(round: usize, seconds: &[f64]) -> Vec<Run> {
             seconds,
         })
         .collect()
+}
+
+/// Runs in the order a results file stores them: the first sweep's 7, then rounds of 4.
+fn as_stored(v: &[f64]) -> Vec<Run> {
+    let mut runs = taken_in(0, &v[..v.len().min(7)]);
+    for (k, chunk) in v.get(7..).unwrap_or(&[]).chunks(4).enumerate() {
+        runs.extend(taken_in(k + 1, chunk));
+    }
+    runs
 }
 
 #[test]
@@ -283,14 +293,7 @@ fn a_phase_of_the_host_shared_by_a_repetition_does_not_move_the_answer() {
     // fastest (N = 4) 8 more in two rounds. Read as sets (the ratio of medians with a bootstrap
     // interval) N = 2 was +3.1% [-0.2%, +16.0%], not told apart from N = 4, and the answer was
     // 2; run by run it is shown slower than the fastest, and the answer is 3.
-    // The first sweep's 7 runs, then rounds of 4.
-    let tag = |v: &[f64]| -> Vec<Run> {
-        let mut runs = taken_in(0, &v[..v.len().min(7)]);
-        for (k, chunk) in v.get(7..).unwrap_or(&[]).chunks(4).enumerate() {
-            runs.extend(taken_in(k + 1, chunk));
-        }
-        runs
-    };
+    let tag = as_stored;
     let pts: Vec<Tagged> = vec![
         (1, tag(&[149.8, 145.8, 145.0, 143.6, 155.5, 165.7, 176.3])),
         (
@@ -370,4 +373,176 @@ fn the_unthrottled_penalty_is_read_run_by_run() {
     // Read against itself, no penalty at all.
     assert_eq!(paired(&best, &best).unwrap().ratio, 1.0);
     assert!(paired(&unthrottled, &[]).is_none());
+}
+
+/// The kernel threads' times (ms) of a quick suite on a 2-vCPU Intel Xeon guest that answered
+/// 4 (2026-11-28): after both rounds of extra runs N = 3 read +1.6% [+0.3%, +6.4%] beside the
+/// fastest, N = 4.
+fn answered_four() -> Vec<Tagged> {
+    vec![
+        (
+            1,
+            as_stored(&[162.7, 157.4, 167.4, 156.6, 137.4, 146.1, 147.9]),
+        ),
+        (
+            2,
+            as_stored(&[
+                80.8, 98.1, 89.9, 82.7, 83.7, 85.6, 88.3, 82.4, 75.8, 83.0, 73.8, 82.2, 79.8, 80.2,
+                79.6,
+            ]),
+        ),
+        (
+            3,
+            as_stored(&[
+                85.4, 95.2, 81.2, 82.3, 79.2, 84.3, 74.3, 78.2, 74.6, 71.9, 72.0, 71.8, 75.7, 81.6,
+                74.1,
+            ]),
+        ),
+        (
+            4,
+            as_stored(&[
+                80.8, 87.0, 82.5, 82.1, 74.4, 77.4, 70.6, 71.9, 74.0, 75.9, 73.4, 70.8, 73.2, 81.2,
+                73.0,
+            ]),
+        ),
+        (8, as_stored(&[81.5, 92.3, 83.2, 81.4, 77.3, 76.3, 78.0])),
+        (64, as_stored(&[80.9, 89.5, 82.2, 77.9, 84.4, 77.5, 76.3])),
+        (65, as_stored(&[88.2, 92.5, 81.8, 81.5, 76.6, 78.6, 80.0])),
+    ]
+}
+
+/// Adds one round of runs for `ns` and the fastest, in a phase of the host that moves
+/// repetition by repetition: each N's run is `cost[N]` times the fastest's.
+fn take_round(
+    pts: &mut [Tagged],
+    round: usize,
+    ns: &[usize],
+    fastest: usize,
+    cost: &[(usize, f64)],
+) {
+    let phase = [74.0, 81.0, 71.5, 77.0];
+    for (n, runs) in pts.iter_mut() {
+        if *n != fastest && !ns.contains(n) {
+            continue;
+        }
+        let c = cost.iter().find(|x| x.0 == *n).map_or(1.0, |x| x.1);
+        let seconds: Vec<f64> = phase
+            .iter()
+            .enumerate()
+            .map(|(k, p)| p * c * (1.0 + 0.004 * (k % 3) as f64))
+            .collect();
+        runs.extend(taken_in(round, &seconds));
+    }
+}
+
+/// The settling rounds as the sweep takes them, with runs from `take_round`; the answer after
+/// them, and how many were taken.
+fn settle(pts: &mut [Tagged], cost: &[(usize, f64)]) -> (Best, usize) {
+    let mut taken = 0;
+    for round in EXTRA_ROUNDS + 1..=EXTRA_ROUNDS + SETTLE_ROUNDS {
+        let b = best_paired(pts).unwrap();
+        let again = b.to_run_again(round);
+        if again.is_empty() {
+            break;
+        }
+        take_round(pts, round, &again, b.fastest_n, cost);
+        taken += 1;
+    }
+    (best_paired(pts).unwrap(), taken)
+}
+
+#[test]
+fn a_small_cost_shown_is_settled_by_more_runs() {
+    let mut pts = answered_four();
+    let b = best_paired(&pts).unwrap();
+    assert_eq!((b.n, b.fastest_n), (4, 4), "{:?}", b.verdicts);
+    let v3 = *b.verdict(3).unwrap();
+    assert_eq!(v3.standing, Standing::Close, "{v3:?}");
+    assert!(v3.ci.0 > 1.0 && v3.ratio <= 1.0 + PLATEAU_MARGIN, "{v3:?}");
+    // Both close calls had the two rounds every close call gets; only N = 3 gets the settling
+    // rounds: N = 2's median (+9.1%) is past the margin.
+    assert_eq!(b.close_calls(), vec![2, 3]);
+    assert_eq!(b.unsettled(), Some(3));
+    assert_eq!(b.to_run_again(EXTRA_ROUNDS), vec![2, 3]);
+    assert_eq!(b.to_run_again(EXTRA_ROUNDS + 1), vec![3]);
+    assert!(b.to_run_again(EXTRA_ROUNDS + SETTLE_ROUNDS + 1).is_empty());
+    // Settling rounds where N = 3 costs 1.5%: it is shown on the plateau, and the answer is 3.
+    let (b, taken) = settle(&mut pts, &[(3, 1.015)]);
+    assert!((1..=SETTLE_ROUNDS).contains(&taken));
+    assert_eq!(
+        b.verdict(3).unwrap().standing,
+        Standing::Plateau,
+        "{:?}",
+        b.verdicts
+    );
+    assert_eq!(b.n, 3, "{:?}", b.verdicts);
+    // Where N = 3 costs 8%, the rounds stop once its median passes the margin, and it stays
+    // off the plateau.
+    let mut pts = answered_four();
+    let (b, taken) = settle(&mut pts, &[(3, 1.08)]);
+    assert!(taken < SETTLE_ROUNDS, "{taken}");
+    assert_ne!(
+        b.verdict(3).unwrap().standing,
+        Standing::Plateau,
+        "{:?}",
+        b.verdicts
+    );
+    assert_eq!(b.n, 4, "{:?}", b.verdicts);
+}
+
+#[test]
+fn an_n_an_exception_took_is_settled_by_more_runs() {
+    // The kernel threads' times (ms) of a `run throttle` on a 2-vCPU Intel Xeon guest that
+    // answered 2 (2026-11-28): N = 4 was fastest in the first sweep by 0.1 ms over N = 3, N = 3
+    // was shown on the plateau, and N = 2 read +3.8% [-0.4%, +16.2%] beside N = 4 after both
+    // rounds (beside N = 3, in the same repetitions of the first sweep, +2% to +16%).
+    let mut pts: Vec<Tagged> = vec![
+        (
+            1,
+            as_stored(&[152.3, 142.1, 136.4, 136.1, 137.4, 138.5, 136.2]),
+        ),
+        (
+            2,
+            as_stored(&[
+                74.1, 88.4, 83.0, 78.0, 76.4, 80.3, 84.0, 93.9, 76.5, 83.7, 78.7, 76.7, 72.6, 76.1,
+                74.5,
+            ]),
+        ),
+        (3, as_stored(&[72.5, 76.2, 73.6, 71.9, 73.1, 73.4, 72.2])),
+        (
+            4,
+            as_stored(&[
+                76.7, 74.6, 71.4, 72.1, 74.0, 73.0, 70.8, 71.7, 76.8, 79.9, 75.8, 74.1, 76.5, 79.0,
+                72.7,
+            ]),
+        ),
+        (8, as_stored(&[72.9, 73.6, 73.7, 99.6, 79.2, 81.4, 77.9])),
+        (64, as_stored(&[76.2, 77.8, 72.5, 103.7, 79.0, 79.9, 85.4])),
+        (65, as_stored(&[82.8, 78.8, 77.3, 84.2, 77.7, 78.7, 83.1])),
+    ];
+    let b = best_paired(&pts).unwrap();
+    assert_eq!((b.n, b.shown, b.fastest_n), (2, 3, 4), "{:?}", b.verdicts);
+    let v2 = *b.verdict(2).unwrap();
+    assert!(v2.standing == Standing::Close && v2.ci.0 <= 1.0, "{v2:?}");
+    assert_eq!(b.to_run_again(EXTRA_ROUNDS + 1), vec![2]);
+    // More runs where N = 2 costs what it cost beside N = 3 (+8%): its median passes the
+    // margin, no exception takes it, and the answer is 3.
+    let (b, taken) = settle(&mut pts, &[(2, 1.08)]);
+    assert!((1..=SETTLE_ROUNDS).contains(&taken));
+    assert!(
+        b.verdict(2).unwrap().ratio > 1.0 + PLATEAU_MARGIN,
+        "{:?}",
+        b.verdicts
+    );
+    assert_eq!(b.n, 3, "{:?}", b.verdicts);
+}
+
+#[test]
+fn each_run_can_be_tagged_with_its_round_from_the_note() {
+    assert_eq!(
+        rounds_text([0, 0, 0, 1, 1, 3, 3, 3]),
+        "round 0: 3 runs, round 1: 2, round 3: 3"
+    );
+    assert_eq!(rounds_text([0; 7]), "round 0: 7 runs");
+    assert_eq!(rounds_text(Vec::new()), "");
 }
