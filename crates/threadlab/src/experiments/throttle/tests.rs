@@ -138,6 +138,10 @@ fn an_n_not_told_apart_from_the_fastest_is_on_the_plateau() {
     assert_eq!((b.n, b.shown), (3, 4), "{:?}", b.verdicts);
     // Its extra runs are still asked for: they may show it within the margin outright.
     assert_eq!(b.close_calls(), vec![3]);
+    // Its interval excludes a cost of twice the margin: no settling round after those.
+    assert!(v3.ci.1 < 1.0 + 2.0 * PLATEAU_MARGIN, "{v3:?}");
+    assert!(b.unsettled().is_none());
+    assert!(b.to_run_again(EXTRA_ROUNDS + 1).is_empty());
     // A close N below a slower one is not reached: the plateau is one run of N.
     let gap = vec![
         (2, runs(1.01, 0.03)),
