@@ -45,6 +45,18 @@ fn taken_in(round: usize, seconds: &[f64]) -> Vec<Run> {
         .collect()
 }
 
+/// N is shown on the plateau, and is the answer.
+fn shown_and_answered(b: &Best, n: usize) {
+    let v = b.verdict(n).unwrap();
+    assert_eq!(v.standing, Standing::Plateau, "{:?}", b.verdicts);
+    assert_eq!(b.n, n, "{:?}", b.verdicts);
+}
+
+/// Every N's runs in the order a results file stores them (`as_stored`).
+fn stored(rows: &[(usize, &[f64])]) -> Vec<Tagged> {
+    rows.iter().map(|(n, v)| (*n, as_stored(v))).collect()
+}
+
 /// Runs in the order a results file stores them: the first sweep's 7, then rounds of 4.
 fn as_stored(v: &[f64]) -> Vec<Run> {
     let mut runs = taken_in(0, &v[..v.len().min(7)]);
@@ -297,46 +309,39 @@ fn a_phase_of_the_host_shared_by_a_repetition_does_not_move_the_answer() {
     // fastest (N = 4) 8 more in two rounds. Read as sets (the ratio of medians with a bootstrap
     // interval) N = 2 was +3.1% [-0.2%, +16.0%], not told apart from N = 4, and the answer was
     // 2; run by run it is shown slower than the fastest, and the answer is 3.
-    let tag = as_stored;
-    let pts: Vec<Tagged> = vec![
-        (1, tag(&[149.8, 145.8, 145.0, 143.6, 155.5, 165.7, 176.3])),
+    let pts: Vec<Tagged> = stored(&[
+        (1, &[149.8, 145.8, 145.0, 143.6, 155.5, 165.7, 176.3]),
         (
             2,
-            tag(&[
+            &[
                 93.9, 89.5, 89.7, 82.1, 110.8, 96.3, 108.2, 109.1, 104.1, 103.4, 94.8, 96.4, 99.6,
                 99.4, 93.5,
-            ]),
+            ],
         ),
         (
             3,
-            tag(&[
+            &[
                 86.5, 83.6, 79.7, 74.0, 103.4, 93.2, 99.3, 91.7, 92.5, 90.9, 94.2, 93.4, 92.1,
                 93.1, 85.7,
-            ]),
+            ],
         ),
         (
             4,
-            tag(&[
+            &[
                 78.6, 82.8, 82.4, 75.8, 111.6, 94.2, 97.9, 93.4, 94.1, 100.6, 89.7, 95.4, 93.9,
                 89.8, 91.1,
-            ]),
+            ],
         ),
-        (8, tag(&[77.3, 79.0, 82.8, 83.2, 107.3, 98.1, 95.4])),
-        (64, tag(&[77.5, 80.8, 85.6, 90.8, 107.2, 98.0, 95.3])),
-        (65, tag(&[79.2, 76.7, 80.1, 112.1, 112.2, 103.0, 93.9])),
-    ];
+        (8, &[77.3, 79.0, 82.8, 83.2, 107.3, 98.1, 95.4]),
+        (64, &[77.5, 80.8, 85.6, 90.8, 107.2, 98.0, 95.3]),
+        (65, &[79.2, 76.7, 80.1, 112.1, 112.2, 103.0, 93.9]),
+    ]);
     let b = best_paired(&pts).unwrap();
     assert_eq!(b.fastest_n, 4);
     let v2 = *b.verdict(2).unwrap();
     assert!(v2.ci.0 > 1.0, "{v2:?}");
     assert_ne!(v2.standing, Standing::Plateau, "{v2:?}");
-    assert_eq!(
-        b.verdict(3).unwrap().standing,
-        Standing::Plateau,
-        "{:?}",
-        b.verdicts
-    );
-    assert_eq!(b.n, 3, "{:?}", b.verdicts);
+    shown_and_answered(&b, 3);
     // Runs are paired by their round and repetition, not by their place in the list: N = 2's
     // runs listed backwards read the same.
     let mut shuffled = pts.clone();
@@ -383,36 +388,33 @@ fn the_unthrottled_penalty_is_read_run_by_run() {
 /// 4 (2026-11-28): after both rounds of extra runs N = 3 read +1.6% [+0.3%, +6.4%] beside the
 /// fastest, N = 4.
 fn answered_four() -> Vec<Tagged> {
-    vec![
-        (
-            1,
-            as_stored(&[162.7, 157.4, 167.4, 156.6, 137.4, 146.1, 147.9]),
-        ),
+    stored(&[
+        (1, &[162.7, 157.4, 167.4, 156.6, 137.4, 146.1, 147.9]),
         (
             2,
-            as_stored(&[
+            &[
                 80.8, 98.1, 89.9, 82.7, 83.7, 85.6, 88.3, 82.4, 75.8, 83.0, 73.8, 82.2, 79.8, 80.2,
                 79.6,
-            ]),
+            ],
         ),
         (
             3,
-            as_stored(&[
+            &[
                 85.4, 95.2, 81.2, 82.3, 79.2, 84.3, 74.3, 78.2, 74.6, 71.9, 72.0, 71.8, 75.7, 81.6,
                 74.1,
-            ]),
+            ],
         ),
         (
             4,
-            as_stored(&[
+            &[
                 80.8, 87.0, 82.5, 82.1, 74.4, 77.4, 70.6, 71.9, 74.0, 75.9, 73.4, 70.8, 73.2, 81.2,
                 73.0,
-            ]),
+            ],
         ),
-        (8, as_stored(&[81.5, 92.3, 83.2, 81.4, 77.3, 76.3, 78.0])),
-        (64, as_stored(&[80.9, 89.5, 82.2, 77.9, 84.4, 77.5, 76.3])),
-        (65, as_stored(&[88.2, 92.5, 81.8, 81.5, 76.6, 78.6, 80.0])),
-    ]
+        (8, &[81.5, 92.3, 83.2, 81.4, 77.3, 76.3, 78.0]),
+        (64, &[80.9, 89.5, 82.2, 77.9, 84.4, 77.5, 76.3]),
+        (65, &[88.2, 92.5, 81.8, 81.5, 76.6, 78.6, 80.0]),
+    ])
 }
 
 /// Adds one round of runs for `ns` and the fastest, in a phase of the host that moves
@@ -473,13 +475,7 @@ fn a_small_cost_shown_is_settled_by_more_runs() {
     // Settling rounds where N = 3 costs 1.5%: it is shown on the plateau, and the answer is 3.
     let (b, taken) = settle(&mut pts, &[(3, 1.015)]);
     assert!((1..=SETTLE_ROUNDS).contains(&taken));
-    assert_eq!(
-        b.verdict(3).unwrap().standing,
-        Standing::Plateau,
-        "{:?}",
-        b.verdicts
-    );
-    assert_eq!(b.n, 3, "{:?}", b.verdicts);
+    shown_and_answered(&b, 3);
     // Where N = 3 costs 8%, the rounds stop once its median passes the margin, and it stays
     // off the plateau.
     let mut pts = answered_four();
@@ -500,30 +496,27 @@ fn an_n_an_exception_took_is_settled_by_more_runs() {
     // answered 2 (2026-11-28): N = 4 was fastest in the first sweep by 0.1 ms over N = 3, N = 3
     // was shown on the plateau, and N = 2 read +3.8% [-0.4%, +16.2%] beside N = 4 after both
     // rounds (beside N = 3, in the same repetitions of the first sweep, +2% to +16%).
-    let mut pts: Vec<Tagged> = vec![
-        (
-            1,
-            as_stored(&[152.3, 142.1, 136.4, 136.1, 137.4, 138.5, 136.2]),
-        ),
+    let mut pts: Vec<Tagged> = stored(&[
+        (1, &[152.3, 142.1, 136.4, 136.1, 137.4, 138.5, 136.2]),
         (
             2,
-            as_stored(&[
+            &[
                 74.1, 88.4, 83.0, 78.0, 76.4, 80.3, 84.0, 93.9, 76.5, 83.7, 78.7, 76.7, 72.6, 76.1,
                 74.5,
-            ]),
+            ],
         ),
-        (3, as_stored(&[72.5, 76.2, 73.6, 71.9, 73.1, 73.4, 72.2])),
+        (3, &[72.5, 76.2, 73.6, 71.9, 73.1, 73.4, 72.2]),
         (
             4,
-            as_stored(&[
+            &[
                 76.7, 74.6, 71.4, 72.1, 74.0, 73.0, 70.8, 71.7, 76.8, 79.9, 75.8, 74.1, 76.5, 79.0,
                 72.7,
-            ]),
+            ],
         ),
-        (8, as_stored(&[72.9, 73.6, 73.7, 99.6, 79.2, 81.4, 77.9])),
-        (64, as_stored(&[76.2, 77.8, 72.5, 103.7, 79.0, 79.9, 85.4])),
-        (65, as_stored(&[82.8, 78.8, 77.3, 84.2, 77.7, 78.7, 83.1])),
-    ];
+        (8, &[72.9, 73.6, 73.7, 99.6, 79.2, 81.4, 77.9]),
+        (64, &[76.2, 77.8, 72.5, 103.7, 79.0, 79.9, 85.4]),
+        (65, &[82.8, 78.8, 77.3, 84.2, 77.7, 78.7, 83.1]),
+    ]);
     let b = best_paired(&pts).unwrap();
     assert_eq!((b.n, b.shown, b.fastest_n), (2, 3, 4), "{:?}", b.verdicts);
     let v2 = *b.verdict(2).unwrap();
