@@ -69,9 +69,9 @@ pub(super) fn work_text(per_worker: u64, reps: usize) -> String {
     format!(
         "64 workers sum 1..{} ({} additions each), total checked against n(n+1)/2; time = \
          median of an N's runs: {reps} taken round-robin over N, and {EXTRA_REPS} more (at most \
-         {EXTRA_ROUNDS} times, then up to {SETTLE_ROUNDS} times for the smallest close N with \
-         its median within the margin and an interval above 1 or past twice the margin) for a \
-         close call's N and the fastest; switches = median",
+         {EXTRA_ROUNDS} times, then for the smallest close N with its median within the margin \
+         up to {SETTLE_ROUNDS} times while its interval lies above 1, once where it reaches 1) \
+         for a close call's N and the fastest; switches = median",
         WORKERS * per_worker,
         per_worker
     )

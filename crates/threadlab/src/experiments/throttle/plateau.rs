@@ -9,8 +9,8 @@ use super::PLATEAU_MARGIN;
 /// after them is not on the plateau (its equivalence was not shown).
 pub(super) const EXTRA_REPS: usize = 4;
 pub(super) const EXTRA_ROUNDS: usize = 2;
-/// Rounds after those for the unsettled N only (`Best::unsettled`): the smallest close N whose
-/// median is within the margin, where its interval leaves the answer to luck.
+/// Rounds after those for the unsettled N only (`Best::to_run_again`): the smallest close N
+/// whose median is within the margin; one of them where an exception takes it.
 pub(super) const SETTLE_ROUNDS: usize = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -291,40 +291,44 @@ impl Best {
     }
 
     /// The smallest close N below the first shown on the plateau whose median is within the
-    /// margin, where its interval leaves the answer to luck: it lies above 1 (a small cost
-    /// shown, and that it stays within the margin not; no exception takes it), or it still
-    /// reaches past twice the margin (an exception takes it, although a cost twice the margin
-    /// is not excluded: the penalty the exceptions' median test guards against). More runs
-    /// settle it, on the plateau or off it. On a 2-vCPU Intel Xeon guest both changed answers
-    /// after the two rounds every close call gets: N = 3 at +1.6% [+0.3%, +6.4%] beside N = 4,
-    /// and a quick suite answered 4 (the other 13 quick suites of that day answered 3); N = 2
-    /// at +3.8% [-0.4%, +16.2%] beside N = 4 (+9% beside N = 3 in the same repetitions), and a
-    /// `run throttle` answered 2; settled, the answer in a third was 3 where N = 3 at +4.1%
-    /// [+0.5%, +15.0%] beside N = 8 would have made it 8. An N taken by an exception with a
-    /// narrower interval (N = 3 at -1.2% [-6.5%, +7.5%]) is not run again: in the 7 sweeps on
-    /// that guest where such an N had three more rounds, the answer stayed as it was, and they
-    /// cost 1.2-2.5 s of runs each. Only the smallest: it is the answer or below it, and once
-    /// it is settled the next one, if any, gets the next round.
-    pub fn unsettled(&self) -> Option<usize> {
+    /// margin, and whether an exception takes it (its interval reaches 1): the N more runs
+    /// can settle, on the plateau or off it. Only the smallest: it is the answer or below it,
+    /// and once it is settled the next one, if any, gets the next round.
+    pub fn unsettled(&self) -> Option<(usize, bool)> {
         let band = 1.0 + PLATEAU_MARGIN;
         self.verdicts
             .iter()
             .find(|v| v.n < self.shown && v.standing == Standing::Close && v.ratio <= band)
-            .filter(|v| v.ci.0 > 1.0 || v.ci.1 > 1.0 + 2.0 * PLATEAU_MARGIN)
-            .map(|v| v.n)
+            .map(|v| (v.n, v.ci.0 <= 1.0))
     }
 
     /// The N to run again (with the fastest) in round `round` of extra runs (from 1): every
-    /// close call in the first `EXTRA_ROUNDS`, the unsettled one in `SETTLE_ROUNDS` more, then
-    /// none. An N that a round left close with its median past the margin gets no settling
-    /// round: neither the plateau nor an exception takes it unless its median falls.
+    /// close call in the first `EXTRA_ROUNDS`; then the unsettled one (`unsettled`) while its
+    /// interval lies above 1, up to `SETTLE_ROUNDS` rounds, and where an exception takes it,
+    /// in the first of those rounds only; then none.
+    ///
+    /// * Interval above 1: a small cost shown, and that it stays within the margin not; no
+    ///   exception takes it, so only more runs can put it on the plateau. On a 2-vCPU Intel
+    ///   Xeon guest N = 3 at +1.6% [+0.3%, +6.4%] beside N = 4 made a quick suite answer 4
+    ///   (the other 13 of that day answered 3); settled, N = 3 at +4.1% [+0.5%, +15.0%] beside
+    ///   N = 8 gave 3 where it would have given 8.
+    /// * An exception takes it: its median within the margin is what the exception rests on,
+    ///   and one round checks it with more runs. On that guest N = 2 (about +8% beside N = 3,
+    ///   run after run) was taken at +3.8% [-0.4%, +16.2%] and +4.3% [-3.7%, +9.7%] beside
+    ///   the fastest, and two runs answered 2. An N truly on the plateau stays taken: in the 7
+    ///   sweeps where such an N had three more rounds the answer stayed as it was, at 1.2-2.5
+    ///   s of runs each, so one round is what it gets.
+    /// * An N that a round left close with its median past the margin gets none: neither the
+    ///   plateau nor an exception takes it unless its median falls.
     pub fn to_run_again(&self, round: usize) -> Vec<usize> {
         if round <= EXTRA_ROUNDS {
-            self.close_calls()
-        } else if round <= EXTRA_ROUNDS + SETTLE_ROUNDS {
-            self.unsettled().into_iter().collect()
-        } else {
-            Vec::new()
+            return self.close_calls();
+        }
+        match self.unsettled() {
+            Some((n, taken)) if round <= EXTRA_ROUNDS + if taken { 1 } else { SETTLE_ROUNDS } => {
+                vec![n]
+            }
+            _ => Vec::new(),
         }
     }
 }
@@ -359,9 +363,9 @@ pub fn rule_text() -> String {
          fastest's run of the same repetition, taken within a second of it, and the sign \
          test's interval of the median of those ratios wholly below {:.2}); an N whose interval \
          straddles the margin is run {EXTRA_REPS} more times with the fastest (at most \
-         {EXTRA_ROUNDS} times, then up to {SETTLE_ROUNDS} times more for the smallest such N \
-         whose median is within the margin if its interval lies above 1 or reaches past twice \
-         the margin), and is not on the plateau if it still straddles, \
+         {EXTRA_ROUNDS} times, then, for the smallest such N whose median is within the \
+         margin, up to {SETTLE_ROUNDS} times more while its interval lies above 1, or once \
+         where it reaches 1), and is not on the plateau if it still straddles, \
          unless its median is within the margin and its interval reaches 1 (not told apart \
          from the fastest at all; likewise each N between it and the plateau); where no N but the \
          fastest is shown on it and two or more below it are not shown apart from it at all \
