@@ -89,9 +89,10 @@ pub fn best_concurrency(points: &[(usize, Vec<f64>)]) -> Option<Best> {
 /// host's. Read as two independent sets (the ratio of the medians, with a bootstrap interval
 /// of it), the phases stayed in: on a 2-vCPU Intel Xeon guest N = 2 read +3.1% [-0.2%,
 /// +16.0%] beside N = 4 in a run whose repetitions moved from 80 to 110 ms, and the answer was
-/// 2; its run-by-run ratios read +8.1% [+2.6%, +10.6%]. The 34 runs on record on that guest (2026-11-27) had answered 3 in 29 (4 in 3, 2
-/// in 2) and uthread 2 in 31; their runs read again run by run answer 3 in 34 and 2 in 34 (the
-/// extra runs as they were taken: the new reading could have asked for others).
+/// 2; its run-by-run ratios read +8.1% [+2.6%, +10.6%]. The 34 runs on record on that guest
+/// (2026-11-27) had answered 3 in 29 (4 in 3, 2 in 2) and uthread 2 in 31; their runs read
+/// again run by run answer 3 in 34 and 2 in 34 (the extra runs as they were taken: the new
+/// reading could have asked for others).
 ///
 /// Settling a close call by its median instead let an N whose penalty sits near the margin (N
 /// = 2 at +3-16% on a 2-vCPU guest, its interval mostly straddling 5%) win in 4 of 31 runs;
@@ -291,9 +292,9 @@ impl Best {
     }
 
     /// The smallest close N below the first shown on the plateau whose median is within the
-    /// margin, and whether an exception takes it (its interval reaches 1): the N more runs
-    /// can settle, on the plateau or off it. Only the smallest: it is the answer or below it,
-    /// and once it is settled the next one, if any, gets the next round.
+    /// margin, and whether its interval reaches 1 (what the exceptions ask of an N they take):
+    /// the N more runs can settle, on the plateau or off it. Only the smallest: it is the
+    /// answer or below it, and once it is settled the next one, if any, gets the next round.
     pub fn unsettled(&self) -> Option<(usize, bool)> {
         let band = 1.0 + PLATEAU_MARGIN;
         self.verdicts
@@ -365,9 +366,9 @@ pub fn rule_text() -> String {
          straddles the margin is run {EXTRA_REPS} more times with the fastest (at most \
          {EXTRA_ROUNDS} times, then, for the smallest such N whose median is within the \
          margin, up to {SETTLE_ROUNDS} times more while its interval lies above 1, or once \
-         where it reaches 1), and is not on the plateau if it still straddles, \
-         unless its median is within the margin and its interval reaches 1 (not told apart \
-         from the fastest at all; likewise each N between it and the plateau); where no N but the \
+         where it reaches 1), and is not on the plateau if it still straddles, unless its \
+         median is within the margin and its interval reaches 1 (not told apart from the \
+         fastest at all; likewise each N between it and the plateau); where no N but the \
          fastest is shown on it and two or more below it are not shown apart from it at all \
          (their intervals reach 1), the smallest of those whose median is within the margin",
         PLATEAU_MARGIN * 100.0,
