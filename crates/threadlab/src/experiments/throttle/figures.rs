@@ -10,9 +10,7 @@ use crate::results::ids::throttle as ids;
 use crate::results::{HistoricalSeries, Metric, Series, Table};
 use crate::seeds;
 
-use super::plateau::{
-    paired, rule_text, verdict_text, Best, Paired, EXTRA_REPS, EXTRA_ROUNDS, SETTLE_ROUNDS,
-};
+use super::plateau::{extra_runs_text, paired, rule_text, verdict_text, Best, Paired};
 use super::sweep::{label, PerN};
 use super::{PLATEAU_MARGIN, UNTHROTTLED_X, WORKERS};
 
@@ -68,12 +66,11 @@ impl Found {
 pub(super) fn work_text(per_worker: u64, reps: usize) -> String {
     format!(
         "64 workers sum 1..{} ({} additions each), total checked against n(n+1)/2; time = \
-         median of an N's runs: {reps} taken round-robin over N, and {EXTRA_REPS} more (at most \
-         {EXTRA_ROUNDS} times, then for the smallest close N with its median within the margin \
-         up to {SETTLE_ROUNDS} times while its interval lies above 1, once where it reaches 1) \
-         for a close call's N and the fastest; switches = median",
+         median of an N's runs: {reps} taken round-robin over N, and a close call's N is run {}; \
+         switches = median",
         WORKERS * per_worker,
-        per_worker
+        per_worker,
+        extra_runs_text()
     )
 }
 

@@ -291,16 +291,15 @@ impl Best {
             .collect()
     }
 
-    /// The smallest close N below the first shown on the plateau whose median is within the
-    /// margin, and whether its interval reaches 1 (what the exceptions ask of an N they take):
-    /// the N more runs can settle, on the plateau or off it. Only the smallest: it is the
-    /// answer or below it, and once it is settled the next one, if any, gets the next round.
-    pub fn unsettled(&self) -> Option<(usize, bool)> {
+    /// The verdict of the smallest close N below the first shown on the plateau whose median
+    /// is within the margin: the N more runs can settle, on the plateau or off it. Only the
+    /// smallest: it is the answer or below it, and once it is settled the next one, if any,
+    /// gets the next round.
+    pub fn unsettled(&self) -> Option<&Verdict> {
         let band = 1.0 + PLATEAU_MARGIN;
         self.verdicts
             .iter()
             .find(|v| v.n < self.shown && v.standing == Standing::Close && v.ratio <= band)
-            .map(|v| (v.n, v.ci.0 <= 1.0))
     }
 
     /// The N to run again (with the fastest) in round `round` of extra runs (from 1): every
@@ -326,8 +325,9 @@ impl Best {
             return self.close_calls();
         }
         match self.unsettled() {
-            Some((n, taken)) if round <= EXTRA_ROUNDS + if taken { 1 } else { SETTLE_ROUNDS } => {
-                vec![n]
+            // Its interval reaching 1 is what the exceptions ask of an N they take.
+            Some(v) if round <= EXTRA_ROUNDS + if v.ci.0 <= 1.0 { 1 } else { SETTLE_ROUNDS } => {
+                vec![v.n]
             }
             _ => Vec::new(),
         }
@@ -363,16 +363,24 @@ pub fn rule_text() -> String {
          N's with 95% confidence (the fastest chosen on the first sweep; each run of N over the \
          fastest's run of the same repetition, taken within a second of it, and the sign \
          test's interval of the median of those ratios wholly below {:.2}); an N whose interval \
-         straddles the margin is run {EXTRA_REPS} more times with the fastest (at most \
-         {EXTRA_ROUNDS} times, then, for the smallest such N whose median is within the \
-         margin, up to {SETTLE_ROUNDS} times more while its interval lies above 1, or once \
-         where it reaches 1), and is not on the plateau if it still straddles, unless its \
-         median is within the margin and its interval reaches 1 (not told apart from the \
-         fastest at all; likewise each N between it and the plateau); where no N but the \
-         fastest is shown on it and two or more below it are not shown apart from it at all \
-         (their intervals reach 1), the smallest of those whose median is within the margin",
+         straddles the margin is run {}, and is not on the plateau if it still straddles, \
+         unless its median is within the margin and its interval reaches 1 (not told apart \
+         from the fastest at all; likewise each N between it and the plateau); where no N but \
+         the fastest is shown on it and two or more below it are not shown apart from it at \
+         all (their intervals reach 1), the smallest of those whose median is within the margin",
         PLATEAU_MARGIN * 100.0,
-        1.0 + PLATEAU_MARGIN
+        1.0 + PLATEAU_MARGIN,
+        extra_runs_text()
+    )
+}
+
+/// Which extra runs a close N gets (`Best::to_run_again`), in words: for the rule's text and
+/// the time metrics' notes.
+pub(super) fn extra_runs_text() -> String {
+    format!(
+        "{EXTRA_REPS} more times with the fastest (at most {EXTRA_ROUNDS} times, then, for the \
+         smallest such N whose median is within the margin, up to {SETTLE_ROUNDS} times more \
+         while its interval lies above 1, or once where it reaches 1)"
     )
 }
 
