@@ -346,8 +346,12 @@ pub const MEMORY_REGIME_PCT: f64 = 15.0;
 /// under `MEMORY_REGIME_PCT`, and 23 of them moved more than 20% (`shm.*.read.1mib` up to 3.4x,
 /// `shm.process.read.64mib` +28% with the walk 10.9% apart, `create.green.tree` +31% in a pair
 /// whose probes, vCPU distance and walk all stayed within 12%): two of those pairs failed
-/// `--fail-if-slower 10` on nothing but such figures.
-pub const GUEST_MEMORY: &str = "it walks memory the host's other tenants share, and in a \
+/// `--fail-if-slower 10` on nothing but such figures. The shm reads between two vCPUs at
+/// 4 KiB, which cross from one core's caches to the other's through the shared ones, read
+/// 0.26-0.48 us over 34 runs on that guest, at a level the host kept for seconds to minutes
+/// (`experiments::shm`), and failed two of 12 later A/A pairs alone ("SLOWER +80.4%", +87.8%).
+pub const GUEST_MEMORY: &str = "its data goes through caches or memory the host's other \
+     tenants share, and in a \
      virtual machine such figures move between runs with every reference of the run at rest (on \
      a 2-vCPU guest, 23 of 139 moved more than 20% between back-to-back runs of one build, up \
      to 3.4x): compare them on bare metal, or run both again";
