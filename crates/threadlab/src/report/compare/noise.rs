@@ -349,12 +349,12 @@ pub const MEMORY_REGIME_PCT: f64 = 15.0;
 /// `--fail-if-slower 10` on nothing but such figures. The shm reads between two vCPUs at
 /// 4 KiB, which cross from one core's caches to the other's through the shared ones, read
 /// 0.26-0.48 us over 34 runs on that guest, at a level the host kept for seconds to minutes
-/// (`experiments::shm`), and failed two of 12 later A/A pairs alone ("SLOWER +80.4%", +87.8%).
+/// (`experiments::shm`), and alone failed two of the 21 A/A pairs kept from this lab's runs
+/// ("SLOWER +80.4%", +87.8%) before they carried the flag.
 pub const GUEST_MEMORY: &str = "its data goes through caches or memory the host's other \
-     tenants share, and in a \
-     virtual machine such figures move between runs with every reference of the run at rest (on \
-     a 2-vCPU guest, 23 of 139 moved more than 20% between back-to-back runs of one build, up \
-     to 3.4x): compare them on bare metal, or run both again";
+     tenants share, and in a virtual machine such figures move between runs with every \
+     reference of the run at rest (on a 2-vCPU guest, 23 of 139 moved more than 20% between \
+     back-to-back runs of one build, up to 3.4x): compare them on bare metal, or run both again";
 
 /// Why a memory-bound figure (`Metric::memory_bound`) cannot be compared between A and B: the
 /// memory reference moved more than `MEMORY_REGIME_PCT` during either run's experiment or, on
