@@ -233,9 +233,9 @@ fn process_sweep(ctx: &Ctx, cpus: (usize, usize)) -> Result<Vec<(usize, Summary)
 /// keeps for seconds to minutes, which no reference of the run sees. A test program reading
 /// 64 KiB just written on the other vCPU, trial by trial, from one buffer, from a fresh 64 KiB
 /// one and from the start of a fresh 64 MiB one, with the same writer thread and with a fresh
-/// one, read the same level in every trial of a run: 320 ns in one run and 446 ns in the next;
-/// over 9 s of another, 445 ns, then 80 ns for 3.5 s while the host ran both vCPUs on one core,
-/// then 445 ns again. The lab's thread and process rows, one sweep after the other, read 0.28
+/// one, read the same level each way, trial by trial, and mostly one level through a run: about
+/// 320 ns in one run and 446 ns in the next; over 9 s of another, 445 ns, then 80 ns for 3.5 s
+/// while the host ran both vCPUs on one core, then 445 ns again. The lab's thread and process rows, one sweep after the other, read 0.28
 /// and 0.45 us in one run.
 fn through_shared_caches(size: usize, (reader, writer): (usize, usize)) -> bool {
     size >= MIB || reader != writer
