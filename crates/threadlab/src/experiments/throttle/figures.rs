@@ -328,7 +328,7 @@ pub(super) fn table(f: &Found) -> Table {
             v.map_or("-".to_string(), |v| {
                 if v.n == best.fastest_n {
                     "fastest".to_string()
-                } else if (best.n..best.shown).contains(&v.n) && v.ci.0 <= 1.0 {
+                } else if (best.n..best.shown).contains(&v.n) && v.reaches_one() {
                     // Taken by the rule's exception: say so beside "close".
                     format!("{}, not told apart", verdict_text(v))
                 } else {

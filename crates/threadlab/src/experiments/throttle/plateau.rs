@@ -34,6 +34,14 @@ pub struct Verdict {
     pub standing: Standing,
 }
 
+impl Verdict {
+    /// Its interval reaches 1: not told apart from the fastest at all, what the rule's
+    /// exceptions ask of an N they take.
+    pub fn reaches_one(&self) -> bool {
+        self.ci.0 <= 1.0
+    }
+}
+
 /// One run of an N, and when it was taken: `round` 0 is the first sweep (every N), k the k-th
 /// round of extra runs (the close N and the fastest); `rep` its repetition within the round.
 /// Every N of a round runs once per repetition, one after the other, so the runs of one
@@ -247,13 +255,13 @@ fn not_told_apart(verdicts: &[Verdict], shown: usize, fastest: usize) -> Option<
         .iter()
         .rev()
         .filter(|v| v.n < shown)
-        .take_while(|v| v.standing == Standing::Close && v.ratio <= band && v.ci.0 <= 1.0)
+        .take_while(|v| v.standing == Standing::Close && v.ratio <= band && v.reaches_one())
         .last()
         .map(|v| v.n);
     let spread = if shown == fastest {
         let together: Vec<&Verdict> = verdicts
             .iter()
-            .filter(|v| v.n < fastest && v.standing == Standing::Close && v.ci.0 <= 1.0)
+            .filter(|v| v.n < fastest && v.standing == Standing::Close && v.reaches_one())
             .collect();
         together
             .iter()
@@ -325,10 +333,7 @@ impl Best {
             return self.close_calls();
         }
         match self.unsettled() {
-            // Its interval reaching 1 is what the exceptions ask of an N they take.
-            Some(v) if round <= EXTRA_ROUNDS + if v.ci.0 <= 1.0 { 1 } else { SETTLE_ROUNDS } => {
-                vec![v.n]
-            }
+            Some(v) if round <= EXTRA_ROUNDS + settling_rounds(v) => vec![v.n],
             _ => Vec::new(),
         }
     }
@@ -372,6 +377,16 @@ pub fn rule_text() -> String {
         1.0 + PLATEAU_MARGIN,
         extra_runs_text()
     )
+}
+
+/// How many settling rounds the unsettled N gets (`Best::to_run_again`): one where an exception
+/// takes it (its interval reaches 1), else `SETTLE_ROUNDS`.
+fn settling_rounds(v: &Verdict) -> usize {
+    if v.reaches_one() {
+        1
+    } else {
+        SETTLE_ROUNDS
+    }
 }
 
 /// Which extra runs a close N gets (`Best::to_run_again`), in words: for the rule's text and
